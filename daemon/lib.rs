@@ -1,0 +1,22 @@
+//! ptyhub: one daemon that runs programs (shells, AI coding agents) on PTYs and shares each
+//! session's live screen with many browser viewers over WebSocket.
+//!
+//! The components, outside in:
+//!
+//! - [`server`]: the listener, routing, REST API and the WebSocket upgrade.
+//! - [`viewer`]: one WebSocket connection; decodes frames into session commands and writes
+//!   the session's output from the viewer's own position in the output log.
+//! - [`registry`]: session uuid → [`session::SessionHandle`].
+//! - [`session`]: one actor task per session owning the process and its PTY, the screen
+//!   model, the output log, the viewers and the session's metadata.
+//! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
+//! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
+//! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
+
+pub mod config;
+pub mod protocol;
+pub mod registry;
+pub mod server;
+pub mod session;
+pub mod shutdown;
+pub mod viewer;

@@ -1,0 +1,8 @@
+//! Wire dialects: pure codecs between frames and session commands/events.
+//!
+//! Each dialect turns what a client sends into messages the session understands, and what the
+//! session reports into frames, without doing any I/O itself: the viewer task owns the socket,
+//! so every codec can be unit-tested and fuzzed on its own. The browser dialect of
+//! `PROTOCOL.md` is the first; later dialects sit next to it on the same session core.
+
+pub mod swe;

@@ -1,0 +1,934 @@
+//! Core logic for sessions, independent of any wire format: one actor task per session owns
+//! the program and its PTY, the screen model, the output log, the viewers and the metadata.
+//!
+//! Other tasks talk to a session only through its [`SessionHandle`]: commands go in on a
+//! bounded channel, replies come back on oneshot channels, events go out on each viewer's
+//! own channel, and output is published in the shared [`output_log`].
+
+pub mod output_log;
+pub mod process;
+pub mod screen;
+pub mod size;
+pub mod snapshot;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use nix::sys::signal::Signal;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+use uuid::Uuid;
+
+use crate::config::{Assistant, Config};
+use output_log::SharedLog;
+pub use process::ExitInfo;
+use screen::ScreenModel;
+use size::ViewerSize;
+pub use snapshot::EncodedSnapshot;
+
+/// Identifies one viewer within the daemon.
+pub type ViewerId = u64;
+
+/// Commands queued per session before senders wait.
+const COMMAND_QUEUE: usize = 256;
+/// Input messages queued for the PTY before further input is refused with an error.
+const INPUT_QUEUE: usize = 256;
+/// Bytes asked of the PTY per read; PTY reads return at most about 4 KiB anyway.
+const READ_CHUNK: usize = 16 * 1024;
+/// After the program exits, how long output still arriving from its PTY is collected.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// After leftover processes got SIGHUP at the program's exit, when they get SIGTERM.
+const LEFTOVER_TERM_AFTER: Duration = Duration::from_secs(1);
+
+/// What a viewer is told by its session.
+#[derive(Debug, Clone)]
+pub enum ViewerEvent {
+    /// The session's metadata changed (or the viewer just joined).
+    Status(StatusInfo),
+    /// The program ended; the exit notice ends at `offset` in the output log.
+    Exit {
+        /// How it ended.
+        info: ExitInfo,
+        /// Output up to this offset comes before the exit message.
+        offset: u64,
+    },
+    /// Something this viewer sent was refused.
+    Error {
+        /// Short machine word.
+        code: &'static str,
+        /// For people.
+        message: String,
+    },
+    /// The session is gone; close the connection with this code.
+    Close {
+        /// WebSocket close code (4003 ended, 1001 daemon shutting down).
+        code: u16,
+        /// Close reason.
+        reason: &'static str,
+    },
+}
+
+/// The session's metadata as every viewer sees it (the viewer adds its own role).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusInfo {
+    /// Connected viewers.
+    pub viewers: usize,
+    /// Session height.
+    pub rows: u16,
+    /// Session width.
+    pub cols: u16,
+    /// Display name of the assistant.
+    pub assistant: String,
+    /// User-given name, possibly empty.
+    pub session_name: String,
+    /// The session id.
+    pub session_uuid: Uuid,
+    /// Working directory of the program.
+    pub work_dir: String,
+    /// Whether the program runs in YOLO mode.
+    pub yolo_mode: bool,
+    /// Whether the assistant has a YOLO command.
+    pub yolo_supported: bool,
+}
+
+/// A session as the REST API lists it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: Uuid,
+    /// User-given name, possibly empty.
+    pub name: String,
+    /// Assistant key in the config.
+    pub assistant: String,
+    /// Assistant display name.
+    pub assistant_name: String,
+    /// Connected viewers.
+    pub viewers: usize,
+    /// Session width.
+    pub cols: u16,
+    /// Session height.
+    pub rows: u16,
+    /// Whether the program still runs.
+    pub alive: bool,
+    /// Exit status once it ended.
+    pub exit_code: Option<i32>,
+    /// Signal name if a signal ended it.
+    pub exit_signal: Option<String>,
+    /// Creation time, RFC 3339 UTC.
+    pub created_at: String,
+    /// Working directory.
+    pub work_dir: String,
+    /// Whether the program runs in YOLO mode.
+    pub yolo_mode: bool,
+}
+
+/// What a joining viewer receives before any live output.
+pub struct JoinReply {
+    /// The viewer's id within the session.
+    pub viewer: ViewerId,
+    /// The screen, when the session has drawn anything.
+    pub snapshot: Option<EncodedSnapshot>,
+    /// Live output for this viewer starts at this log offset.
+    pub offset: u64,
+    /// Set when the program has already ended.
+    pub exit: Option<ExitInfo>,
+}
+
+/// A fresh snapshot for a viewer that fell behind, and where its stream resumes.
+pub struct Resync {
+    /// The screen now.
+    pub snapshot: EncodedSnapshot,
+    /// Live output resumes at this log offset.
+    pub offset: u64,
+}
+
+/// Why a session is being ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// Deleted through the API.
+    Deleted,
+    /// The daemon is shutting down.
+    Shutdown,
+    /// Exited and unwatched for the configured time.
+    Reaped,
+}
+
+impl EndReason {
+    fn close(self) -> (u16, &'static str) {
+        match self {
+            EndReason::Deleted | EndReason::Reaped => (4003, "session ended"),
+            EndReason::Shutdown => (1001, "ptyhub is shutting down"),
+        }
+    }
+}
+
+/// The session no longer exists.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the session has ended")]
+pub struct SessionGone;
+
+/// Why a session could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// No such assistant in the config.
+    #[error("unknown assistant `{0}`")]
+    UnknownAssistant(String),
+    /// The assistant's program is not installed.
+    #[error("assistant `{key}` is unavailable: {reason}")]
+    Unavailable {
+        /// Assistant key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The requested name breaks the naming rule.
+    #[error("{0}")]
+    BadName(String),
+    /// The working directory does not exist.
+    #[error("working directory {0} does not exist or is not a directory")]
+    BadWorkDir(String),
+    /// Starting the program failed.
+    #[error(transparent)]
+    Spawn(#[from] process::SpawnError),
+}
+
+/// What to create.
+#[derive(Debug, Clone, Default)]
+pub struct CreateSpec {
+    /// The client's uuid, which the session keeps.
+    pub id: Uuid,
+    /// Assistant key.
+    pub assistant: String,
+    /// Optional name (validated like a rename).
+    pub name: Option<String>,
+    /// Optional working directory (must exist); default the daemon's.
+    pub cwd: Option<PathBuf>,
+}
+
+/// Longest session name, characters.
+pub const MAX_NAME_CHARS: usize = 32;
+
+/// Trims and checks a session name: 0–32 characters of `[A-Za-z0-9 _-]`.
+pub fn validate_name(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(format!(
+            "session name is longer than {MAX_NAME_CHARS} characters"
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '-')))
+    {
+        return Err(format!(
+            "session name may only hold letters, digits, spaces, '-' and '_' (found {bad:?})"
+        ));
+    }
+    Ok(name.to_owned())
+}
+
+/// Called once when a session has ended, with its id (the registry removes it).
+pub type OnEnd = Box<dyn FnOnce(Uuid) + Send>;
+
+enum Command {
+    Join {
+        read_only: bool,
+        events: mpsc::Sender<ViewerEvent>,
+        reply: oneshot::Sender<JoinReply>,
+    },
+    Leave {
+        viewer: ViewerId,
+    },
+    Input {
+        viewer: ViewerId,
+        data: Bytes,
+    },
+    Resize {
+        viewer: ViewerId,
+        rows: u16,
+        cols: u16,
+    },
+    Resync {
+        reply: oneshot::Sender<Resync>,
+    },
+    End {
+        reason: EndReason,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// A cheap, cloneable reference to a running session actor.
+#[derive(Clone)]
+pub struct SessionHandle {
+    id: Uuid,
+    commands: mpsc::Sender<Command>,
+    log: Arc<SharedLog>,
+    info: watch::Receiver<SessionInfo>,
+    ended: CancellationToken,
+}
+
+impl SessionHandle {
+    /// Cancelled once the session has ended and told its viewers to close.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// The session id.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The session's output log, which viewers read from their own offsets.
+    pub fn log(&self) -> &Arc<SharedLog> {
+        &self.log
+    }
+
+    /// The session's current metadata.
+    pub fn info(&self) -> SessionInfo {
+        self.info.borrow().clone()
+    }
+
+    async fn send(&self, cmd: Command) -> Result<(), SessionGone> {
+        self.commands.send(cmd).await.map_err(|_| SessionGone)
+    }
+
+    /// Adds a viewer; `events` receives everything addressed to it.
+    pub async fn join(
+        &self,
+        read_only: bool,
+        events: mpsc::Sender<ViewerEvent>,
+    ) -> Result<JoinReply, SessionGone> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Join {
+            read_only,
+            events,
+            reply,
+        })
+        .await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+
+    /// Removes a viewer.
+    pub async fn leave(&self, viewer: ViewerId) {
+        let _ = self.send(Command::Leave { viewer }).await;
+    }
+
+    /// Keystrokes or pasted bytes for the program.
+    pub async fn input(&self, viewer: ViewerId, data: Bytes) -> Result<(), SessionGone> {
+        self.send(Command::Input { viewer, data }).await
+    }
+
+    /// The viewer's terminal size.
+    pub async fn resize(&self, viewer: ViewerId, rows: u16, cols: u16) -> Result<(), SessionGone> {
+        self.send(Command::Resize { viewer, rows, cols }).await
+    }
+
+    /// A fresh snapshot and the offset the stream resumes from.
+    pub async fn resync(&self) -> Result<Resync, SessionGone> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Resync { reply }).await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+
+    /// Ends the session (signalling its processes, closing its viewers) and waits until it is gone.
+    pub async fn end(&self, reason: EndReason) -> Result<(), SessionGone> {
+        let (done, rx) = oneshot::channel();
+        self.send(Command::End { reason, done }).await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+}
+
+/// Creates a session: validates the request, starts the program, spawns the actor.
+pub fn start(
+    cfg: Arc<Config>,
+    spec: CreateSpec,
+    on_end: OnEnd,
+) -> Result<SessionHandle, CreateError> {
+    let assistant = cfg
+        .assistants
+        .get(&spec.assistant)
+        .ok_or_else(|| CreateError::UnknownAssistant(spec.assistant.clone()))?
+        .clone();
+    assistant
+        .availability()
+        .map_err(|reason| CreateError::Unavailable {
+            key: spec.assistant.clone(),
+            reason,
+        })?;
+    let name = validate_name(spec.name.as_deref().unwrap_or("")).map_err(CreateError::BadName)?;
+    let cwd = match spec.cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| CreateError::BadWorkDir(e.to_string()))?,
+    };
+    let cwd = cwd
+        .canonicalize()
+        .ok()
+        .filter(|d| d.is_dir())
+        .ok_or_else(|| CreateError::BadWorkDir(cwd.display().to_string()))?;
+
+    let argv = assistant.start_argv();
+    let yolo_mode = assistant.yolo.as_ref() == Some(&argv);
+    let (rows, cols) = size::clamp(cfg.session.rows, cfg.session.cols);
+    let env = program_env(&assistant, yolo_mode);
+    let spawned = process::spawn(&process::SpawnSpec {
+        argv: &argv,
+        env: &env,
+        cwd: &cwd,
+        rows,
+        cols,
+        session: spec.id,
+    })?;
+    info!(session = %spec.id, assistant = %spec.assistant, pid = spawned.pid, cwd = %cwd.display(), "session started");
+
+    let log = Arc::new(SharedLog::new(cfg.session.output_log_bytes));
+    let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
+    let created_at = SystemTime::now();
+    let mut session = Session {
+        id: spec.id,
+        model: ScreenModel::new(rows, cols, cfg.session.scrollback_lines),
+        assistant_key: spec.assistant,
+        assistant,
+        name,
+        cwd,
+        created_at,
+        yolo_mode,
+        log: log.clone(),
+        viewers: HashMap::new(),
+        size: (rows, cols),
+        proc: Proc::default(),
+        exit: None,
+        idle_since: Instant::now(),
+        ending: None,
+        info: watch::Sender::new(placeholder_info(spec.id)),
+        on_end: Some(on_end),
+        ended: CancellationToken::new(),
+        read_buf: BytesMut::new(),
+        cfg,
+    };
+    session.attach(spawned);
+    session.publish_info();
+    let handle = SessionHandle {
+        id: spec.id,
+        commands,
+        log,
+        info: session.info.subscribe(),
+        ended: session.ended.clone(),
+    };
+    tokio::spawn(session.run(rx));
+    Ok(handle)
+}
+
+fn program_env(assistant: &Assistant, yolo: bool) -> std::collections::BTreeMap<String, String> {
+    let mut env = assistant.env.clone();
+    if yolo {
+        env.extend(assistant.yolo_env.clone());
+    }
+    env
+}
+
+fn placeholder_info(id: Uuid) -> SessionInfo {
+    SessionInfo {
+        id,
+        name: String::new(),
+        assistant: String::new(),
+        assistant_name: String::new(),
+        viewers: 0,
+        cols: 0,
+        rows: 0,
+        alive: true,
+        exit_code: None,
+        exit_signal: None,
+        created_at: String::new(),
+        work_dir: String::new(),
+        yolo_mode: false,
+    }
+}
+
+/// RFC 3339 UTC, second precision.
+pub fn rfc3339(t: SystemTime) -> String {
+    let t = time::OffsetDateTime::from(t);
+    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    t.format(&fmt).unwrap_or_default()
+}
+
+struct ViewerEntry {
+    events: mpsc::Sender<ViewerEvent>,
+    size: ViewerSize,
+}
+
+/// The running program, while there is one.
+#[derive(Default)]
+struct Proc {
+    child: Option<tokio::process::Child>,
+    pid: i32,
+    reader: Option<pty_process::OwnedReadPty>,
+    input: Option<mpsc::Sender<Bytes>>,
+    size: Option<watch::Sender<(u16, u16)>>,
+    /// How it ended, once it has (its PTY may still be draining).
+    status: Option<ExitInfo>,
+    /// Stop waiting for output after the program's exit at this instant.
+    drain_until: Option<Instant>,
+}
+
+struct Ending {
+    reason: EndReason,
+    waiters: Vec<oneshot::Sender<()>>,
+    kill_at: Option<Instant>,
+}
+
+struct Session {
+    id: Uuid,
+    cfg: Arc<Config>,
+    assistant_key: String,
+    assistant: Assistant,
+    name: String,
+    cwd: PathBuf,
+    created_at: SystemTime,
+    yolo_mode: bool,
+    model: ScreenModel,
+    log: Arc<SharedLog>,
+    viewers: HashMap<ViewerId, ViewerEntry>,
+    size: (u16, u16),
+    proc: Proc,
+    exit: Option<ExitInfo>,
+    /// When the session last became exited-and-unwatched, for reaping.
+    idle_since: Instant,
+    ending: Option<Ending>,
+    info: watch::Sender<SessionInfo>,
+    on_end: Option<OnEnd>,
+    ended: CancellationToken,
+    read_buf: BytesMut,
+}
+
+static NEXT_VIEWER: AtomicU64 = AtomicU64::new(1);
+
+async fn read_pty(
+    reader: &mut Option<pty_process::OwnedReadPty>,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
+    match reader {
+        Some(r) => {
+            buf.reserve(READ_CHUNK);
+            r.read_buf(buf).await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn wait_child(
+    child: &mut Option<tokio::process::Child>,
+) -> std::io::Result<std::process::ExitStatus> {
+    match child {
+        Some(c) => c.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes input to the PTY and applies size changes, so a program that stops reading its
+/// input never blocks the actor (and a resize never waits behind queued input).
+async fn pty_writer(
+    mut pty: pty_process::OwnedWritePty,
+    mut input: mpsc::Receiver<Bytes>,
+    mut size: watch::Receiver<(u16, u16)>,
+) {
+    let mut pending = Bytes::new();
+    loop {
+        tokio::select! {
+            biased;
+            changed = size.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let (rows, cols) = *size.borrow_and_update();
+                if let Err(e) = pty.resize(pty_process::Size::new(rows, cols)) {
+                    debug!("pty resize failed: {e}");
+                }
+            }
+            written = pty.write(&pending), if !pending.is_empty() => match written {
+                Ok(n) => { let _ = pending.split_to(n); }
+                Err(e) => { debug!("pty write failed: {e}"); return; }
+            },
+            next = input.recv(), if pending.is_empty() => match next {
+                Some(data) => pending = data,
+                None => return,
+            },
+        }
+    }
+}
+
+impl Session {
+    fn attach(&mut self, spawned: process::Spawned) {
+        let (input_tx, input_rx) = mpsc::channel(INPUT_QUEUE);
+        let (size_tx, size_rx) = watch::channel(self.size);
+        tokio::spawn(pty_writer(spawned.writer, input_rx, size_rx));
+        self.proc = Proc {
+            child: Some(spawned.child),
+            pid: spawned.pid,
+            reader: Some(spawned.reader),
+            input: Some(input_tx),
+            size: Some(size_tx),
+            status: None,
+            drain_until: None,
+        };
+    }
+
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        loop {
+            let reap_at = self.reap_at();
+            let kill_at = self.ending.as_ref().and_then(|e| e.kill_at);
+            tokio::select! {
+                cmd = commands.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd),
+                    // Every handle is gone: nobody can reach this session any more.
+                    None => self.begin_end(EndReason::Deleted, None),
+                },
+                read = read_pty(&mut self.proc.reader, &mut self.read_buf) => self.on_read(read),
+                status = wait_child(&mut self.proc.child) => self.on_child_exit(status),
+                _ = sleep_until(self.proc.drain_until) => self.finish_exit(),
+                _ = sleep_until(kill_at) => self.kill_now(),
+                _ = sleep_until(reap_at) => {
+                    info!(session = %self.id, "reaping exited session with no viewer");
+                    self.begin_end(EndReason::Reaped, None);
+                }
+            }
+            if self.on_end.is_none() {
+                break;
+            }
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Join {
+                read_only,
+                events,
+                reply,
+            } => {
+                let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
+                let (snapshot, offset) = if self.model.has_output() {
+                    let (s, o) = self.snapshot();
+                    (Some(s), o)
+                } else {
+                    (None, self.log.head())
+                };
+                let joined = reply.send(JoinReply {
+                    viewer,
+                    snapshot,
+                    offset,
+                    exit: self.exit.clone(),
+                });
+                if joined.is_ok() {
+                    self.viewers.insert(
+                        viewer,
+                        ViewerEntry {
+                            events,
+                            size: ViewerSize {
+                                read_only,
+                                size: None,
+                            },
+                        },
+                    );
+                    self.broadcast_status();
+                }
+            }
+            Command::Leave { viewer } => {
+                if self.viewers.remove(&viewer).is_some() {
+                    if self.viewers.is_empty() {
+                        self.idle_since = Instant::now();
+                    }
+                    if !self.apply_size() {
+                        self.broadcast_status();
+                    }
+                }
+            }
+            Command::Input { viewer, data } => self.input(viewer, data),
+            Command::Resize { viewer, rows, cols } => {
+                let Some(entry) = self.viewers.get_mut(&viewer) else {
+                    return;
+                };
+                if entry.size.read_only {
+                    self.tell(
+                        viewer,
+                        "read_only",
+                        "this link is read-only: resize ignored",
+                    );
+                    return;
+                }
+                entry.size.size = Some(size::clamp(rows, cols));
+                self.apply_size();
+            }
+            Command::Resync { reply } => {
+                let (snapshot, offset) = self.snapshot();
+                let _ = reply.send(Resync { snapshot, offset });
+            }
+            Command::End { reason, done } => self.begin_end(reason, Some(done)),
+        }
+    }
+
+    /// The snapshot and the exact log offset it belongs to: the model has consumed every byte
+    /// before it (bytes it holds back, an incomplete escape sequence, are streamed instead).
+    fn snapshot(&self) -> (EncodedSnapshot, u64) {
+        let snap = snapshot::encode(&self.model, self.cfg.session.scrollback_lines);
+        let offset = self.log.head() - self.model.pending_len() as u64;
+        (snap, offset)
+    }
+
+    fn input(&mut self, viewer: ViewerId, data: Bytes) {
+        let Some(entry) = self.viewers.get(&viewer) else {
+            return;
+        };
+        if entry.size.read_only {
+            self.tell(viewer, "read_only", "this link is read-only: input ignored");
+            return;
+        }
+        let Some(input) = &self.proc.input else {
+            self.tell(
+                viewer,
+                "not_running",
+                "the program has exited: input ignored",
+            );
+            return;
+        };
+        if let Err(mpsc::error::TrySendError::Full(_)) = input.try_send(data) {
+            self.tell(
+                viewer,
+                "input_overflow",
+                "the program is not reading its input: these keystrokes were dropped",
+            );
+        }
+    }
+
+    /// Recomputes the session size; returns whether it changed (status already sent).
+    fn apply_size(&mut self) -> bool {
+        let new = size::session_size(self.viewers.values().map(|v| &v.size), self.size);
+        if new == self.size {
+            return false;
+        }
+        self.size = new;
+        self.model.resize(new.0, new.1);
+        if let Some(size) = &self.proc.size {
+            size.send_replace(new);
+        }
+        self.broadcast_status();
+        true
+    }
+
+    fn status(&self) -> StatusInfo {
+        StatusInfo {
+            viewers: self.viewers.len(),
+            rows: self.size.0,
+            cols: self.size.1,
+            assistant: self.assistant.name.clone(),
+            session_name: self.name.clone(),
+            session_uuid: self.id,
+            work_dir: self.cwd.display().to_string(),
+            yolo_mode: self.yolo_mode,
+            yolo_supported: self.assistant.yolo_supported(),
+        }
+    }
+
+    fn broadcast_status(&mut self) {
+        let status = self.status();
+        self.broadcast(ViewerEvent::Status(status));
+        self.publish_info();
+    }
+
+    fn broadcast(&self, event: ViewerEvent) {
+        for (id, viewer) in &self.viewers {
+            if let Err(mpsc::error::TrySendError::Full(_)) = viewer.events.try_send(event.clone()) {
+                // Its writer has been stuck for a long time; it resyncs its screen when it
+                // wakes, but this event is lost to it.
+                warn!(session = %self.id, viewer = id, "viewer event queue full, event dropped");
+            }
+        }
+    }
+
+    fn tell(&self, viewer: ViewerId, code: &'static str, message: &str) {
+        if let Some(v) = self.viewers.get(&viewer) {
+            let _ = v.events.try_send(ViewerEvent::Error {
+                code,
+                message: message.to_owned(),
+            });
+        }
+    }
+
+    fn publish_info(&self) {
+        let info = SessionInfo {
+            id: self.id,
+            name: self.name.clone(),
+            assistant: self.assistant_key.clone(),
+            assistant_name: self.assistant.name.clone(),
+            viewers: self.viewers.len(),
+            cols: self.size.1,
+            rows: self.size.0,
+            alive: self.exit.is_none(),
+            exit_code: self.exit.as_ref().map(|e| e.code),
+            exit_signal: self.exit.as_ref().and_then(|e| e.signal.clone()),
+            created_at: rfc3339(self.created_at),
+            work_dir: self.cwd.display().to_string(),
+            yolo_mode: self.yolo_mode,
+        };
+        self.info.send_replace(info);
+    }
+
+    /// Publishes output: first to the log (waking viewers, who copy it out on their own
+    /// tasks), then into the screen model.
+    fn output(&mut self, chunk: Bytes) {
+        self.log.append(chunk.clone());
+        self.model.process(&chunk);
+    }
+
+    fn on_read(&mut self, read: std::io::Result<usize>) {
+        match read {
+            Ok(n) if n > 0 => {
+                let chunk = self.read_buf.split().freeze();
+                self.output(chunk);
+            }
+            // EOF, or EIO once every process has closed the terminal side.
+            _ => {
+                self.proc.reader = None;
+                if self.proc.status.is_some() {
+                    self.finish_exit();
+                }
+            }
+        }
+    }
+
+    fn on_child_exit(&mut self, status: std::io::Result<std::process::ExitStatus>) {
+        self.proc.child = None;
+        let info = match status {
+            Ok(status) => ExitInfo::from_status(status),
+            Err(e) => {
+                warn!(session = %self.id, "waiting for the program failed: {e}");
+                ExitInfo {
+                    code: -1,
+                    signal: None,
+                }
+            }
+        };
+        self.proc.status = Some(info);
+        // Background jobs may keep the terminal open; hang them up like a terminal would.
+        process::signal_session(self.proc.pid, self.id, Signal::SIGHUP);
+        if self.proc.reader.is_none() {
+            self.finish_exit();
+        } else {
+            self.proc.drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+        }
+    }
+
+    /// The program has exited and its output is collected: tell everyone.
+    fn finish_exit(&mut self) {
+        let Some(info) = self.proc.status.take() else {
+            return;
+        };
+        let pid = self.proc.pid;
+        // Dropping the reader and the writer task's input closes the PTY master.
+        self.proc = Proc::default();
+        self.output(Bytes::from(format!(
+            "\r\n[Process exited (code {})]\r\n",
+            info.code
+        )));
+        info!(session = %self.id, code = info.code, signal = ?info.signal, "session program exited");
+        self.exit = Some(info.clone());
+        self.idle_since = Instant::now();
+        self.broadcast(ViewerEvent::Exit {
+            info,
+            offset: self.log.head(),
+        });
+        self.publish_info();
+        if self.ending.is_some() {
+            process::signal_session(pid, self.id, Signal::SIGKILL);
+            self.complete_end();
+        } else {
+            let (id, grace) = (self.id, self.cfg.session.kill_grace);
+            tokio::spawn(async move { end_leftovers(pid, id, grace).await });
+        }
+    }
+
+    fn reap_at(&self) -> Option<Instant> {
+        (self.exit.is_some() && self.viewers.is_empty() && self.ending.is_none())
+            .then(|| self.idle_since + self.cfg.session.reap_after_exit)
+    }
+
+    fn begin_end(&mut self, reason: EndReason, done: Option<oneshot::Sender<()>>) {
+        if let Some(ending) = &mut self.ending {
+            ending.waiters.extend(done);
+            return;
+        }
+        info!(session = %self.id, ?reason, "ending session");
+        let alive = self.proc.child.is_some() || self.proc.status.is_some();
+        let mut kill_at = None;
+        if self.proc.child.is_some() {
+            process::signal_session(self.proc.pid, self.id, Signal::SIGHUP);
+            process::signal_session(self.proc.pid, self.id, Signal::SIGTERM);
+            kill_at = Some(Instant::now() + self.cfg.session.kill_grace);
+        } else if self.proc.status.is_some() {
+            // Exited and still draining: stop waiting for the output.
+            self.proc.drain_until = Some(Instant::now());
+        }
+        self.ending = Some(Ending {
+            reason,
+            waiters: done.into_iter().collect(),
+            kill_at,
+        });
+        if !alive {
+            self.complete_end();
+        }
+    }
+
+    fn kill_now(&mut self) {
+        if let Some(ending) = &mut self.ending {
+            ending.kill_at = None;
+        }
+        warn!(session = %self.id, "program still running after the grace period: SIGKILL");
+        process::signal_session(self.proc.pid, self.id, Signal::SIGKILL);
+    }
+
+    fn complete_end(&mut self) {
+        let Some(ending) = self.ending.take() else {
+            return;
+        };
+        let (code, reason) = ending.reason.close();
+        for viewer in self.viewers.values() {
+            let _ = viewer.events.try_send(ViewerEvent::Close { code, reason });
+        }
+        self.viewers.clear();
+        if let Some(on_end) = self.on_end.take() {
+            on_end(self.id);
+        }
+        self.ended.cancel();
+        info!(session = %self.id, "session ended");
+        for waiter in ending.waiters {
+            let _ = waiter.send(());
+        }
+    }
+}
+
+/// Processes left behind by an exited program got SIGHUP; give them SIGTERM, then SIGKILL.
+async fn end_leftovers(pid: i32, session: Uuid, grace: Duration) {
+    tokio::time::sleep(LEFTOVER_TERM_AFTER).await;
+    if process::signal_session(pid, session, Signal::SIGTERM) == 0 {
+        return;
+    }
+    tokio::time::sleep(grace).await;
+    let killed = process::signal_session(pid, session, Signal::SIGKILL);
+    if killed > 0 {
+        warn!(%session, killed, "killed processes left behind by the session's program");
+    }
+}

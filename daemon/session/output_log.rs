@@ -1,0 +1,206 @@
+//! The bounded window of recent PTY output, addressed by absolute byte offset.
+//!
+//! The session actor appends; every viewer reads from its own offset. A viewer whose offset
+//! has fallen out of the window is told so and resyncs with a snapshot: nothing is skipped
+//! silently and memory stays bounded whatever the viewers do.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+/// Output in arrival order, at most `capacity` bytes of it (a single chunk may exceed it).
+#[derive(Debug)]
+pub struct OutputLog {
+    /// Chunks as read from the PTY; cheap to keep because `Bytes` shares the read buffer.
+    chunks: VecDeque<Bytes>,
+    /// Offset of the first byte of `chunks[0]`.
+    start: u64,
+    /// Offset one past the last byte appended.
+    head: u64,
+    /// Most bytes kept before the oldest chunks are dropped.
+    capacity: usize,
+}
+
+/// The requested offset is older than anything the log still holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FellBehind;
+
+impl OutputLog {
+    /// An empty log keeping at most `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            chunks: VecDeque::new(),
+            start: 0,
+            head: 0,
+            capacity,
+        }
+    }
+
+    /// Offset one past the newest byte.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Offset of the oldest byte still held.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Appends a chunk, dropping the oldest chunks beyond the capacity.
+    pub fn append(&mut self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.head += chunk.len() as u64;
+        self.chunks.push_back(chunk);
+        // Keep at least the newest chunk so a reader at head - len can always be served.
+        while self.head - self.start > self.capacity as u64 && self.chunks.len() > 1 {
+            if let Some(old) = self.chunks.pop_front() {
+                self.start += old.len() as u64;
+            }
+        }
+    }
+
+    /// Copies the bytes from `from` onward, at most `max`, into `out`; returns the offset
+    /// after the last byte copied (`from` when there is nothing new).
+    pub fn read(&self, from: u64, max: usize, out: &mut Vec<u8>) -> Result<u64, FellBehind> {
+        if from < self.start {
+            return Err(FellBehind);
+        }
+        let mut pos = self.start;
+        let mut at = from;
+        let end = self.head.min(from.saturating_add(max as u64));
+        for chunk in &self.chunks {
+            let chunk_end = pos + chunk.len() as u64;
+            if chunk_end > at && at < end {
+                let lo = (at - pos) as usize;
+                let hi = (end.min(chunk_end) - pos) as usize;
+                out.extend_from_slice(&chunk[lo..hi]);
+                at = pos + hi as u64;
+            }
+            if at >= end {
+                break;
+            }
+            pos = chunk_end;
+        }
+        Ok(at)
+    }
+}
+
+/// The log as shared between the actor (writer) and the viewers (readers).
+///
+/// The mutex is held only to append or copy bytes, never across an `.await`; `head` wakes
+/// viewers without any lock.
+#[derive(Debug)]
+pub struct SharedLog {
+    log: Mutex<OutputLog>,
+    head: watch::Sender<u64>,
+}
+
+impl SharedLog {
+    /// An empty shared log of `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            log: Mutex::new(OutputLog::new(capacity)),
+            head: watch::Sender::new(0),
+        }
+    }
+
+    /// Appends and wakes every viewer waiting for output.
+    pub fn append(&self, chunk: Bytes) -> u64 {
+        let head = {
+            let mut log = self.lock();
+            log.append(chunk);
+            log.head()
+        };
+        self.head.send_replace(head);
+        head
+    }
+
+    /// See [`OutputLog::read`].
+    pub fn read(&self, from: u64, max: usize, out: &mut Vec<u8>) -> Result<u64, FellBehind> {
+        self.lock().read(from, max, out)
+    }
+
+    /// Offset one past the newest byte.
+    pub fn head(&self) -> u64 {
+        *self.head.borrow()
+    }
+
+    /// A receiver that changes whenever output is appended.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.head.subscribe()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutputLog> {
+        // A panic while holding this lock cannot leave the log inconsistent (each method
+        // completes its updates before anything can panic), so a poisoned lock is still usable.
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(log: &OutputLog, from: u64) -> Result<(Vec<u8>, u64), FellBehind> {
+        let mut out = Vec::new();
+        let at = log.read(from, usize::MAX, &mut out)?;
+        Ok((out, at))
+    }
+
+    #[test]
+    fn reads_across_chunks_from_any_offset() {
+        let mut log = OutputLog::new(1024);
+        log.append(Bytes::from_static(b"hello "));
+        log.append(Bytes::from_static(b"world"));
+        assert_eq!(log.head(), 11);
+        for from in 0..=11u64 {
+            let (bytes, at) = read_all(&log, from).unwrap();
+            assert_eq!(bytes, &b"hello world"[from as usize..]);
+            assert_eq!(at, 11);
+        }
+    }
+
+    #[test]
+    fn read_respects_max() {
+        let mut log = OutputLog::new(1024);
+        log.append(Bytes::from_static(b"abc"));
+        log.append(Bytes::from_static(b"defg"));
+        let mut out = Vec::new();
+        let at = log.read(1, 4, &mut out).unwrap();
+        assert_eq!(out, b"bcde");
+        assert_eq!(at, 5);
+    }
+
+    #[test]
+    fn drops_oldest_beyond_capacity_and_reports_fell_behind() {
+        let mut log = OutputLog::new(8);
+        log.append(Bytes::from_static(b"aaaa"));
+        log.append(Bytes::from_static(b"bbbb"));
+        log.append(Bytes::from_static(b"cccc"));
+        assert_eq!(log.start(), 4);
+        assert_eq!(read_all(&log, 3), Err(FellBehind));
+        assert_eq!(read_all(&log, 4).unwrap().0, b"bbbbcccc");
+    }
+
+    #[test]
+    fn keeps_a_chunk_larger_than_capacity() {
+        let mut log = OutputLog::new(4);
+        log.append(Bytes::from_static(b"0123456789"));
+        assert_eq!(log.start(), 0);
+        log.append(Bytes::from_static(b"x"));
+        assert_eq!(log.start(), 10);
+        assert_eq!(read_all(&log, 10).unwrap().0, b"x");
+    }
+
+    #[test]
+    fn empty_appends_change_nothing() {
+        let mut log = OutputLog::new(4);
+        log.append(Bytes::new());
+        assert_eq!((log.start(), log.head()), (0, 0));
+        assert_eq!(read_all(&log, 0).unwrap(), (vec![], 0));
+    }
+}

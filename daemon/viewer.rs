@@ -1,0 +1,474 @@
+//! One browser connection: decodes its frames into session commands and writes it the
+//! session's output from its own position in the output log.
+//!
+//! Reads and writes run on separate tasks because a fastwebsockets read is not cancel-safe.
+//! The writer never holds the session up: it copies from the shared log at its own pace, and
+//! when it has fallen out of the log's window, stayed unwritable past the stall deadline, or
+//! used up its flow-control budget, it is resynced with a snapshot instead of the backlog.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fastwebsockets::{
+    Frame, OpCode, Payload, WebSocket, WebSocketError, WebSocketRead, WebSocketWrite,
+};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{ReadHalf, WriteHalf};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use crate::config::Config;
+use crate::protocol::swe::{self, ClientMessage, DecodeError, ServerMessage};
+use crate::session::output_log::FellBehind;
+use crate::session::{
+    EncodedSnapshot, SessionGone, SessionHandle, StatusInfo, ViewerEvent, ViewerId,
+};
+
+type Io = TokioIo<Upgraded>;
+
+/// Bytes of output copied from the log per write batch.
+const BATCH_BYTES: usize = 64 * 1024;
+/// Session events queued for one viewer.
+const EVENT_QUEUE: usize = 1024;
+/// Replies queued from the reader task to the writer task.
+const LOCAL_QUEUE: usize = 64;
+/// After the session has ended, how long a stuck writer may take to deliver its close frame.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// How this viewer connected.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ViewerOptions {
+    /// `?flow=ack`: the client acknowledges drawn bytes and the server bounds what is unacknowledged.
+    pub flow_ack: bool,
+    /// The viewer may watch and chat but not change the session.
+    pub read_only: bool,
+}
+
+/// Sends a JSON error and closes with `code`; for connections refused after the upgrade.
+pub async fn refuse(mut ws: WebSocket<Io>, code: u16, error_code: &str, message: &str) {
+    let msg = ServerMessage::Error {
+        code: error_code.to_owned(),
+        message: message.to_owned(),
+    }
+    .to_json();
+    let _ = ws
+        .write_frame(Frame::text(Payload::Owned(msg.into_bytes())))
+        .await;
+    let _ = ws.write_frame(Frame::close(code, message.as_bytes())).await;
+}
+
+/// Serves one viewer of `session` until either side closes.
+pub async fn run(
+    mut ws: WebSocket<Io>,
+    session: SessionHandle,
+    cfg: Arc<Config>,
+    opts: ViewerOptions,
+) {
+    ws.set_max_message_size(cfg.viewer.max_message_bytes);
+    ws.set_auto_close(true);
+    ws.set_auto_pong(true);
+    let (reader, writer) = ws.split(tokio::io::split);
+    let mut writer = Writer {
+        ws: writer,
+        session: session.clone(),
+        offset: 0,
+        opts,
+        budget: cfg.viewer.flow_budget_bytes,
+        sent: 0,
+        acked: 0,
+        stall_deadline: cfg.viewer.stall_deadline,
+        buf: Vec::with_capacity(BATCH_BYTES),
+        frames: Vec::new(),
+    };
+    let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
+    let join = match session.join(opts.read_only, events_tx).await {
+        Ok(join) => join,
+        Err(SessionGone) => {
+            let _ = writer.close(4003, "session ended").await;
+            return;
+        }
+    };
+    let viewer = join.viewer;
+    debug!(session = %session.id(), viewer, "viewer joined");
+
+    let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
+    let max_message = cfg.viewer.max_message_bytes;
+    let read_task = tokio::spawn(read_loop(
+        reader,
+        session.clone(),
+        viewer,
+        local_tx,
+        max_message,
+    ));
+
+    let ended = session.ended();
+    let result = tokio::select! {
+        r = async {
+            writer.greet(join.snapshot, join.offset, join.exit).await?;
+            writer.write_loop(&mut events, &mut local).await
+        } => r,
+        // A writer stuck on an unwritable socket cannot deliver the close frame: drop it.
+        _ = async { ended.cancelled().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
+    };
+    if let Err(e) = result {
+        debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
+    }
+    session.leave(viewer).await;
+    // The reader ends by itself when the peer answers our close; don't wait for a silent one.
+    let abort = read_task.abort_handle();
+    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
+        abort.abort();
+    }
+    debug!(session = %session.id(), viewer, "viewer left");
+}
+
+/// What the reader task hands the writer task.
+enum Local {
+    /// A reply to this client only.
+    Send(ServerMessage),
+    /// A control frame fastwebsockets obliges us to send (pong, close reply).
+    Control(OpCode, Vec<u8>),
+    /// The client has drawn this many more bytes.
+    Ack(u64),
+    /// The reader stopped; close with this code if given.
+    Done(Option<(u16, &'static str)>),
+}
+
+async fn read_loop(
+    mut reader: WebSocketRead<ReadHalf<Io>>,
+    session: SessionHandle,
+    viewer: ViewerId,
+    local: mpsc::Sender<Local>,
+    max_message: usize,
+) {
+    let obligated = local.clone();
+    let mut send_fn = move |frame: Frame<'_>| {
+        let obligated = obligated.clone();
+        let control = Local::Control(frame.opcode, frame.payload.to_vec());
+        async move { obligated.send(control).await.map_err(|_| SessionGone) }
+    };
+    // A fragmented message being collected: its opcode and the bytes so far.
+    let mut partial: Option<(OpCode, Vec<u8>)> = None;
+    let done = loop {
+        let frame = match reader.read_frame(&mut send_fn).await {
+            Ok(frame) => frame,
+            Err(WebSocketError::FrameTooLarge) => break Some((1009, "message too large")),
+            Err(WebSocketError::InvalidUTF8) => {
+                break Some((1007, "invalid UTF-8 in a text frame"))
+            }
+            Err(e) => {
+                debug!(%viewer, "read ended: {e}");
+                break None;
+            }
+        };
+        let (opcode, payload) = match frame.opcode {
+            OpCode::Close => break None,
+            OpCode::Ping | OpCode::Pong => continue,
+            OpCode::Text | OpCode::Binary if frame.fin => (frame.opcode, frame.payload.to_vec()),
+            OpCode::Text | OpCode::Binary => {
+                partial = Some((frame.opcode, frame.payload.to_vec()));
+                continue;
+            }
+            OpCode::Continuation => {
+                let Some((op, mut bytes)) = partial.take() else {
+                    break Some((1002, "continuation frame without a message"));
+                };
+                bytes.extend_from_slice(&frame.payload);
+                if bytes.len() >= max_message {
+                    break Some((1009, "message too large"));
+                }
+                if !frame.fin {
+                    partial = Some((op, bytes));
+                    continue;
+                }
+                (op, bytes)
+            }
+        };
+        let decoded = match opcode {
+            OpCode::Text => match String::from_utf8(payload) {
+                Ok(text) => swe::decode_text(&text),
+                Err(_) => break Some((1007, "invalid UTF-8 in a text frame")),
+            },
+            _ => swe::decode_binary(Bytes::from(payload)),
+        };
+        if dispatch(decoded, &session, viewer, &local).await.is_err() {
+            break None;
+        }
+    };
+    let _ = local.send(Local::Done(done)).await;
+}
+
+/// Acts on one decoded client message. `Err` when the session or the writer is gone.
+async fn dispatch(
+    decoded: Result<ClientMessage, DecodeError>,
+    session: &SessionHandle,
+    viewer: ViewerId,
+    local: &mpsc::Sender<Local>,
+) -> Result<(), SessionGone> {
+    let reply = |msg| async { local.send(Local::Send(msg)).await.map_err(|_| SessionGone) };
+    match decoded {
+        Ok(ClientMessage::Input(data)) => session.input(viewer, data).await,
+        Ok(ClientMessage::Resize { rows, cols }) => session.resize(viewer, rows, cols).await,
+        Ok(ClientMessage::Ping { data }) => reply(ServerMessage::Pong { data }).await,
+        Ok(ClientMessage::Ack { bytes }) => {
+            local.send(Local::Ack(bytes)).await.map_err(|_| SessionGone)
+        }
+        Ok(ClientMessage::Upload { name, .. }) => {
+            reply(ServerMessage::FileUpload {
+                success: false,
+                filename: String::from_utf8_lossy(&name).into_owned(),
+                error: Some("file upload is not enabled on this server".into()),
+            })
+            .await
+        }
+        Ok(other) => {
+            reply(ServerMessage::Error {
+                code: "unsupported".into(),
+                message: format!("{} is not supported by this server", message_name(&other)),
+            })
+            .await
+        }
+        Err(e) => reply(e.reply()).await,
+    }
+}
+
+fn message_name(msg: &ClientMessage) -> &'static str {
+    match msg {
+        ClientMessage::Input(_) => "input",
+        ClientMessage::Resize { .. } => "resize",
+        ClientMessage::Upload { .. } => "file upload",
+        ClientMessage::Ping { .. } => "ping",
+        ClientMessage::Chat { .. } => "chat",
+        ClientMessage::Rename { .. } => "rename_session",
+        ClientMessage::ToggleYolo => "toggle_yolo",
+        ClientMessage::Ack { .. } => "ack",
+        ClientMessage::Signal { .. } => "signal",
+    }
+}
+
+/// Why the write loop stopped.
+type WriteResult = Result<(), WebSocketError>;
+
+struct Writer {
+    ws: WebSocketWrite<WriteHalf<Io>>,
+    session: SessionHandle,
+    /// Next log offset to send.
+    offset: u64,
+    opts: ViewerOptions,
+    /// flow=ack: most live bytes sent but not acknowledged.
+    budget: u64,
+    /// Live output bytes sent in total.
+    sent: u64,
+    /// Live output bytes the client acknowledged in total.
+    acked: u64,
+    stall_deadline: Duration,
+    buf: Vec<u8>,
+    frames: Vec<Vec<u8>>,
+}
+
+impl Writer {
+    /// Everything a joiner gets before live output, in protocol order.
+    async fn greet(
+        &mut self,
+        snapshot: Option<EncodedSnapshot>,
+        offset: u64,
+        exit: Option<crate::session::ExitInfo>,
+    ) -> WriteResult {
+        if let Some(snapshot) = snapshot {
+            self.send_snapshot(&snapshot).await?;
+        }
+        self.offset = offset;
+        self.send_json(&ServerMessage::Ready).await?;
+        if let Some(info) = exit {
+            self.send_json(&exit_message(&info)).await?;
+        }
+        Ok(())
+    }
+
+    fn budget_left(&self) -> u64 {
+        if self.opts.flow_ack {
+            self.budget
+                .saturating_sub(self.sent.saturating_sub(self.acked))
+        } else {
+            u64::MAX
+        }
+    }
+
+    async fn write_loop(
+        &mut self,
+        events: &mut mpsc::Receiver<ViewerEvent>,
+        local: &mut mpsc::Receiver<Local>,
+    ) -> WriteResult {
+        let mut head: watch::Receiver<u64> = self.session.log().subscribe();
+        loop {
+            // Control traffic first, so a flood cannot starve it.
+            while let Ok(l) = local.try_recv() {
+                if self.on_local(l).await? {
+                    return Ok(());
+                }
+            }
+            while let Ok(ev) = events.try_recv() {
+                if self.on_event(ev).await? {
+                    return Ok(());
+                }
+            }
+            let backlog = *head.borrow_and_update() > self.offset;
+            if backlog && self.budget_left() > 0 {
+                self.send_output(u64::MAX).await?;
+                continue;
+            }
+            tokio::select! {
+                l = local.recv() => match l {
+                    Some(l) => if self.on_local(l).await? { return Ok(()) },
+                    None => return Ok(()),
+                },
+                ev = events.recv() => match ev {
+                    Some(ev) => if self.on_event(ev).await? { return Ok(()) },
+                    None => return self.close(4003, "session ended").await,
+                },
+                changed = head.changed(), if self.budget_left() > 0 => {
+                    if changed.is_err() {
+                        return self.close(4003, "session ended").await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Returns true when the connection is done.
+    async fn on_local(&mut self, l: Local) -> Result<bool, WebSocketError> {
+        match l {
+            Local::Send(msg) => self.send_json(&msg).await?,
+            Local::Control(opcode, payload) => {
+                let done = opcode == OpCode::Close;
+                self.ws
+                    .write_frame(Frame::new(true, opcode, None, Payload::Owned(payload)))
+                    .await?;
+                return Ok(done);
+            }
+            Local::Ack(bytes) => self.acked = self.acked.saturating_add(bytes),
+            Local::Done(close) => {
+                if let Some((code, reason)) = close {
+                    self.close(code, reason).await?;
+                }
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Returns true when the connection is done.
+    async fn on_event(&mut self, ev: ViewerEvent) -> Result<bool, WebSocketError> {
+        match ev {
+            ViewerEvent::Status(status) => {
+                let msg = status_message(&status, self.session.id(), self.opts.read_only);
+                self.send_json(&msg).await?;
+            }
+            ViewerEvent::Exit { info, offset } => {
+                // The exit notice in the stream comes before the exit message.
+                while self.offset < offset {
+                    self.send_output(offset).await?;
+                }
+                self.send_json(&exit_message(&info)).await?;
+            }
+            ViewerEvent::Error { code, message } => {
+                self.send_json(&ServerMessage::Error {
+                    code: code.to_owned(),
+                    message,
+                })
+                .await?;
+            }
+            ViewerEvent::Close { code, reason } => {
+                self.close(code, reason).await?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Sends the next batch of output (up to `until`), or a snapshot if this viewer fell behind.
+    async fn send_output(&mut self, until: u64) -> WriteResult {
+        let limit = (BATCH_BYTES as u64)
+            .min(self.budget_left().max(1))
+            .min(until.saturating_sub(self.offset).max(1)) as usize;
+        self.buf.clear();
+        let next = match self.session.log().read(self.offset, limit, &mut self.buf) {
+            Ok(next) => next,
+            Err(FellBehind) => return self.resync("fell out of the output window").await,
+        };
+        self.frames.clear();
+        swe::push_output_frames(&self.buf, &mut self.frames);
+        let started = Instant::now();
+        for frame in self.frames.drain(..) {
+            self.ws
+                .write_frame(Frame::binary(Payload::Owned(frame)))
+                .await?;
+        }
+        self.sent += (next - self.offset) as u64;
+        self.offset = next;
+        if started.elapsed() > self.stall_deadline && self.session.log().head() > self.offset {
+            return self
+                .resync("socket unwritable past the stall deadline")
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn resync(&mut self, why: &str) -> WriteResult {
+        let Ok(resync) = self.session.resync().await else {
+            return self.close(4003, "session ended").await;
+        };
+        info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
+        self.send_snapshot(&resync.snapshot).await?;
+        self.offset = resync.offset;
+        Ok(())
+    }
+
+    async fn send_snapshot(&mut self, snapshot: &EncodedSnapshot) -> WriteResult {
+        for frame in &snapshot.frames {
+            self.ws
+                .write_frame(Frame::binary(Payload::Borrowed(frame)))
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn send_json(&mut self, msg: &ServerMessage) -> WriteResult {
+        self.ws
+            .write_frame(Frame::text(Payload::Owned(msg.to_json().into_bytes())))
+            .await
+    }
+
+    async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
+        self.ws
+            .write_frame(Frame::close(code, reason.as_bytes()))
+            .await
+    }
+}
+
+fn exit_message(info: &crate::session::ExitInfo) -> ServerMessage {
+    ServerMessage::Exit {
+        exit_code: info.code,
+        signal: info.signal.clone(),
+    }
+}
+
+fn status_message(s: &StatusInfo, id: uuid::Uuid, read_only: bool) -> ServerMessage {
+    let uuid = id.to_string();
+    ServerMessage::Status(swe::Status {
+        viewers: s.viewers,
+        cols: s.cols,
+        rows: s.rows,
+        assistant: s.assistant.clone(),
+        session_name: s.session_name.clone(),
+        uuid_short: uuid[..5].to_owned(),
+        session_uuid: uuid,
+        work_dir: s.work_dir.clone(),
+        yolo_mode: s.yolo_mode,
+        yolo_supported: s.yolo_supported,
+        read_only,
+    })
+}

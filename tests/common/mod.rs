@@ -1,0 +1,483 @@
+//! Test harness: a real `ptyhub` daemon on 127.0.0.1 with an ephemeral port, and a scripted
+//! WebSocket client that keeps its own vt100 screen of everything it receives.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use uuid::Uuid;
+
+/// Generous: CI machines are small and busy; tests wait on conditions, never on time alone.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A test config: a quiet bash with a fixed prompt, plus whatever the test adds.
+pub fn config(extra: &str) -> String {
+    format!(
+        r#"
+[session]
+kill_grace = "2s"
+
+[assistants.shell]
+name = "Shell"
+command = ["bash", "--norc", "--noprofile", "-i"]
+env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
+
+{extra}
+"#
+    )
+}
+
+/// A running daemon; killed (SIGTERM, then SIGKILL) when dropped.
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        Self::start_with(&config(""))
+    }
+
+    pub fn start_with(config_toml: &str) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("ptyhub.toml");
+        std::fs::write(&cfg, config_toml).expect("write config");
+        let log = dir.path().join("daemon.log");
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--config")
+            .arg(&cfg)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "ptyhub=debug")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn ptyhub");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep draining so the daemon never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(TIMEOUT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "daemon did not start: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+        };
+        let addr = line
+            .trim()
+            .strip_prefix("ptyhub listening on http://")
+            .and_then(|s| s.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .parse()
+            .expect("address");
+        Daemon {
+            child: Some(child),
+            addr,
+            dir,
+            log,
+        }
+    }
+
+    pub fn http(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn ws(&self, id: Uuid, query: &str) -> String {
+        format!("ws://{}/ws/{}{}", self.addr, id, query)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        wait_child(&mut child, TIMEOUT).expect("daemon did not exit after SIGTERM")
+    }
+
+    /// Resident memory of the daemon, KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// CPU seconds (user + system) used by the daemon so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+            + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        ticks / 100.0
+    }
+}
+
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            if wait_child(&mut child, Duration::from_secs(15)).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Pids of processes whose environment carries `PTYHUB_SESSION` (any session).
+pub fn session_processes() -> Vec<i32> {
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            if env
+                .split(|&b| b == 0)
+                .any(|v| v.starts_with(b"PTYHUB_SESSION="))
+            {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Pids of processes of one session.
+pub fn processes_of(id: Uuid) -> Vec<i32> {
+    let marker = format!("PTYHUB_SESSION={id}");
+    session_processes()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Polls `cond` until it holds or the timeout passes.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > TIMEOUT {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A scripted viewer.
+pub struct Client {
+    ws: Ws,
+    /// The terminal as this client would draw it.
+    pub term: vt100::Parser,
+    /// Every raw output byte received (snapshots excluded).
+    pub output: Vec<u8>,
+    /// Every JSON message received, in order.
+    pub messages: Vec<Value>,
+    /// Everything in arrival order: ("snapshot", ansi) / ("output", bytes) / ("json", text).
+    pub events: Vec<(&'static str, Vec<u8>)>,
+    /// Snapshot chunks being collected.
+    chunks: Vec<Vec<u8>>,
+    /// Completed snapshots (decompressed ANSI).
+    pub snapshots: Vec<Vec<u8>>,
+    /// Every binary frame's length, to check the frame rules.
+    pub frame_lens: Vec<usize>,
+    pub closed: Option<(u16, String)>,
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> Client {
+        Self::try_connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("connect {url}: {e}"))
+    }
+
+    pub async fn try_connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+        let (ws, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(url))
+            .await
+            .map_err(|_| tokio_tungstenite::tungstenite::Error::ConnectionClosed)??;
+        Ok(Client {
+            ws,
+            term: vt100::Parser::new(
+                std::num::NonZeroU16::new(24).unwrap(),
+                std::num::NonZeroU16::new(80).unwrap(),
+                1000,
+            ),
+            output: Vec::new(),
+            messages: Vec::new(),
+            events: Vec::new(),
+            chunks: Vec::new(),
+            snapshots: Vec::new(),
+            frame_lens: Vec::new(),
+            closed: None,
+        })
+    }
+
+    /// Sets the local terminal size (the one this client draws into) and tells the server.
+    pub async fn resize(&mut self, rows: u16, cols: u16) {
+        self.set_term_size(rows, cols);
+        let msg = vec![
+            0,
+            (rows >> 8) as u8,
+            rows as u8,
+            (cols >> 8) as u8,
+            cols as u8,
+        ];
+        self.send_binary(msg).await;
+    }
+
+    pub fn set_term_size(&mut self, rows: u16, cols: u16) {
+        self.term.screen_mut().set_size(
+            std::num::NonZeroU16::new(rows).unwrap(),
+            std::num::NonZeroU16::new(cols).unwrap(),
+        );
+    }
+
+    pub async fn send_binary(&mut self, data: impl Into<Vec<u8>>) {
+        self.ws
+            .send(Message::Binary(data.into()))
+            .await
+            .expect("send binary");
+    }
+
+    /// Keystrokes, each first byte that could be read as a command sent on its own.
+    pub async fn type_str(&mut self, s: &str) {
+        self.send_binary(s.as_bytes().to_vec()).await;
+    }
+
+    pub async fn send_json(&mut self, v: Value) {
+        self.ws
+            .send(Message::Text(v.to_string()))
+            .await
+            .expect("send json");
+    }
+
+    pub async fn send_text(&mut self, s: &str) {
+        self.ws
+            .send(Message::Text(s.to_owned()))
+            .await
+            .expect("send text");
+    }
+
+    pub async fn close(mut self) {
+        let _ = self
+            .ws
+            .close(Some(CloseFrame {
+                code: CloseCode::Normal,
+                reason: "".into(),
+            }))
+            .await;
+    }
+
+    /// Reads one message (or times out); returns false when the connection is closed.
+    async fn read_one(&mut self, wait: Duration) -> bool {
+        let msg = match tokio::time::timeout(wait, self.ws.next()).await {
+            Err(_) => return true,
+            Ok(None) => {
+                self.closed.get_or_insert((1006, String::new()));
+                return false;
+            }
+            Ok(Some(Err(_))) => {
+                self.closed.get_or_insert((1006, String::new()));
+                return false;
+            }
+            Ok(Some(Ok(msg))) => msg,
+        };
+        match msg {
+            Message::Binary(b) => {
+                self.frame_lens.push(b.len());
+                if b.len() >= 3 && b[0] == 0x02 {
+                    let (index, total) = (b[1] as usize, b[2] as usize);
+                    assert_eq!(index, self.chunks.len(), "snapshot chunks out of order");
+                    self.chunks.push(b[3..].to_vec());
+                    if self.chunks.len() == total {
+                        let gz: Vec<u8> = self.chunks.drain(..).flatten().collect();
+                        let mut ansi = Vec::new();
+                        flate2::read::GzDecoder::new(&gz[..])
+                            .read_to_end(&mut ansi)
+                            .expect("gunzip snapshot");
+                        self.term.process(&ansi);
+                        self.events.push(("snapshot", ansi.clone()));
+                        self.snapshots.push(ansi);
+                    }
+                } else {
+                    assert!(self.chunks.is_empty(), "output inside a snapshot");
+                    self.term.process(&b);
+                    self.output.extend_from_slice(&b);
+                    self.events.push(("output", b.to_vec()));
+                }
+            }
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).expect("server sent invalid JSON");
+                self.events.push(("json", t.into_bytes()));
+                self.messages.push(v);
+            }
+            Message::Close(frame) => {
+                self.closed = Some(
+                    frame
+                        .map(|f| (u16::from(f.code), f.reason.to_string()))
+                        .unwrap_or((1005, String::new())),
+                );
+                return false;
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Reads until `cond` holds; panics after the timeout with what was seen.
+    pub async fn until(&mut self, what: &str, mut cond: impl FnMut(&Client) -> bool) {
+        let start = Instant::now();
+        while !cond(self) {
+            if start.elapsed() > TIMEOUT {
+                panic!(
+                    "timed out waiting for {what}; screen:\n{}\nmessages: {:?}",
+                    self.term.screen().contents(),
+                    self.messages
+                );
+            }
+            if !self.read_one(Duration::from_millis(200)).await && !cond(self) {
+                panic!(
+                    "connection closed ({:?}) while waiting for {what}; screen:\n{}\nmessages: {:?}",
+                    self.closed,
+                    self.term.screen().contents(),
+                    self.messages
+                );
+            }
+        }
+    }
+
+    /// Reads until the connection closes; returns the close code and reason.
+    pub async fn until_closed(&mut self) -> (u16, String) {
+        let start = Instant::now();
+        while self.read_one(Duration::from_millis(200)).await {
+            assert!(start.elapsed() < TIMEOUT, "connection did not close");
+        }
+        self.closed.clone().unwrap_or((1006, String::new()))
+    }
+
+    /// Reads whatever arrives for `d` (for checks that something does NOT arrive).
+    pub async fn drain_for(&mut self, d: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < d {
+            if !self.read_one(Duration::from_millis(50)).await {
+                return;
+            }
+        }
+    }
+
+    pub async fn wait_screen(&mut self, what: &str) {
+        let needle = what.to_owned();
+        self.until(&format!("{what:?} on screen"), move |c| {
+            c.screen_text().contains(&needle)
+        })
+        .await;
+    }
+
+    pub async fn wait_json(&mut self, ty: &str) -> Value {
+        let n = self.messages.len();
+        let t = ty.to_owned();
+        // Accept one that arrived already but has not been looked at.
+        self.until(&format!("a {ty} message"), move |c| {
+            c.messages[n.saturating_sub(0)..]
+                .iter()
+                .any(|m| m["type"] == t.as_str())
+        })
+        .await;
+        self.messages[n..]
+            .iter()
+            .find(|m| m["type"] == ty)
+            .cloned()
+            .expect("found")
+    }
+
+    /// The newest message of this type, if any.
+    pub fn last(&self, ty: &str) -> Option<&Value> {
+        self.messages.iter().rev().find(|m| m["type"] == ty)
+    }
+
+    pub fn count(&self, ty: &str) -> usize {
+        self.messages.iter().filter(|m| m["type"] == ty).count()
+    }
+
+    pub fn screen_text(&self) -> String {
+        self.term.screen().contents()
+    }
+
+    /// Runs a shell command and waits for a marker it prints.
+    pub async fn run(&mut self, cmd: &str, marker: &str) {
+        self.type_str(&format!("{cmd}\r")).await;
+        self.wait_screen(marker).await;
+    }
+}
+
+/// A file in the test's temp dir holding `contents`.
+pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, contents).expect("write");
+    p
+}
