@@ -1,0 +1,216 @@
+//! The REST API and the daemon's process ownership: create / list / get / delete, and a
+//! shutdown that leaves no process behind.
+
+mod common;
+
+use common::{Client, Daemon};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+#[tokio::test]
+async fn create_list_get_delete() {
+    let d = Daemon::start();
+    let http = reqwest::Client::new();
+    let work = tempfile::tempdir().unwrap();
+    let resp = http
+        .post(d.http("/api/sessions"))
+        .json(&json!({"assistant":"shell","name":"my feature","cwd": work.path()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let created: Value = resp.json().await.unwrap();
+    let id: Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(created["name"], "my feature");
+    assert_eq!(created["assistant"], "shell");
+    assert_eq!(created["alive"], true);
+    assert_eq!(
+        created["workDir"],
+        work.path().canonicalize().unwrap().display().to_string()
+    );
+    for key in ["viewers", "cols", "rows", "exitCode", "createdAt"] {
+        assert!(created.get(key).is_some(), "missing {key}");
+    }
+
+    // The program runs in that directory.
+    let mut v = Client::connect(&d.ws(id, "")).await;
+    v.run(
+        "echo at=$(pwd)",
+        &format!("at={}", work.path().canonicalize().unwrap().display()),
+    )
+    .await;
+
+    let list: Vec<Value> = http
+        .get(d.http("/api/sessions"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], id.to_string());
+    assert_eq!(list[0]["viewers"], 1);
+
+    let one = http
+        .get(d.http(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(one.status(), 200);
+
+    let pids = common::processes_of(id);
+    assert!(!pids.is_empty());
+    let del = http
+        .delete(d.http(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    let (code, _) = v.until_closed().await;
+    assert_eq!(code, 4003);
+    assert!(
+        common::processes_of(id).is_empty(),
+        "deleting ends every process of the session"
+    );
+    let gone = http
+        .get(d.http(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let del = http
+        .delete(d.http(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 404);
+}
+
+#[tokio::test]
+async fn rest_errors() {
+    let d = Daemon::start();
+    let http = reqwest::Client::new();
+    let cases = [
+        (json!({"assistant":"nope"}), 400),
+        (json!({"assistant":"shell","name":"bad/name"}), 400),
+        (json!({"assistant":"shell","cwd":"/no/such/dir"}), 400),
+        (json!({"assistant":"shell","bogus":1}), 400),
+        (json!({"name":"x"}), 400),
+    ];
+    for (body, status) in cases {
+        let resp = http
+            .post(d.http("/api/sessions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), status, "{body}");
+        let err: Value = resp.json().await.unwrap();
+        assert!(
+            err["error"].as_str().is_some_and(|m| !m.is_empty()),
+            "{body}: {err}"
+        );
+    }
+    let resp = http
+        .post(d.http("/api/sessions"))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let resp = http.get(d.http("/api/sessions/xyz")).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    let resp = http
+        .get(d.http(&format!("/api/sessions/{}", Uuid::new_v4())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+
+    let id = Uuid::new_v4();
+    let ok = http
+        .post(d.http("/api/sessions"))
+        .json(&json!({"assistant":"shell","id":id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 201);
+    let dup = http
+        .post(d.http("/api/sessions"))
+        .json(&json!({"assistant":"shell","id":id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dup.status(), 409);
+}
+
+#[tokio::test]
+async fn assistants_report_availability() {
+    let d = Daemon::start_with(&common::config(
+        "[assistants.ghost]\nname = \"Ghost\"\ncommand = [\"no-such-program-ptyhub-test\"]\nyolo = [\"x\"]\n",
+    ));
+    let list: Vec<Value> = reqwest::get(d.http("/api/assistants"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let get = |k: &str| {
+        list.iter()
+            .find(|a| a["key"] == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    assert_eq!(get("shell")["available"], true);
+    assert_eq!(get("ghost")["available"], false);
+    assert_eq!(get("ghost")["yoloSupported"], true);
+    assert!(get("ghost")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not found"));
+    // The shipped defaults are listed too.
+    for key in ["claude", "gemini", "codex", "goose", "aider", "opencode"] {
+        get(key);
+    }
+}
+
+#[tokio::test]
+async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
+    let mut d = Daemon::start_with(&common::config(
+        "[assistants.stubborn]\ncommand = [\"bash\", \"-c\", \"trap '' TERM HUP; echo stubborn-ready; while :; do sleep 0.1; done\"]\n",
+    ));
+    let mut viewers = Vec::new();
+    let mut ids = Vec::new();
+    for assistant in ["shell", "shell", "stubborn"] {
+        let id = Uuid::new_v4();
+        let mut c = Client::connect(&d.ws(id, &format!("?assistant={assistant}"))).await;
+        c.wait_json("ready").await;
+        ids.push(id);
+        viewers.push(c);
+    }
+    // A background job that ignores SIGHUP and escaped into its own session still ends.
+    viewers[0]
+        .run(
+            "setsid nohup sleep 1000 >/dev/null 2>&1 & echo bg-$((3*3))",
+            "bg-9",
+        )
+        .await;
+    viewers[2].wait_screen("stubborn-ready").await;
+    for id in &ids {
+        assert!(!common::processes_of(*id).is_empty());
+    }
+    let status = d.terminate();
+    assert!(status.success(), "daemon exit status {status:?}");
+    for v in &mut viewers {
+        let (code, _) = v.until_closed().await;
+        assert_eq!(code, 1001);
+    }
+    for id in &ids {
+        assert!(
+            common::processes_of(*id).is_empty(),
+            "processes of {id} left: {:?}",
+            common::processes_of(*id)
+        );
+    }
+}
