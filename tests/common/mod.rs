@@ -247,6 +247,9 @@ pub struct Client {
     /// Every binary frame's length, to check the frame rules.
     pub frame_lens: Vec<usize>,
     pub closed: Option<(u16, String)>,
+    /// flow=ack: acknowledge output as it is drawn (while waiting in `until`).
+    pub auto_ack: bool,
+    acked: usize,
 }
 
 impl Client {
@@ -274,6 +277,8 @@ impl Client {
             snapshots: Vec::new(),
             frame_lens: Vec::new(),
             closed: None,
+            auto_ack: false,
+            acked: 0,
         })
     }
 
@@ -400,7 +405,16 @@ impl Client {
                     self.messages
                 );
             }
-            if !self.read_one(Duration::from_millis(200)).await && !cond(self) {
+            let open = self.read_one(Duration::from_millis(200)).await;
+            if self.auto_ack && self.output.len() > self.acked {
+                let n = self.output.len() - self.acked;
+                self.acked = self.output.len();
+                let _ = self
+                    .ws
+                    .send(Message::Text(serde_json::json!({"type": "ack", "bytes": n}).to_string()))
+                    .await;
+            }
+            if !open && !cond(self) {
                 panic!(
                     "connection closed ({:?}) while waiting for {what}; screen:\n{}\nmessages: {:?}",
                     self.closed,

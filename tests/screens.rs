@@ -1,0 +1,166 @@
+//! Screen equality: a viewer that joins in the middle of a flood ends on exactly the screen of
+//! the viewers that saw everything, and of the daemon's own model (what a fresh joiner's
+//! snapshot shows). Also the slow-viewer rules: a stalled socket and the flow=ack budget.
+
+mod common;
+
+use common::{Client, Daemon};
+use uuid::Uuid;
+
+/// A script that prints `lines` coloured lines (16, 256 and true colour, bold, italic,
+/// underline, inverse, wide characters), then a marker.
+const COLOUR_FLOOD: &str = r#"
+n=${1:-3000}
+for ((i = 1; i <= n; i++)); do
+  printf '\e[3%dm%05d \e[1;4%dmbold\e[0m \e[3;4mit-ul\e[0m \e[7minv\e[0m \e[38;5;%dm256\e[0m \e[38;2;%d;%d;200mrgb\e[0m 日本 🚀 %s\n' \
+    $((i % 8)) "$i" $(((i + 3) % 8)) $((i % 256)) $((i % 256)) $(((i * 7) % 256)) "$(printf '%*s' $((i % 40)) '' | tr ' ' '=')"
+done
+printf 'FLOOD-%s-END\n' DONE
+"#;
+
+/// A full-screen program: enters the alternate screen, sets input modes, draws, waits for a
+/// line, then leaves.
+const FULLSCREEN: &str = r#"
+printf 'before-alt main screen line\n'
+printf '\e[?1049h\e[?1h\e=\e[?2004h\e[?1002h\e[?1006h\e[2J'
+for ((i = 1; i <= 400; i++)); do
+  printf '\e[%d;%dH\e[48;5;%dm\e[1m cell-%d \e[0m' $(((i % 20) + 1)) $(((i * 7) % 60 + 1)) $((i % 256)) "$i"
+done
+printf '\e[22;3H\e[33mFULL-%s-DRAWN\e[0m\e[5;10H' SCREEN
+read -r line
+printf '\e[?1002l\e[?1006l\e[?2004l\e[?1l\e>\e[?1049l'
+printf 'LEFT-%s-ALT\n' THE
+"#;
+
+fn assert_same_screen(a: &Client, b: &Client, what: &str) {
+    let (sa, sb) = (a.term.screen(), b.term.screen());
+    assert_eq!(sa.contents(), sb.contents(), "{what}: text differs");
+    assert_eq!(sa.contents_formatted(), sb.contents_formatted(), "{what}: attributes differ");
+    assert_eq!(sa.cursor_position(), sb.cursor_position(), "{what}: cursor differs");
+    assert_eq!(sa.hide_cursor(), sb.hide_cursor(), "{what}: cursor visibility differs");
+    assert_eq!(sa.alternate_screen(), sb.alternate_screen(), "{what}: active screen differs");
+    assert_eq!(sa.application_cursor(), sb.application_cursor(), "{what}: app cursor differs");
+    assert_eq!(sa.application_keypad(), sb.application_keypad(), "{what}: app keypad differs");
+    assert_eq!(sa.bracketed_paste(), sb.bracketed_paste(), "{what}: bracketed paste differs");
+    assert_eq!(sa.mouse_protocol_mode(), sb.mouse_protocol_mode(), "{what}: mouse mode differs");
+    assert_eq!(sa.mouse_protocol_encoding(), sb.mouse_protocol_encoding(), "{what}: mouse encoding differs");
+}
+
+async fn sized(d: &Daemon, id: Uuid, query: &str) -> Client {
+    let mut c = Client::connect(&d.ws(id, query)).await;
+    c.resize(24, 80).await;
+    c
+}
+
+#[tokio::test]
+async fn a_viewer_joining_mid_flood_ends_on_the_same_screen() {
+    let d = Daemon::start();
+    common::write_file(d.dir.path(), "flood.sh", COLOUR_FLOOD.as_bytes());
+    let id = Uuid::new_v4();
+    let mut a = sized(&d, id, "?assistant=shell").await;
+    a.wait_screen("$ ").await;
+    a.type_str("bash flood.sh 4000\r").await;
+    a.wait_screen("01000 ").await;
+    let mut b = sized(&d, id, "").await;
+    assert_eq!(b.snapshots.len(), 0);
+    b.wait_json("ready").await;
+    assert_eq!(b.snapshots.len(), 1, "joined with a snapshot");
+    for c in [&mut a, &mut b] {
+        c.until("flood end and prompt", |c| c.screen_text().contains("FLOOD-DONE-END\n$ ")).await;
+    }
+    let mut fresh = sized(&d, id, "").await;
+    fresh.wait_json("ready").await;
+    assert_same_screen(&a, &b, "mid-flood joiner vs. full-stream viewer");
+    assert_same_screen(&a, &fresh, "full-stream viewer vs. daemon model");
+    // Scrollback too: the joiner's history ends with the same lines.
+    for c in [&mut a, &mut b] {
+        c.term.screen_mut().set_scrollback(50);
+    }
+    assert_eq!(a.term.screen().contents_formatted(), b.term.screen().contents_formatted(), "scrollback differs");
+}
+
+#[tokio::test]
+async fn a_viewer_joining_a_full_screen_program_gets_both_screens() {
+    let d = Daemon::start();
+    common::write_file(d.dir.path(), "full.sh", FULLSCREEN.as_bytes());
+    let id = Uuid::new_v4();
+    let mut a = sized(&d, id, "?assistant=shell").await;
+    a.wait_screen("$ ").await;
+    a.type_str("bash full.sh\r").await;
+    a.wait_screen("FULL-SCREEN-DRAWN").await;
+    let mut b = sized(&d, id, "").await;
+    b.wait_screen("FULL-SCREEN-DRAWN").await;
+    assert!(b.term.screen().alternate_screen());
+    assert_same_screen(&a, &b, "on the alternate screen");
+
+    a.type_str("\r").await;
+    for c in [&mut a, &mut b] {
+        c.until("left the alternate screen", |c| c.screen_text().contains("LEFT-THE-ALT\n$ ")).await;
+    }
+    assert!(b.screen_text().contains("before-alt main screen line"), "main screen kept under the alternate one");
+    assert_same_screen(&a, &b, "back on the main screen");
+}
+
+const FLOOD_MB: usize = 24;
+
+async fn flood_file(d: &Daemon) {
+    let status = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("head -c {}M /dev/urandom | base64 > big.txt", FLOOD_MB * 3 / 4))
+        .current_dir(d.dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
+    let d = Daemon::start();
+    flood_file(&d).await;
+    let id = Uuid::new_v4();
+    let mut healthy = sized(&d, id, "?assistant=shell").await;
+    healthy.wait_screen("$ ").await;
+    // Never read from this one until the flood is over.
+    let mut stalled = sized(&d, id, "").await;
+    healthy.until("2 viewers", |c| c.last("status").is_some_and(|s| s["viewers"] == 2)).await;
+    let rss_before = d.rss_kib();
+
+    healthy.type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r").await;
+    healthy.until("flood end", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
+    let rss_after = d.rss_kib();
+    assert!(healthy.output.len() > FLOOD_MB * 1_000_000 * 9 / 10, "healthy viewer got the whole flood");
+    // Bounded: the output window is 4 MiB; the stalled viewer must not make the daemon buffer the flood.
+    assert!(
+        rss_after < rss_before + 48 * 1024,
+        "daemon RSS grew from {rss_before} KiB to {rss_after} KiB"
+    );
+
+    stalled.until("stalled viewer catches up", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
+    assert!(stalled.snapshots.len() >= 2, "the stalled viewer was resynced with a snapshot");
+    assert_same_screen(&healthy, &stalled, "stalled viewer after it reads again");
+    assert!(
+        d.log_text().contains("resyncing viewer"),
+        "the resync is logged"
+    );
+}
+
+#[tokio::test]
+async fn flow_ack_bounds_unacknowledged_output_and_resyncs() {
+    let d = Daemon::start_with(&common::config("[viewer]\nflow_budget_bytes = 262144\n"));
+    flood_file(&d).await;
+    let id = Uuid::new_v4();
+    let mut writer = sized(&d, id, "?assistant=shell").await;
+    writer.wait_screen("$ ").await;
+    let mut acker = sized(&d, id, "?flow=ack").await;
+    acker.wait_json("ready").await;
+    writer.type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r").await;
+    writer.until("flood end", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
+    // Without acks, the acker has received at most its budget of live output.
+    acker.drain_for(std::time::Duration::from_millis(500)).await;
+    assert!(acker.output.len() <= 262_144, "got {} unacknowledged bytes", acker.output.len());
+    // Acknowledging lets it continue: it is resynced and ends on the right screen.
+    acker.auto_ack = true;
+    acker.until("acker catches up", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
+    assert!(!acker.snapshots.is_empty(), "resynced with a snapshot instead of the backlog");
+    assert_same_screen(&writer, &acker, "flow=ack viewer after acknowledging");
+}
