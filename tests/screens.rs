@@ -35,15 +35,51 @@ printf 'LEFT-%s-ALT\n' THE
 fn assert_same_screen(a: &Client, b: &Client, what: &str) {
     let (sa, sb) = (a.term.screen(), b.term.screen());
     assert_eq!(sa.contents(), sb.contents(), "{what}: text differs");
-    assert_eq!(sa.contents_formatted(), sb.contents_formatted(), "{what}: attributes differ");
-    assert_eq!(sa.cursor_position(), sb.cursor_position(), "{what}: cursor differs");
-    assert_eq!(sa.hide_cursor(), sb.hide_cursor(), "{what}: cursor visibility differs");
-    assert_eq!(sa.alternate_screen(), sb.alternate_screen(), "{what}: active screen differs");
-    assert_eq!(sa.application_cursor(), sb.application_cursor(), "{what}: app cursor differs");
-    assert_eq!(sa.application_keypad(), sb.application_keypad(), "{what}: app keypad differs");
-    assert_eq!(sa.bracketed_paste(), sb.bracketed_paste(), "{what}: bracketed paste differs");
-    assert_eq!(sa.mouse_protocol_mode(), sb.mouse_protocol_mode(), "{what}: mouse mode differs");
-    assert_eq!(sa.mouse_protocol_encoding(), sb.mouse_protocol_encoding(), "{what}: mouse encoding differs");
+    assert_eq!(
+        sa.contents_formatted(),
+        sb.contents_formatted(),
+        "{what}: attributes differ"
+    );
+    assert_eq!(
+        sa.cursor_position(),
+        sb.cursor_position(),
+        "{what}: cursor differs"
+    );
+    assert_eq!(
+        sa.hide_cursor(),
+        sb.hide_cursor(),
+        "{what}: cursor visibility differs"
+    );
+    assert_eq!(
+        sa.alternate_screen(),
+        sb.alternate_screen(),
+        "{what}: active screen differs"
+    );
+    assert_eq!(
+        sa.application_cursor(),
+        sb.application_cursor(),
+        "{what}: app cursor differs"
+    );
+    assert_eq!(
+        sa.application_keypad(),
+        sb.application_keypad(),
+        "{what}: app keypad differs"
+    );
+    assert_eq!(
+        sa.bracketed_paste(),
+        sb.bracketed_paste(),
+        "{what}: bracketed paste differs"
+    );
+    assert_eq!(
+        sa.mouse_protocol_mode(),
+        sb.mouse_protocol_mode(),
+        "{what}: mouse mode differs"
+    );
+    assert_eq!(
+        sa.mouse_protocol_encoding(),
+        sb.mouse_protocol_encoding(),
+        "{what}: mouse encoding differs"
+    );
 }
 
 async fn sized(d: &Daemon, id: Uuid, query: &str) -> Client {
@@ -66,7 +102,10 @@ async fn a_viewer_joining_mid_flood_ends_on_the_same_screen() {
     b.wait_json("ready").await;
     assert_eq!(b.snapshots.len(), 1, "joined with a snapshot");
     for c in [&mut a, &mut b] {
-        c.until("flood end and prompt", |c| c.screen_text().contains("FLOOD-DONE-END\n$ ")).await;
+        c.until("flood end and prompt", |c| {
+            c.screen_text().contains("FLOOD-DONE-END\n$ ")
+        })
+        .await;
     }
     let mut fresh = sized(&d, id, "").await;
     fresh.wait_json("ready").await;
@@ -76,7 +115,11 @@ async fn a_viewer_joining_mid_flood_ends_on_the_same_screen() {
     for c in [&mut a, &mut b] {
         c.term.screen_mut().set_scrollback(50);
     }
-    assert_eq!(a.term.screen().contents_formatted(), b.term.screen().contents_formatted(), "scrollback differs");
+    assert_eq!(
+        a.term.screen().contents_formatted(),
+        b.term.screen().contents_formatted(),
+        "scrollback differs"
+    );
 }
 
 #[tokio::test]
@@ -95,9 +138,15 @@ async fn a_viewer_joining_a_full_screen_program_gets_both_screens() {
 
     a.type_str("\r").await;
     for c in [&mut a, &mut b] {
-        c.until("left the alternate screen", |c| c.screen_text().contains("LEFT-THE-ALT\n$ ")).await;
+        c.until("left the alternate screen", |c| {
+            c.screen_text().contains("LEFT-THE-ALT\n$ ")
+        })
+        .await;
     }
-    assert!(b.screen_text().contains("before-alt main screen line"), "main screen kept under the alternate one");
+    assert!(
+        b.screen_text().contains("before-alt main screen line"),
+        "main screen kept under the alternate one"
+    );
     assert_same_screen(&a, &b, "back on the main screen");
 }
 
@@ -106,7 +155,10 @@ const FLOOD_MB: usize = 24;
 async fn flood_file(d: &Daemon) {
     let status = std::process::Command::new("bash")
         .arg("-c")
-        .arg(format!("head -c {}M /dev/urandom | base64 > big.txt", FLOOD_MB * 3 / 4))
+        .arg(format!(
+            "head -c {}M /dev/urandom | base64 > big.txt",
+            FLOOD_MB * 3 / 4
+        ))
         .current_dir(d.dir.path())
         .status()
         .unwrap();
@@ -122,21 +174,41 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
     healthy.wait_screen("$ ").await;
     // Never read from this one until the flood is over.
     let mut stalled = sized(&d, id, "").await;
-    healthy.until("2 viewers", |c| c.last("status").is_some_and(|s| s["viewers"] == 2)).await;
+    healthy
+        .until("2 viewers", |c| {
+            c.last("status").is_some_and(|s| s["viewers"] == 2)
+        })
+        .await;
     let rss_before = d.rss_kib();
 
-    healthy.type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r").await;
-    healthy.until("flood end", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
+    healthy
+        .type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r")
+        .await;
+    healthy
+        .until("flood end", |c| {
+            c.screen_text().contains("FLOOD-42-OVER\n$ ")
+        })
+        .await;
     let rss_after = d.rss_kib();
-    assert!(healthy.output.len() > FLOOD_MB * 1_000_000 * 9 / 10, "healthy viewer got the whole flood");
+    assert!(
+        healthy.output.len() > FLOOD_MB * 1_000_000 * 9 / 10,
+        "healthy viewer got the whole flood"
+    );
     // Bounded: the output window is 4 MiB; the stalled viewer must not make the daemon buffer the flood.
     assert!(
         rss_after < rss_before + 48 * 1024,
         "daemon RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
 
-    stalled.until("stalled viewer catches up", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
-    assert!(stalled.snapshots.len() >= 2, "the stalled viewer was resynced with a snapshot");
+    stalled
+        .until("stalled viewer catches up", |c| {
+            c.screen_text().contains("FLOOD-42-OVER\n$ ")
+        })
+        .await;
+    assert!(
+        stalled.snapshots.len() >= 2,
+        "the stalled viewer was resynced with a snapshot"
+    );
     assert_same_screen(&healthy, &stalled, "stalled viewer after it reads again");
     assert!(
         d.log_text().contains("resyncing viewer"),
@@ -153,14 +225,31 @@ async fn flow_ack_bounds_unacknowledged_output_and_resyncs() {
     writer.wait_screen("$ ").await;
     let mut acker = sized(&d, id, "?flow=ack").await;
     acker.wait_json("ready").await;
-    writer.type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r").await;
-    writer.until("flood end", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
+    writer
+        .type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r")
+        .await;
+    writer
+        .until("flood end", |c| {
+            c.screen_text().contains("FLOOD-42-OVER\n$ ")
+        })
+        .await;
     // Without acks, the acker has received at most its budget of live output.
     acker.drain_for(std::time::Duration::from_millis(500)).await;
-    assert!(acker.output.len() <= 262_144, "got {} unacknowledged bytes", acker.output.len());
+    assert!(
+        acker.output.len() <= 262_144,
+        "got {} unacknowledged bytes",
+        acker.output.len()
+    );
     // Acknowledging lets it continue: it is resynced and ends on the right screen.
     acker.auto_ack = true;
-    acker.until("acker catches up", |c| c.screen_text().contains("FLOOD-42-OVER\n$ ")).await;
-    assert!(!acker.snapshots.is_empty(), "resynced with a snapshot instead of the backlog");
+    acker
+        .until("acker catches up", |c| {
+            c.screen_text().contains("FLOOD-42-OVER\n$ ")
+        })
+        .await;
+    assert!(
+        !acker.snapshots.is_empty(),
+        "resynced with a snapshot instead of the backlog"
+    );
     assert_same_screen(&writer, &acker, "flow=ack viewer after acknowledging");
 }

@@ -411,7 +411,9 @@ impl Client {
                 self.acked = self.output.len();
                 let _ = self
                     .ws
-                    .send(Message::Text(serde_json::json!({"type": "ack", "bytes": n}).to_string()))
+                    .send(Message::Text(
+                        serde_json::json!({"type": "ack", "bytes": n}).to_string(),
+                    ))
                     .await;
             }
             if !open && !cond(self) {
