@@ -371,12 +371,9 @@ impl Daemon {
                 .and_then(|v| v.parse().ok())
                 .context("unexpected /proc stat format")
         };
-        let ticks = field(11)? + field(12)?;
-        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .unwrap_or(100) as f64;
-        Ok(ticks / hz)
+        // /proc counts in USER_HZ, which is 100 on Linux whatever the kernel's HZ (nix's sysconf
+        // needs a feature this crate does not enable).
+        Ok((field(11)? + field(12)?) / 100.0)
     }
 
     /// Resyncs the daemon logged, and its WARN/ERROR lines.
@@ -953,7 +950,8 @@ async fn flood_run(
     }
     // Held, never read: the daemon's writes to it fill the socket buffers and then block.
     let _stalled_ws = if stalled {
-        Some(on_pool(&ctx.pool, connect(&daemon.ws(id, ""))).await?)
+        let url = daemon.ws(id, "");
+        Some(on_pool(&ctx.pool, async move { connect(&url).await }).await?)
     } else {
         None
     };

@@ -104,6 +104,10 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) 
             },
             Err(resp) => resp,
         },
+        (&Method::PATCH, ["api", "sessions", id]) => match parse_id(id) {
+            Ok(id) => patch(req, id, state).await,
+            Err(resp) => resp,
+        },
         (&Method::GET, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
         (&Method::GET, [""]) => page(),
         (_, ["api", ..]) | (_, ["ws", ..]) => error(StatusCode::NOT_FOUND, "no such endpoint"),
@@ -214,19 +218,49 @@ struct CreateRequest {
     id: Option<Uuid>,
 }
 
-async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
+/// Reads a JSON body of at most [`MAX_BODY`] bytes.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    req: Request<Incoming>,
+) -> Result<T, Response<Body>> {
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => {
-            return error(
+            return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request body too large or unreadable",
-            )
+            ))
         }
     };
-    let request: CreateRequest = match serde_json::from_slice(&body) {
+    serde_json::from_slice(&body)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("bad request body: {e}")))
+}
+
+/// `PATCH /api/sessions/{id}` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchRequest {
+    name: String,
+}
+
+async fn patch(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Response<Body> {
+    let Some(handle) = state.registry.get(&id) else {
+        return error(StatusCode::NOT_FOUND, "no such session");
+    };
+    let request: PatchRequest = match read_json(req).await {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &format!("bad request body: {e}")),
+        Err(resp) => return resp,
+    };
+    match handle.rename(request.name).await {
+        Ok(Ok(info)) => json(StatusCode::OK, &info),
+        Ok(Err(message)) => error(StatusCode::BAD_REQUEST, &message),
+        Err(_) => error(StatusCode::NOT_FOUND, "no such session"),
+    }
+}
+
+async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
+    let request: CreateRequest = match read_json(req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
     };
     let spec = CreateSpec {
         id: request.id.unwrap_or_else(Uuid::new_v4),

@@ -23,8 +23,10 @@ use tracing::{debug, info};
 use crate::config::Config;
 use crate::protocol::swe::{self, ClientMessage, DecodeError, ServerMessage};
 use crate::session::output_log::FellBehind;
+use crate::session::upload;
 use crate::session::{
-    EncodedSnapshot, SessionGone, SessionHandle, StatusInfo, ViewerEvent, ViewerId,
+    ChatLine, EncodedSnapshot, JoinReply, SessionGone, SessionHandle, StatusInfo, ViewerEvent,
+    ViewerId,
 };
 
 type Io = TokioIo<Upgraded>;
@@ -92,6 +94,10 @@ pub async fn run(
         }
     };
     let viewer = join.viewer;
+    let upload_ctx = UploadContext {
+        limit: cfg.viewer.upload_max_bytes,
+        read_only: opts.read_only,
+    };
     debug!(session = %session.id(), viewer, "viewer joined");
 
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
@@ -102,12 +108,13 @@ pub async fn run(
         viewer,
         local_tx,
         max_message,
+        upload_ctx,
     ));
 
     let ended = session.ended();
     let result = tokio::select! {
         r = async {
-            writer.greet(join.snapshot, join.offset, join.exit).await?;
+            writer.greet(join).await?;
             writer.write_loop(&mut events, &mut local).await
         } => r,
         // A writer stuck on an unwritable socket cannot deliver the close frame: drop it.
@@ -143,6 +150,7 @@ async fn read_loop(
     viewer: ViewerId,
     local: mpsc::Sender<Local>,
     max_message: usize,
+    upload_ctx: UploadContext,
 ) {
     let obligated = local.clone();
     let mut send_fn = move |frame: Frame<'_>| {
@@ -194,7 +202,10 @@ async fn read_loop(
             },
             _ => swe::decode_binary(Bytes::from(payload)),
         };
-        if dispatch(decoded, &session, viewer, &local).await.is_err() {
+        if dispatch(decoded, &session, viewer, &local, upload_ctx)
+            .await
+            .is_err()
+        {
             break None;
         }
     };
@@ -207,6 +218,7 @@ async fn dispatch(
     session: &SessionHandle,
     viewer: ViewerId,
     local: &mpsc::Sender<Local>,
+    upload_ctx: UploadContext,
 ) -> Result<(), SessionGone> {
     let reply = |msg| async { local.send(Local::Send(msg)).await.map_err(|_| SessionGone) };
     match decoded {
@@ -216,37 +228,73 @@ async fn dispatch(
         Ok(ClientMessage::Ack { bytes }) => {
             local.send(Local::Ack(bytes)).await.map_err(|_| SessionGone)
         }
-        Ok(ClientMessage::Upload { name, .. }) => {
+        Ok(ClientMessage::Upload { name, data }) => {
+            let outcome = save_upload(session, upload_ctx, &name, data).await;
+            let (success, filename, error) = match outcome {
+                Ok((path, filename)) => {
+                    let typed = format!("{} ", upload::shell_quote(&path));
+                    session.input(viewer, Bytes::from(typed)).await?;
+                    (true, filename, None)
+                }
+                Err(e) => (false, String::from_utf8_lossy(&name).into_owned(), Some(e)),
+            };
             reply(ServerMessage::FileUpload {
-                success: false,
-                filename: String::from_utf8_lossy(&name).into_owned(),
-                error: Some("file upload is not enabled on this server".into()),
+                success,
+                filename,
+                error,
             })
             .await
         }
-        Ok(other) => {
-            reply(ServerMessage::Error {
-                code: "unsupported".into(),
-                message: format!("{} is not supported by this server", message_name(&other)),
-            })
-            .await
+        Ok(ClientMessage::Chat { user_name, text }) => session.chat(viewer, user_name, text).await,
+        Ok(ClientMessage::Rename { name }) => {
+            if upload_ctx.read_only {
+                return reply(ServerMessage::error(
+                    "read_only",
+                    "this link is read-only: rename ignored",
+                ))
+                .await;
+            }
+            match session.rename(name).await? {
+                Ok(_) => Ok(()),
+                Err(message) => reply(ServerMessage::error("invalid_name", message)).await,
+            }
         }
+        Ok(ClientMessage::ToggleYolo) => session.toggle_yolo(viewer).await,
+        Ok(ClientMessage::Signal { signal }) => session.signal(viewer, signal).await,
         Err(e) => reply(e.reply()).await,
     }
 }
 
-fn message_name(msg: &ClientMessage) -> &'static str {
-    match msg {
-        ClientMessage::Input(_) => "input",
-        ClientMessage::Resize { .. } => "resize",
-        ClientMessage::Upload { .. } => "file upload",
-        ClientMessage::Ping { .. } => "ping",
-        ClientMessage::Chat { .. } => "chat",
-        ClientMessage::Rename { .. } => "rename_session",
-        ClientMessage::ToggleYolo => "toggle_yolo",
-        ClientMessage::Ack { .. } => "ack",
-        ClientMessage::Signal { .. } => "signal",
+/// What a reader needs to accept uploads.
+#[derive(Debug, Clone, Copy)]
+struct UploadContext {
+    limit: usize,
+    read_only: bool,
+}
+
+/// Saves an upload into the session's working directory; `Ok((absolute path, saved name))`.
+async fn save_upload(
+    session: &SessionHandle,
+    ctx: UploadContext,
+    name: &[u8],
+    data: Bytes,
+) -> Result<(std::path::PathBuf, String), String> {
+    if ctx.read_only {
+        return Err("this link is read-only: uploads are refused".into());
     }
+    let work_dir = std::path::PathBuf::from(session.info().work_dir);
+    let name = name.to_vec();
+    let saved =
+        tokio::task::spawn_blocking(move || upload::save(&work_dir, &name, &data, ctx.limit))
+            .await
+            .map_err(|e| format!("upload task failed: {e}"))?
+            .map_err(|e| e.to_string())?;
+    let filename = saved
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    info!(session = %session.id(), file = %saved.display(), "file uploaded");
+    Ok((saved, filename))
 }
 
 /// Why the write loop stopped.
@@ -271,16 +319,21 @@ struct Writer {
 
 impl Writer {
     /// Everything a joiner gets before live output, in protocol order.
-    async fn greet(
-        &mut self,
-        snapshot: Option<EncodedSnapshot>,
-        offset: u64,
-        exit: Option<crate::session::ExitInfo>,
-    ) -> WriteResult {
+    async fn greet(&mut self, join: JoinReply) -> WriteResult {
+        let JoinReply {
+            snapshot,
+            offset,
+            exit,
+            chat,
+            ..
+        } = join;
         if let Some(snapshot) = snapshot {
             self.send_snapshot(&snapshot).await?;
         }
         self.offset = offset;
+        for line in chat {
+            self.send_json(&chat_message(line)).await?;
+        }
         self.send_json(&ServerMessage::Ready).await?;
         if let Some(info) = exit {
             self.send_json(&exit_message(&info)).await?;
@@ -374,6 +427,7 @@ impl Writer {
                 }
                 self.send_json(&exit_message(&info)).await?;
             }
+            ViewerEvent::Chat(line) => self.send_json(&chat_message(line)).await?,
             ViewerEvent::Error { code, message } => {
                 self.send_json(&ServerMessage::Error {
                     code: code.to_owned(),
@@ -446,6 +500,14 @@ impl Writer {
         self.ws
             .write_frame(Frame::close(code, reason.as_bytes()))
             .await
+    }
+}
+
+fn chat_message(line: ChatLine) -> ServerMessage {
+    ServerMessage::Chat {
+        user_name: line.user_name,
+        text: line.text,
+        timestamp: line.timestamp,
     }
 }
 

@@ -190,10 +190,6 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
         })
         .await;
     let rss_after = d.rss_kib();
-    assert!(
-        healthy.output.len() > FLOOD_MB * 1_000_000 * 9 / 10,
-        "healthy viewer got the whole flood"
-    );
     // Bounded: the output window is 4 MiB; the stalled viewer must not make the daemon buffer the flood.
     assert!(
         rss_after < rss_before + 48 * 1024,
@@ -210,6 +206,9 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
         "the stalled viewer was resynced with a snapshot"
     );
     assert_same_screen(&healthy, &stalled, "stalled viewer after it reads again");
+    let mut fresh = sized(&d, id, "").await;
+    fresh.wait_json("ready").await;
+    assert_same_screen(&healthy, &fresh, "healthy viewer vs. the daemon's model");
     assert!(
         d.log_text().contains("resyncing viewer"),
         "the resync is logged"

@@ -10,6 +10,7 @@ pub mod process;
 pub mod screen;
 pub mod size;
 pub mod snapshot;
+pub mod upload;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -60,6 +61,8 @@ pub enum ViewerEvent {
         /// Output up to this offset comes before the exit message.
         offset: u64,
     },
+    /// A chat line, to every viewer.
+    Chat(ChatLine),
     /// Something this viewer sent was refused.
     Error {
         /// Short machine word.
@@ -141,6 +144,53 @@ pub struct JoinReply {
     pub offset: u64,
     /// Set when the program has already ended.
     pub exit: Option<ExitInfo>,
+    /// The latest chat lines, oldest first.
+    pub chat: Vec<ChatLine>,
+}
+
+/// One chat message as kept in the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatLine {
+    /// Who wrote it (trimmed).
+    pub user_name: String,
+    /// What they wrote (trimmed).
+    pub text: String,
+    /// When the session received it, RFC 3339 UTC.
+    pub timestamp: String,
+}
+
+/// Chat lines a joiner receives before `ready`.
+pub const CHAT_REPLAY: usize = 50;
+/// Longest chat user name, characters after trimming.
+pub const MAX_CHAT_USER: usize = 32;
+/// Longest chat message, characters after trimming.
+pub const MAX_CHAT_TEXT: usize = 2000;
+/// Signals a viewer may send to the foreground process group.
+pub const ALLOWED_SIGNALS: [Signal; 8] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGKILL,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+/// Trims and checks a chat message.
+pub fn validate_chat(user_name: &str, text: &str) -> Result<(String, String), String> {
+    let (user, text) = (user_name.trim(), text.trim());
+    let user_len = user.chars().count();
+    if user_len == 0 || user_len > MAX_CHAT_USER {
+        return Err(format!(
+            "chat userName must be 1 to {MAX_CHAT_USER} characters"
+        ));
+    }
+    let text_len = text.chars().count();
+    if text_len == 0 || text_len > MAX_CHAT_TEXT {
+        return Err(format!("chat text must be 1 to {MAX_CHAT_TEXT} characters"));
+    }
+    Ok((user.to_owned(), text.to_owned()))
 }
 
 /// A fresh snapshot for a viewer that fell behind, and where its stream resumes.
@@ -260,6 +310,22 @@ enum Command {
     Resync {
         reply: oneshot::Sender<Resync>,
     },
+    Chat {
+        viewer: ViewerId,
+        user_name: String,
+        text: String,
+    },
+    Rename {
+        name: String,
+        reply: oneshot::Sender<Result<SessionInfo, String>>,
+    },
+    ToggleYolo {
+        viewer: ViewerId,
+    },
+    Signal {
+        viewer: ViewerId,
+        signal: String,
+    },
     End {
         reason: EndReason,
         done: oneshot::Sender<()>,
@@ -339,6 +405,38 @@ impl SessionHandle {
         rx.await.map_err(|_| SessionGone)
     }
 
+    /// A chat message from a viewer, for everyone.
+    pub async fn chat(
+        &self,
+        viewer: ViewerId,
+        user_name: String,
+        text: String,
+    ) -> Result<(), SessionGone> {
+        self.send(Command::Chat {
+            viewer,
+            user_name,
+            text,
+        })
+        .await
+    }
+
+    /// Renames the session; `Err` carries why the name was refused.
+    pub async fn rename(&self, name: String) -> Result<Result<SessionInfo, String>, SessionGone> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Rename { name, reply }).await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+
+    /// Restarts the agent with or without its YOLO command.
+    pub async fn toggle_yolo(&self, viewer: ViewerId) -> Result<(), SessionGone> {
+        self.send(Command::ToggleYolo { viewer }).await
+    }
+
+    /// Sends a signal (by name) to the program's foreground process group.
+    pub async fn signal(&self, viewer: ViewerId, signal: String) -> Result<(), SessionGone> {
+        self.send(Command::Signal { viewer, signal }).await
+    }
+
     /// Ends the session (signalling its processes, closing its viewers) and waits until it is gone.
     pub async fn end(&self, reason: EndReason) -> Result<(), SessionGone> {
         let (done, rx) = oneshot::channel();
@@ -376,9 +474,9 @@ pub fn start(
         .ok_or_else(|| CreateError::BadWorkDir(cwd.display().to_string()))?;
 
     let argv = assistant.start_argv();
-    let yolo_mode = assistant.yolo.as_ref() == Some(&argv);
+    let yolo_mode = assistant.starts_in_yolo();
     let (rows, cols) = size::clamp(cfg.session.rows, cfg.session.cols);
-    let env = program_env(&assistant, yolo_mode);
+    let env = assistant.env_for(yolo_mode);
     let spawned = process::spawn(&process::SpawnSpec {
         argv: &argv,
         env: &env,
@@ -408,6 +506,9 @@ pub fn start(
         exit: None,
         idle_since: Instant::now(),
         ending: None,
+        restarting: false,
+        kill_at: None,
+        chat: std::collections::VecDeque::new(),
         info: watch::Sender::new(placeholder_info(spec.id)),
         on_end: Some(on_end),
         ended: CancellationToken::new(),
@@ -425,14 +526,6 @@ pub fn start(
     };
     tokio::spawn(session.run(rx));
     Ok(handle)
-}
-
-fn program_env(assistant: &Assistant, yolo: bool) -> std::collections::BTreeMap<String, String> {
-    let mut env = assistant.env.clone();
-    if yolo {
-        env.extend(assistant.yolo_env.clone());
-    }
-    env
 }
 
 fn placeholder_info(id: Uuid) -> SessionInfo {
@@ -482,7 +575,6 @@ struct Proc {
 struct Ending {
     reason: EndReason,
     waiters: Vec<oneshot::Sender<()>>,
-    kill_at: Option<Instant>,
 }
 
 struct Session {
@@ -503,6 +595,11 @@ struct Session {
     /// When the session last became exited-and-unwatched, for reaping.
     idle_since: Instant,
     ending: Option<Ending>,
+    /// Set while the agent is being restarted (YOLO toggle).
+    restarting: bool,
+    /// SIGKILL whatever is left of the program at this instant (ending or restarting).
+    kill_at: Option<Instant>,
+    chat: std::collections::VecDeque<ChatLine>,
     info: watch::Sender<SessionInfo>,
     on_end: Option<OnEnd>,
     ended: CancellationToken,
@@ -591,7 +688,6 @@ impl Session {
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
         loop {
             let reap_at = self.reap_at();
-            let kill_at = self.ending.as_ref().and_then(|e| e.kill_at);
             tokio::select! {
                 cmd = commands.recv() => match cmd {
                     Some(cmd) => self.handle(cmd),
@@ -601,7 +697,7 @@ impl Session {
                 read = read_pty(&mut self.proc.reader, &mut self.read_buf) => self.on_read(read),
                 status = wait_child(&mut self.proc.child) => self.on_child_exit(status),
                 _ = sleep_until(self.proc.drain_until) => self.finish_exit(),
-                _ = sleep_until(kill_at) => self.kill_now(),
+                _ = sleep_until(self.kill_at) => self.kill_now(),
                 _ = sleep_until(reap_at) => {
                     info!(session = %self.id, "reaping exited session with no viewer");
                     self.begin_end(EndReason::Reaped, None);
@@ -627,11 +723,13 @@ impl Session {
                 } else {
                     (None, self.log.head())
                 };
+                let chat_from = self.chat.len().saturating_sub(CHAT_REPLAY);
                 let joined = reply.send(JoinReply {
                     viewer,
                     snapshot,
                     offset,
                     exit: self.exit.clone(),
+                    chat: self.chat.iter().skip(chat_from).cloned().collect(),
                 });
                 if joined.is_ok() {
                     self.viewers.insert(
@@ -677,6 +775,40 @@ impl Session {
                 let (snapshot, offset) = self.snapshot();
                 let _ = reply.send(Resync { snapshot, offset });
             }
+            Command::Chat {
+                viewer,
+                user_name,
+                text,
+            } => match validate_chat(&user_name, &text) {
+                Ok((user_name, text)) => {
+                    let line = ChatLine {
+                        user_name,
+                        text,
+                        timestamp: rfc3339(SystemTime::now()),
+                    };
+                    if self.chat.len() == self.cfg.session.chat_history {
+                        self.chat.pop_front();
+                    }
+                    if self.cfg.session.chat_history > 0 {
+                        self.chat.push_back(line.clone());
+                    }
+                    self.broadcast(ViewerEvent::Chat(line));
+                }
+                Err(message) => self.tell(viewer, "invalid_chat", &message),
+            },
+            Command::Rename { name, reply } => {
+                let result = validate_name(&name).map(|name| {
+                    if name != self.name {
+                        info!(session = %self.id, %name, "session renamed");
+                        self.name = name;
+                        self.broadcast_status();
+                    }
+                    self.info.borrow().clone()
+                });
+                let _ = reply.send(result);
+            }
+            Command::ToggleYolo { viewer } => self.toggle_yolo(viewer),
+            Command::Signal { viewer, signal } => self.send_signal(viewer, &signal),
             Command::End { reason, done } => self.begin_end(reason, Some(done)),
         }
     }
@@ -823,8 +955,9 @@ impl Session {
             }
         };
         self.proc.status = Some(info);
+        self.kill_at = None;
         // Background jobs may keep the terminal open; hang them up like a terminal would.
-        process::signal_session(self.proc.pid, self.id, Signal::SIGHUP);
+        process::signal_session(self.proc.pid, None, Signal::SIGHUP);
         if self.proc.reader.is_none() {
             self.finish_exit();
         } else {
@@ -840,6 +973,18 @@ impl Session {
         let pid = self.proc.pid;
         // Dropping the reader and the writer task's input closes the PTY master.
         self.proc = Proc::default();
+        if self.restarting {
+            self.restarting = false;
+            let grace = self.cfg.session.kill_grace;
+            tokio::spawn(async move { end_leftovers(pid, None, grace).await });
+            match self.spawn_replacement() {
+                Ok(()) => return,
+                Err(e) => {
+                    warn!(session = %self.id, "restart failed: {e}");
+                    self.output(Bytes::from(format!("\r\n[Restart failed: {e}]\r\n")));
+                }
+            }
+        }
         self.output(Bytes::from(format!(
             "\r\n[Process exited (code {})]\r\n",
             info.code
@@ -853,11 +998,112 @@ impl Session {
         });
         self.publish_info();
         if self.ending.is_some() {
-            process::signal_session(pid, self.id, Signal::SIGKILL);
+            process::signal_session(pid, Some(self.id), Signal::SIGKILL);
             self.complete_end();
         } else {
             let (id, grace) = (self.id, self.cfg.session.kill_grace);
-            tokio::spawn(async move { end_leftovers(pid, id, grace).await });
+            tokio::spawn(async move { end_leftovers(pid, Some(id), grace).await });
+        }
+    }
+
+    fn toggle_yolo(&mut self, viewer: ViewerId) {
+        if self.viewers.get(&viewer).is_some_and(|v| v.size.read_only) {
+            return self.tell(
+                viewer,
+                "read_only",
+                "this link is read-only: YOLO toggle ignored",
+            );
+        }
+        if !self.assistant.yolo_supported() {
+            let message = format!("{} has no YOLO mode", self.assistant.name);
+            return self.tell(viewer, "yolo_unsupported", &message);
+        }
+        if self.restarting {
+            return self.tell(
+                viewer,
+                "restart_in_progress",
+                "the agent is already restarting",
+            );
+        }
+        if self.proc.child.is_none() || self.ending.is_some() {
+            return self.tell(
+                viewer,
+                "not_running",
+                "the program has exited: nothing to restart",
+            );
+        }
+        self.yolo_mode = !self.yolo_mode;
+        self.restarting = true;
+        info!(session = %self.id, yolo = self.yolo_mode, "restarting agent for a YOLO toggle");
+        self.broadcast_status();
+        let notice = if self.yolo_mode { "ON" } else { "OFF" };
+        self.output(Bytes::from(format!(
+            "\r\n[Switching YOLO mode {notice}, restarting agent...]\r\n"
+        )));
+        process::signal_session(self.proc.pid, None, Signal::SIGTERM);
+        self.kill_at = Some(Instant::now() + self.cfg.session.kill_grace);
+    }
+
+    /// Starts the resume or YOLO command on a fresh PTY of the current size.
+    fn spawn_replacement(&mut self) -> Result<(), process::SpawnError> {
+        let argv = self
+            .assistant
+            .restart_argv(self.yolo_mode)
+            .unwrap_or_else(|| self.assistant.resume_argv());
+        let env = self.assistant.env_for(self.yolo_mode);
+        let spawned = process::spawn(&process::SpawnSpec {
+            argv: &argv,
+            env: &env,
+            cwd: &self.cwd,
+            rows: self.size.0,
+            cols: self.size.1,
+            session: self.id,
+        })?;
+        info!(session = %self.id, pid = spawned.pid, yolo = self.yolo_mode, "agent restarted");
+        self.attach(spawned);
+        self.publish_info();
+        Ok(())
+    }
+
+    fn send_signal(&mut self, viewer: ViewerId, name: &str) {
+        if self.viewers.get(&viewer).is_some_and(|v| v.size.read_only) {
+            return self.tell(
+                viewer,
+                "read_only",
+                "this link is read-only: signal ignored",
+            );
+        }
+        let Some(signal) = ALLOWED_SIGNALS.iter().copied().find(|s| s.as_str() == name) else {
+            let allowed: Vec<&str> = ALLOWED_SIGNALS.iter().map(|s| s.as_str()).collect();
+            let message = format!(
+                "signal {name:?} is not allowed (use one of {})",
+                allowed.join(", ")
+            );
+            return self.tell(viewer, "bad_signal", &message);
+        };
+        if self.proc.child.is_none() {
+            return self.tell(
+                viewer,
+                "not_running",
+                "the program has exited: no one to signal",
+            );
+        }
+        match process::foreground_group(self.proc.pid) {
+            Some(pgrp) => {
+                debug!(session = %self.id, ?signal, pgrp, "signal from viewer");
+                if let Err(e) = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgrp), signal) {
+                    self.tell(
+                        viewer,
+                        "signal_failed",
+                        &format!("could not send {name}: {e}"),
+                    );
+                }
+            }
+            None => self.tell(
+                viewer,
+                "signal_failed",
+                "the terminal has no foreground process group",
+            ),
         }
     }
 
@@ -873,11 +1119,12 @@ impl Session {
         }
         info!(session = %self.id, ?reason, "ending session");
         let alive = self.proc.child.is_some() || self.proc.status.is_some();
-        let mut kill_at = None;
+        // An ongoing restart is abandoned: the session ends instead.
+        self.restarting = false;
         if self.proc.child.is_some() {
-            process::signal_session(self.proc.pid, self.id, Signal::SIGHUP);
-            process::signal_session(self.proc.pid, self.id, Signal::SIGTERM);
-            kill_at = Some(Instant::now() + self.cfg.session.kill_grace);
+            process::signal_session(self.proc.pid, Some(self.id), Signal::SIGHUP);
+            process::signal_session(self.proc.pid, Some(self.id), Signal::SIGTERM);
+            self.kill_at = Some(Instant::now() + self.cfg.session.kill_grace);
         } else if self.proc.status.is_some() {
             // Exited and still draining: stop waiting for the output.
             self.proc.drain_until = Some(Instant::now());
@@ -885,7 +1132,6 @@ impl Session {
         self.ending = Some(Ending {
             reason,
             waiters: done.into_iter().collect(),
-            kill_at,
         });
         if !alive {
             self.complete_end();
@@ -893,11 +1139,11 @@ impl Session {
     }
 
     fn kill_now(&mut self) {
-        if let Some(ending) = &mut self.ending {
-            ending.kill_at = None;
-        }
+        self.kill_at = None;
         warn!(session = %self.id, "program still running after the grace period: SIGKILL");
-        process::signal_session(self.proc.pid, self.id, Signal::SIGKILL);
+        // While restarting, the marker would also match the replacement: use the kernel session.
+        let marker = (!self.restarting).then_some(self.id);
+        process::signal_session(self.proc.pid, marker, Signal::SIGKILL);
     }
 
     fn complete_end(&mut self) {
@@ -921,14 +1167,15 @@ impl Session {
 }
 
 /// Processes left behind by an exited program got SIGHUP; give them SIGTERM, then SIGKILL.
-async fn end_leftovers(pid: i32, session: Uuid, grace: Duration) {
+/// `marker` is `None` after a restart, when the replacement carries the same marker.
+async fn end_leftovers(pid: i32, marker: Option<Uuid>, grace: Duration) {
     tokio::time::sleep(LEFTOVER_TERM_AFTER).await;
-    if process::signal_session(pid, session, Signal::SIGTERM) == 0 {
+    if process::signal_session(pid, marker, Signal::SIGTERM) == 0 {
         return;
     }
     tokio::time::sleep(grace).await;
-    let killed = process::signal_session(pid, session, Signal::SIGKILL);
+    let killed = process::signal_session(pid, marker, Signal::SIGKILL);
     if killed > 0 {
-        warn!(%session, killed, "killed processes left behind by the session's program");
+        warn!(session = ?marker, killed, "killed processes left behind by the session's program");
     }
 }

@@ -131,26 +131,39 @@ impl ExitInfo {
     }
 }
 
-/// The pids of every process of the session led by `leader` or marked with `session`.
-pub fn session_pids(leader: i32, session: Uuid) -> Vec<i32> {
-    let marker = format!("{SESSION_ENV}={session}");
+/// The pids of every process of the kernel session led by `leader`, and of every process
+/// marked with `session` when given.
+pub fn session_pids(leader: i32, session: Option<Uuid>) -> Vec<i32> {
+    let marker = session.map(|s| format!("{SESSION_ENV}={s}"));
     let own = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != own)
-        .filter(|&pid| kernel_session(pid) == Some(leader) || has_marker(pid, &marker))
+        .filter(|&pid| {
+            kernel_session(pid) == Some(leader)
+                || marker.as_deref().is_some_and(|m| has_marker(pid, m))
+        })
         .collect()
 }
 
-/// Field 6 of /proc/PID/stat; the command name may hold spaces and parentheses, so fields
-/// are counted after its last ')'.
-fn kernel_session(pid: i32) -> Option<i32> {
+/// A numeric field of /proc/PID/stat, counted from `state` (0) after the command name, which
+/// may hold spaces and parentheses and so ends at the last ')'.
+fn stat_field(pid: i32, index: usize) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    // state ppid pgrp session
-    rest.split_whitespace().nth(3)?.parse().ok()
+    rest.split_whitespace().nth(index)?.parse().ok()
+}
+
+/// The kernel session id of a process (state ppid pgrp session).
+fn kernel_session(pid: i32) -> Option<i32> {
+    stat_field(pid, 3)
+}
+
+/// The foreground process group of the terminal controlled by `leader`'s session (`tpgid`).
+pub fn foreground_group(leader: i32) -> Option<i32> {
+    stat_field(leader, 5).filter(|&g| g > 0)
 }
 
 fn has_marker(pid: i32, marker: &str) -> bool {
@@ -159,8 +172,9 @@ fn has_marker(pid: i32, marker: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Sends `signal` to every process of the session; returns how many were signalled.
-pub fn signal_session(leader: i32, session: Uuid, signal: Signal) -> usize {
+/// Sends `signal` to every process of the session (see [`session_pids`]); returns how many
+/// were signalled.
+pub fn signal_session(leader: i32, session: Option<Uuid>, signal: Signal) -> usize {
     let pids = session_pids(leader, session);
     for &pid in &pids {
         let _ = kill(Pid::from_raw(pid), signal);
