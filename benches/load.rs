@@ -9,6 +9,7 @@ use std::fs::File;
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -20,9 +21,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
+use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
@@ -41,22 +44,29 @@ const ECHO_WARMUP: usize = 20;
 /// How long the daemon gets to exit after SIGTERM (its kill grace is 1 s here).
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The daemon config: a quiet bash with a fixed prompt, and a raw-mode `cat` for echo timing.
-const CONFIG: &str = r#"
+/// Raw mode without echo: cat gets each byte as it arrives and writes it straight back, so the
+/// round trip is the daemon's (and the PTY's), not a line editor's. Run by the daemon's `echo`
+/// assistant and, for the baseline, on a bare PTY.
+const ECHO_SCRIPT: &str = "stty raw -echo && printf ECHO-READY && exec cat";
+
+/// The daemon config: a quiet bash with a fixed prompt, and the raw-mode `cat` for echo timing.
+fn config() -> String {
+    format!(
+        r#"
 [session]
 kill_grace = "1s"
 
 [assistants.shell]
 name = "Shell"
 command = ["bash", "--norc", "--noprofile", "-i"]
-env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
 
-# Raw mode without echo: cat gets each byte as it arrives and writes it straight back, so the
-# round trip is the daemon's (and the PTY's), not a line editor's.
 [assistants.echo]
 name = "Echo"
-command = ["bash", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
-"#;
+command = ["bash", "-c", "{ECHO_SCRIPT}"]
+"#
+    )
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scenario {
@@ -164,7 +174,7 @@ fn run(args: Args) -> Result<bool> {
         .prefix("ptyhub-load-")
         .tempdir()
         .context("creating a temp dir")?;
-    std::fs::write(tmp.path().join("ptyhub.toml"), CONFIG).context("writing the config")?;
+    std::fs::write(tmp.path().join("ptyhub.toml"), config()).context("writing the config")?;
     let pool = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("load-viewers")
@@ -674,6 +684,8 @@ struct EchoRow {
     samples: usize,
     /// Writer's round trips, sorted.
     rtt: Vec<Duration>,
+    /// The same round trip on a bare PTY, sorted.
+    bare: Vec<Duration>,
     /// Send to the last viewer having the byte, sorted (empty without viewers).
     all: Vec<Duration>,
     /// Viewers' connect-to-ready times, sorted.
@@ -690,6 +702,10 @@ async fn echo_run(
     pause: Duration,
     notes: &mut Vec<String>,
 ) -> Result<EchoRow> {
+    // The physical limit first, in the same run and on the same runtime as the writer.
+    let bare = bare_echo(samples, pause)
+        .await
+        .context("the bare-PTY baseline")?;
     let mut daemon = Daemon::start(ctx, &format!("echo-{viewers}"))?;
     let id = daemon.new_session();
     let mut tasks = Tasks::default();
@@ -774,6 +790,7 @@ async fn echo_run(
         viewers,
         samples,
         rtt,
+        bare,
         all,
         joins,
         snapshots: snapshots.load(Ordering::Relaxed),
@@ -1077,9 +1094,9 @@ async fn flood_reader(
     bail!("connection closed before the end marker")
 }
 
-/// Runs `cmd` in bash on a PTY of our own (24×80, default line discipline, like a session's)
-/// and reads the master until `marker`; returns the time from spawning to the marker.
-fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<Duration> {
+/// Starts `bash -c cmd` on a PTY of our own (24×80, the kernel's default line discipline, as a
+/// session's), in its own process group; returns it and the PTY's master.
+fn spawn_on_pty(cmd: &str) -> Result<(Child, OwnedFd)> {
     let size = nix::pty::Winsize {
         ws_row: 24,
         ws_col: 80,
@@ -1087,22 +1104,39 @@ fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<Duration> {
         ws_ypixel: 0,
     };
     let pty = nix::pty::openpty(&size, None).context("openpty")?;
+    let out = pty.slave.try_clone()?;
+    let err = pty.slave.try_clone()?;
+    // Our copies of the slave go with this Command, so the master reads EIO once bash is done.
+    let child = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", cmd])
+        // Its own group, so that ending it also ends cat (which holds the slave open too).
+        .process_group(0)
+        .stdin(Stdio::from(pty.slave))
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .context("starting bash on a bare PTY")?;
+    Ok((child, pty.master))
+}
+
+/// Kills what `spawn_on_pty` started (when `now`, or when it has not ended by itself) and reaps it.
+fn end_group(child: &mut Child, now: bool) {
+    let group = Pid::from_raw(-(child.id() as i32));
+    if now {
+        let _ = kill(group, Signal::SIGKILL);
+    }
+    if wait_child(child, STOP_TIMEOUT).is_none() {
+        let _ = kill(group, Signal::SIGKILL);
+        let _ = child.wait();
+    }
+}
+
+/// Runs `cmd` on a bare PTY and reads the master until `marker`; returns the time from spawning
+/// to the marker.
+fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<Duration> {
     let start = Instant::now();
-    let mut child = {
-        let out = pty.slave.try_clone()?;
-        let err = pty.slave.try_clone()?;
-        // Our copies of the slave go with this Command, so the master reads EIO once bash is done.
-        Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", cmd])
-            // Its own group, so a timeout can kill cat as well (cat holds the slave open too).
-            .process_group(0)
-            .stdin(Stdio::from(pty.slave))
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .context("starting bash on a bare PTY")?
-    };
-    let mut master = File::from(pty.master);
+    let (mut child, master) = spawn_on_pty(cmd)?;
+    let mut master = File::from(master);
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut scan = MarkerScan::new(marker);
@@ -1117,20 +1151,76 @@ fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<Duration> {
         let _ = tx.send(result);
     });
     let result = rx.recv_timeout(limit);
-    let group = Pid::from_raw(-(child.id() as i32));
-    if result.is_err() {
-        // Killing the group closes every copy of the slave, which unblocks the reader.
-        let _ = kill(group, Signal::SIGKILL);
-    }
-    if wait_child(&mut child, STOP_TIMEOUT).is_none() {
-        let _ = kill(group, Signal::SIGKILL);
-        let _ = child.wait();
-    }
+    // On a timeout, killing the group closes every copy of the slave, which unblocks the reader.
+    end_group(&mut child, result.is_err());
     let _ = reader.join();
     match result {
         Ok(Ok(at)) => Ok(at.duration_since(start)),
         Ok(Err(e)) => Err(e),
         Err(_) => bail!("no end marker within {limit:?}"),
+    }
+}
+
+/// The echo round trip through the same raw-mode cat on a bare PTY: the physical limit, read
+/// with the same kind of wake-up (epoll, on this runtime) as the WebSocket writer. Sorted.
+async fn bare_echo(samples: usize, pause: Duration) -> Result<Vec<Duration>> {
+    let (mut child, master) = spawn_on_pty(ECHO_SCRIPT)?;
+    let result = bare_echo_samples(master, samples, pause).await;
+    end_group(&mut child, true);
+    let mut rtt = result?;
+    rtt.sort();
+    Ok(rtt)
+}
+
+async fn bare_echo_samples(
+    master: OwnedFd,
+    samples: usize,
+    pause: Duration,
+) -> Result<Vec<Duration>> {
+    fcntl(master.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).context("O_NONBLOCK")?;
+    let fd = AsyncFd::new(master).context("registering the PTY master")?;
+    let mut buf = vec![0u8; 4096];
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    while !contains(&seen, b"ECHO-READY") {
+        let n = timeout_at(deadline.into(), read_fd(&fd, &mut buf))
+            .await
+            .map_err(|_| anyhow!("no ECHO-READY within {STEP_TIMEOUT:?}: {}", tail(&seen)))??;
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let mut rtt = Vec::with_capacity(samples);
+    for i in 0..ECHO_WARMUP + samples {
+        let byte = b'a' + (i % 26) as u8;
+        let sent = Instant::now();
+        nix::unistd::write(fd.get_ref(), &[byte]).context("writing to the PTY")?;
+        loop {
+            let n = timeout_at((sent + ECHO_TIMEOUT).into(), read_fd(&fd, &mut buf))
+                .await
+                .map_err(|_| anyhow!("sample {i}: no echo within {ECHO_TIMEOUT:?}"))??;
+            if buf[..n].contains(&byte) {
+                break;
+            }
+        }
+        if i >= ECHO_WARMUP {
+            rtt.push(sent.elapsed());
+        }
+        tokio::time::sleep(pause).await;
+    }
+    Ok(rtt)
+}
+
+/// One read from a non-blocking fd, waiting for it to be readable.
+async fn read_fd(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Result<usize> {
+    loop {
+        let mut ready = fd.readable().await?;
+        match ready
+            .try_io(|inner| nix::unistd::read(inner.as_raw_fd(), buf).map_err(std::io::Error::from))
+        {
+            Ok(Ok(0)) => bail!("the PTY closed"),
+            Ok(Ok(n)) => return Ok(n),
+            Ok(Err(e)) => return Err(anyhow!("reading the PTY: {e}")),
+            Err(_would_block) => continue,
+        }
     }
 }
 
@@ -1183,18 +1273,20 @@ fn print_report(s: &Settings, r: &Report) {
     if !r.echo.is_empty() {
         println!();
         println!(
-            "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart",
+            "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart (bare_*: same on a bare PTY, µs)",
             s.samples,
             s.pause.as_millis()
         );
         println!(
-            "{:>7} {:>8} {:>8} {:>8} {:>11} {:>11} {:>12} {:>12} {:>9}",
+            "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>7}",
             "viewers",
             "p50_us",
             "p99_us",
             "max_us",
             "all_p50_us",
             "all_p99_us",
+            "bare_p50",
+            "bare_p99",
             "join_p50_ms",
             "join_max_ms",
             "resyncs"
@@ -1203,13 +1295,15 @@ fn print_report(s: &Settings, r: &Report) {
         for e in &r.echo {
             let join_max = e.joins.last().map(|d| d.as_micros() as u64);
             println!(
-                "{:>7} {:>8} {:>8} {:>8} {:>11} {:>11} {:>12} {:>12} {:>9}",
+                "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>7}",
                 e.viewers,
                 opt(pct_us(&e.rtt, 0.5)),
                 opt(pct_us(&e.rtt, 0.99)),
                 opt(pct_us(&e.rtt, 1.0)),
                 opt(pct_us(&e.all, 0.5)),
                 opt(pct_us(&e.all, 0.99)),
+                opt(pct_us(&e.bare, 0.5)),
+                opt(pct_us(&e.bare, 0.99)),
                 ms(pct_us(&e.joins, 0.5)),
                 ms(join_max),
                 e.snapshots + e.daemon_resyncs
@@ -1223,6 +1317,9 @@ fn print_report(s: &Settings, r: &Report) {
                 "all_p50_us": pct_us(&e.all, 0.5),
                 "all_p99_us": pct_us(&e.all, 0.99),
                 "all_max_us": pct_us(&e.all, 1.0),
+                "bare_pty_p50_us": pct_us(&e.bare, 0.5),
+                "bare_pty_p99_us": pct_us(&e.bare, 0.99),
+                "bare_pty_max_us": pct_us(&e.bare, 1.0),
                 "join_p50_us": pct_us(&e.joins, 0.5),
                 "join_max_us": join_max,
                 "viewer_snapshots": e.snapshots,
