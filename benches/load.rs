@@ -1178,7 +1178,10 @@ async fn bare_echo_samples(
     pause: Duration,
 ) -> Result<Vec<Duration>> {
     fcntl(master.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).context("O_NONBLOCK")?;
-    let fd = AsyncFd::new(master).context("registering the PTY master")?;
+    // SAFETY: `master` is an OwnedFd moved into the AsyncFd, so it stays open and the same
+    // descriptor until the AsyncFd is dropped.
+    let fd = unsafe { AsyncFd::register(master) }
+        .map_err(|e| anyhow!("registering the PTY master: {e}"))?;
     let mut buf = vec![0u8; 4096];
     let mut seen = Vec::new();
     let deadline = Instant::now() + STEP_TIMEOUT;

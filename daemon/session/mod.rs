@@ -7,6 +7,7 @@
 
 pub mod output_log;
 pub mod process;
+pub mod queries;
 pub mod screen;
 pub mod size;
 pub mod snapshot;
