@@ -413,3 +413,39 @@ async fn signal_interrupts_the_foreground_job() {
         assert_eq!(a.last("error").unwrap()["code"], "bad_signal", "{bad}");
     }
 }
+
+/// Asks for the cursor position at a known place, prints the answer, then reports whether a
+/// second answer arrived.
+const QUERY_SCRIPT: &str = r#"
+printf '\e[H\e[2J\e[5;10Habc\e[6n'
+IFS= read -rsd R reply
+printf '\ngot:%s\n' "${reply#?[}"
+if IFS= read -rs -t 2 -d R extra; then echo "extra:yes"; else echo "extra:none"; fi
+"#;
+
+#[tokio::test]
+async fn terminal_queries_are_answered_once_by_the_daemon() {
+    let d = Daemon::start();
+    common::write_file(d.dir.path(), "query.sh", QUERY_SCRIPT.as_bytes());
+    let (_id, mut a, mut b) = pair(&d, "shell").await;
+    a.wait_screen("$ ").await;
+    a.type_str("bash query.sh\r").await;
+    // Both viewers' terminals answer too, with a wrong position, as xterm.js would (late).
+    for c in [&mut a, &mut b] {
+        c.until("the query", |c| {
+            c.output.windows(4).any(|w| w == b"\x1b[6n")
+        })
+        .await;
+        c.send_binary(b"\x1b[9;9R".to_vec()).await;
+    }
+    a.wait_screen("got:5;13").await;
+    a.wait_screen("extra:none").await;
+    assert!(!a.screen_text().contains("9;9"), "{}", a.screen_text());
+
+    // With no query pending, the same kind of bytes are keystrokes (Shift+F3) and pass.
+    a.run("cat -v", "cat -v").await;
+    a.send_binary(b"\x1b[1;2R".to_vec()).await;
+    a.type_str("\r").await;
+    a.wait_screen("^[[1;2R").await;
+    a.send_binary(vec![3]).await;
+}

@@ -557,6 +557,8 @@ pub fn rfc3339(t: SystemTime) -> String {
 struct ViewerEntry {
     events: mpsc::Sender<ViewerEvent>,
     size: ViewerSize,
+    /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
+    expected: queries::Expected,
 }
 
 /// The running program, while there is one.
@@ -741,6 +743,7 @@ impl Session {
                                 read_only,
                                 size: None,
                             },
+                            expected: queries::Expected::default(),
                         },
                     );
                     self.broadcast_status();
@@ -823,13 +826,22 @@ impl Session {
     }
 
     fn input(&mut self, viewer: ViewerId, data: Bytes) {
-        let Some(entry) = self.viewers.get(&viewer) else {
+        let Some(entry) = self.viewers.get_mut(&viewer) else {
             return;
         };
         if entry.size.read_only {
             self.tell(viewer, "read_only", "this link is read-only: input ignored");
             return;
         }
+        let data = if entry.expected.is_empty() {
+            data
+        } else {
+            let kept = entry.expected.filter(&data, Instant::now());
+            if kept.is_empty() {
+                return;
+            }
+            Bytes::from(kept)
+        };
         let Some(input) = &self.proc.input else {
             self.tell(
                 viewer,
@@ -925,6 +937,20 @@ impl Session {
     fn output(&mut self, chunk: Bytes) {
         self.log.append(chunk.clone());
         self.model.process(&chunk);
+        let found = self.model.take_queries();
+        if found.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        for (query, answer) in found {
+            debug!(session = %self.id, ?query, "answering terminal query");
+            if let Some(input) = &self.proc.input {
+                let _ = input.try_send(Bytes::from(answer));
+            }
+            for viewer in self.viewers.values_mut() {
+                viewer.expected.expect(query, now);
+            }
+        }
     }
 
     fn on_read(&mut self, read: std::io::Result<usize>) {

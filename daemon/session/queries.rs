@@ -122,7 +122,10 @@ fn find_reply(input: &[u8], query: Query) -> Option<std::ops::Range<usize>> {
     while let Some(pos) = find(&input[from..], prefix) {
         let start = from + pos;
         let body = start + prefix.len();
-        let params = input[body..].iter().take_while(|b| b.is_ascii_digit() || **b == b';').count();
+        let params = input[body..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || **b == b';')
+            .count();
         let end = body + params;
         let well_formed = match query {
             // A cursor report is exactly two numbers.
@@ -213,7 +216,10 @@ mod tests {
     fn not_replies() {
         assert_eq!(find_reply(b"\x1b[R", Query::CursorPosition), None);
         assert_eq!(find_reply(b"\x1b[1R", Query::CursorPosition), None);
-        assert_eq!(find_reply(b"\x1b[A\x1b[2;3R", Query::CursorPosition), Some(3..9));
+        assert_eq!(
+            find_reply(b"\x1b[A\x1b[2;3R", Query::CursorPosition),
+            Some(3..9)
+        );
         assert_eq!(find_reply(b"\x1b[?c", Query::PrimaryAttributes), None);
     }
 }

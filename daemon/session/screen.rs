@@ -1,15 +1,16 @@
 //! STUB (replaced by the real module).
 pub struct ScreenModel {
-    p: vt100::Parser,
+    p: vt100::Parser<crate::session::queries::QueryHook>,
     fed: bool,
 }
 impl ScreenModel {
     pub fn new(rows: u16, cols: u16, sb: usize) -> Self {
         Self {
-            p: vt100::Parser::new(
+            p: vt100::Parser::new_with_callbacks(
                 std::num::NonZeroU16::new(rows).unwrap(),
                 std::num::NonZeroU16::new(cols).unwrap(),
                 sb,
+                Default::default(),
             ),
             fed: false,
         }
@@ -42,5 +43,11 @@ impl ScreenModel {
     }
     pub fn scrollback_len(&self) -> usize {
         0
+    }
+}
+
+impl ScreenModel {
+    pub fn take_queries(&mut self) -> Vec<(crate::session::queries::Query, Vec<u8>)> {
+        std::mem::take(&mut self.p.callbacks_mut().found)
     }
 }
