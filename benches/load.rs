@@ -335,7 +335,10 @@ impl Daemon {
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| anyhow!("unexpected first line from the daemon: {line:?}")),
             Ok(Err(e)) => Err(anyhow!("reading the daemon's stdout: {e}")),
-            Err(_) => Err(anyhow!(
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(anyhow!(
+                "the daemon closed its stdout without printing its address"
+            )),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(anyhow!(
                 "the daemon printed no address within {STEP_TIMEOUT:?}"
             )),
         };
@@ -349,7 +352,7 @@ impl Daemon {
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(e.context(format!("daemon log:\n{}", log_tail(&log))))
+                Err(anyhow!("{e:#}; daemon log:\n{}", log_tail(&log)))
             }
         }
     }

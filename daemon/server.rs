@@ -88,7 +88,7 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) 
                 Some(h) => json(StatusCode::OK, &h.info()),
                 None => error(StatusCode::NOT_FOUND, "no such session"),
             },
-            Err(resp) => resp,
+            Err(e) => e.response(),
         },
         (&Method::DELETE, ["api", "sessions", id]) => match parse_id(id) {
             Ok(id) => match state.registry.get(&id) {
@@ -102,11 +102,11 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) 
                 }
                 None => error(StatusCode::NOT_FOUND, "no such session"),
             },
-            Err(resp) => resp,
+            Err(e) => e.response(),
         },
         (&Method::PATCH, ["api", "sessions", id]) => match parse_id(id) {
             Ok(id) => patch(req, id, state).await,
-            Err(resp) => resp,
+            Err(e) => e.response(),
         },
         (&Method::GET, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
         (&Method::GET, [""]) => page(),
@@ -115,9 +115,18 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) 
     }
 }
 
-fn parse_id(id: &str) -> Result<Uuid, Response<Body>> {
+/// A refused request: its status and a message for people.
+struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn response(self) -> Response<Body> {
+        error(self.0, &self.1)
+    }
+}
+
+fn parse_id(id: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(id)
-        .map_err(|_| error(StatusCode::BAD_REQUEST, &format!("{id:?} is not a UUID")))
+        .map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("{id:?} is not a UUID")))
 }
 
 /// The query parameters of a WebSocket connection.
@@ -147,7 +156,7 @@ fn ws_query(req: &Request<Incoming>) -> WsQuery {
 fn websocket(mut req: Request<Incoming>, id: &str, state: &Arc<AppState>) -> Response<Body> {
     let id = match parse_id(id) {
         Ok(id) => id,
-        Err(resp) => return resp,
+        Err(e) => return e.response(),
     };
     if !fastwebsockets::upgrade::is_upgrade_request(&req) {
         return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
@@ -219,20 +228,19 @@ struct CreateRequest {
 }
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes.
-async fn read_json<T: serde::de::DeserializeOwned>(
-    req: Request<Incoming>,
-) -> Result<T, Response<Body>> {
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(_) => {
-            return Err(error(
+async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
+    let body = Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|_| {
+            ApiError(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "request body too large or unreadable",
-            ))
-        }
-    };
+                "request body too large or unreadable".into(),
+            )
+        })?
+        .to_bytes();
     serde_json::from_slice(&body)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("bad request body: {e}")))
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad request body: {e}")))
 }
 
 /// `PATCH /api/sessions/{id}` body.
@@ -248,7 +256,7 @@ async fn patch(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
     };
     let request: PatchRequest = match read_json(req).await {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(e) => return e.response(),
     };
     match handle.rename(request.name).await {
         Ok(Ok(info)) => json(StatusCode::OK, &info),
@@ -260,7 +268,7 @@ async fn patch(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
 async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
     let request: CreateRequest = match read_json(req).await {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(e) => return e.response(),
     };
     let spec = CreateSpec {
         id: request.id.unwrap_or_else(Uuid::new_v4),
