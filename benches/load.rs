@@ -627,9 +627,10 @@ impl Conn {
     }
 
     async fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        self.ws
-            .send(Message::Binary(bytes.to_vec()))
+        let sending = self.ws.send(Message::Binary(bytes.to_vec()));
+        tokio::time::timeout(STEP_TIMEOUT, sending)
             .await
+            .map_err(|_| anyhow!("{}: send blocked for {STEP_TIMEOUT:?}", self.url))?
             .with_context(|| format!("sending to {}", self.url))
     }
 
@@ -1005,9 +1006,10 @@ async fn flood_run(
 
     let cpu_before = daemon.cpu_seconds()?;
     let start = Instant::now();
-    sinks[0]
-        .send(Message::Binary(format!("{cmd}\r").into_bytes()))
+    let typing = sinks[0].send(Message::Binary(format!("{cmd}\r").into_bytes()));
+    tokio::time::timeout(STEP_TIMEOUT, typing)
         .await
+        .map_err(|_| anyhow!("typing the flood command: send blocked for {STEP_TIMEOUT:?}"))?
         .context("typing the flood command")?;
     let deadline = start + limit;
     let mut last = start;
