@@ -10,9 +10,11 @@
 //! - [`session`]: one actor task per session owning the process and its PTY, the screen
 //!   model, the output log, the viewers and the session's metadata.
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
+//! - [`assets`]: the embedded browser UI.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
 
+pub mod assets;
 pub mod config;
 pub mod protocol;
 pub mod registry;

@@ -109,9 +109,14 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) 
             Err(e) => e.response(),
         },
         (&Method::GET, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
-        (&Method::GET, [""]) => page(),
         (_, ["api", ..]) | (_, ["ws", ..]) => error(StatusCode::NOT_FOUND, "no such endpoint"),
-        _ => error(StatusCode::NOT_FOUND, "not found"),
+        (&Method::GET | &Method::HEAD, [""]) => static_file("index.html", &req),
+        (&Method::GET | &Method::HEAD, ["session", id]) => match parse_id(id) {
+            Ok(_) => static_file("terminal.html", &req),
+            Err(e) => e.response(),
+        },
+        (&Method::GET | &Method::HEAD, _) => static_file(path.trim_start_matches('/'), &req),
+        _ => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
     }
 }
 
@@ -336,10 +341,7 @@ fn with_type(status: StatusCode, body: Vec<u8>, content_type: &'static str) -> R
     resp
 }
 
-fn page() -> Response<Body> {
-    with_type(
-        StatusCode::OK,
-        include_bytes!("../static/index.html").to_vec(),
-        "text/html; charset=utf-8",
-    )
+fn static_file(path: &str, req: &Request<Incoming>) -> Response<Body> {
+    crate::assets::serve(path, req.headers())
+        .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
 }

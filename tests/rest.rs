@@ -214,3 +214,20 @@ async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
         );
     }
 }
+
+#[tokio::test]
+async fn pages_are_embedded_with_types_etags_and_caching() {
+    let d = Daemon::start();
+    let http = reqwest::Client::new();
+    for path in ["/".to_owned(), format!("/session/{}", Uuid::new_v4())] {
+        let resp = http.get(d.http(&path)).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        assert_eq!(resp.headers()["content-type"], "text/html; charset=utf-8");
+        assert_eq!(resp.headers()["cache-control"], "no-cache");
+        let etag = resp.headers()["etag"].to_str().unwrap().to_owned();
+        let again = http.get(d.http(&path)).header("If-None-Match", &etag).send().await.unwrap();
+        assert_eq!(again.status(), 304, "{path}");
+    }
+    assert_eq!(http.get(d.http("/no/such/file.js")).send().await.unwrap().status(), 404);
+    assert_eq!(http.get(d.http("/session/not-a-uuid")).send().await.unwrap().status(), 400);
+}

@@ -1,0 +1,58 @@
+//! The browser UI, embedded in the binary at build time and served with content types,
+//! ETags and caching.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use hyper::{HeaderMap, Response, StatusCode};
+
+/// Everything under `static/`.
+#[derive(rust_embed::Embed)]
+#[folder = "static/"]
+struct Static;
+
+/// The embedded file at `path` (relative to `static/`), honouring `If-None-Match`.
+pub fn serve(path: &str, request_headers: &HeaderMap) -> Option<Response<Full<Bytes>>> {
+    let file = Static::get(path)?;
+    let etag = format!(
+        "\"{}\"",
+        file.metadata
+            .sha256_hash()
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    // Vendored libraries change only with a new version; our own files are revalidated.
+    let cache = if path.starts_with("vendor/") {
+        "public, max-age=86400"
+    } else {
+        "no-cache"
+    };
+    let not_modified = request_headers
+        .get(IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let mut resp = if not_modified {
+        let mut r = Response::new(Full::default());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        Response::new(Full::new(Bytes::from(file.data.into_owned())))
+    };
+    let headers = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        headers.insert(ETAG, v);
+    }
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static(cache));
+    let mime = file.metadata.mimetype();
+    let mime = if mime.starts_with("text/") || mime == "application/javascript" {
+        format!("{mime}; charset=utf-8")
+    } else {
+        mime.to_owned()
+    };
+    if let Ok(v) = HeaderValue::from_str(&mime) {
+        headers.insert(CONTENT_TYPE, v);
+    }
+    Some(resp)
+}
