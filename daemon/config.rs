@@ -66,6 +66,10 @@ pub struct Config {
     pub viewer: ViewerConfig,
     /// The programs a session can run, by key (the `assistant` query parameter).
     pub assistants: BTreeMap<String, Assistant>,
+    /// Who may connect.
+    pub auth: AuthConfig,
+    /// Bounds on what clients may use.
+    pub limits: LimitsConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
 }
@@ -101,6 +105,32 @@ pub struct ViewerConfig {
     pub max_message_bytes: usize,
     /// Largest file upload, bytes (at least 1).
     pub upload_max_bytes: usize,
+}
+
+/// `[auth]`: the daemon token and the origins allowed besides the server's own.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    /// The token; `None` means one is generated at start (loopback listen only).
+    pub token: Option<String>,
+    /// Origins (`https://host:port`) accepted besides the Host itself, e.g. a reverse proxy's.
+    pub allowed_origins: Vec<String>,
+}
+
+/// `[limits]`: what one client, or all of them, may use.
+#[derive(Debug, Clone)]
+pub struct LimitsConfig {
+    /// Most sessions at once.
+    pub max_sessions: usize,
+    /// Most viewers of one session at once.
+    pub max_viewers_per_session: usize,
+    /// Longest chat message, characters after trimming.
+    pub max_chat_chars: usize,
+    /// Longest chat user name and session name, characters after trimming.
+    pub max_name_chars: usize,
+    /// Failed authentications per client address per minute before it gets 429.
+    pub failed_auth_per_minute: usize,
+    /// Most simultaneous connections from one client address.
+    pub max_connections_per_ip: usize,
 }
 
 /// `[assistants.KEY]`: a program a session can run. Commands are argument arrays, never split
@@ -474,11 +504,27 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
     };
     let mut assistants = base.assistants;
     assistants.extend(over.assistants);
+    let (b, o) = (base.auth, over.auth);
+    let auth = RawAuth {
+        token: o.token.or(b.token),
+        allowed_origins: o.allowed_origins.or(b.allowed_origins),
+    };
+    let (b, o) = (base.limits, over.limits);
+    let limits = RawLimits {
+        max_sessions: o.max_sessions.or(b.max_sessions),
+        max_viewers_per_session: o.max_viewers_per_session.or(b.max_viewers_per_session),
+        max_chat_chars: o.max_chat_chars.or(b.max_chat_chars),
+        max_name_chars: o.max_name_chars.or(b.max_name_chars),
+        failed_auth_per_minute: o.failed_auth_per_minute.or(b.failed_auth_per_minute),
+        max_connections_per_ip: o.max_connections_per_ip.or(b.max_connections_per_ip),
+    };
     RawConfig {
         listen: over.listen.or(base.listen),
         session,
         viewer,
         assistants,
+        auth,
+        limits,
     }
 }
 
@@ -543,10 +589,31 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
             (key.0, assistant)
         })
         .collect();
+    let l = raw.limits;
+    let limits = LimitsConfig {
+        max_sessions: to_usize(need(l.max_sessions, "limits.max_sessions")?.0),
+        max_viewers_per_session: to_usize(
+            need(l.max_viewers_per_session, "limits.max_viewers_per_session")?.0,
+        ),
+        max_chat_chars: to_usize(need(l.max_chat_chars, "limits.max_chat_chars")?.0),
+        max_name_chars: to_usize(need(l.max_name_chars, "limits.max_name_chars")?.0),
+        failed_auth_per_minute: to_usize(
+            need(l.failed_auth_per_minute, "limits.failed_auth_per_minute")?.0,
+        ),
+        max_connections_per_ip: to_usize(
+            need(l.max_connections_per_ip, "limits.max_connections_per_ip")?.0,
+        ),
+    };
+    let auth = AuthConfig {
+        token: raw.auth.token.map(|t| t.0),
+        allowed_origins: raw.auth.allowed_origins.unwrap_or_default(),
+    };
     Ok(Config {
         listen: need(raw.listen, "listen")?.0,
         session,
         viewer,
+        auth,
+        limits,
         assistants,
         source,
     })
@@ -568,6 +635,43 @@ struct RawConfig {
     viewer: RawViewer,
     #[serde(default)]
     assistants: BTreeMap<AssistantKey, Spanned<RawAssistant>>,
+    #[serde(default)]
+    auth: RawAuth,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    token: Option<Token>,
+    allowed_origins: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_sessions: Option<Int<1, 100_000>>,
+    max_viewers_per_session: Option<Int<1, 100_000>>,
+    max_chat_chars: Option<Int<1, 100_000>>,
+    max_name_chars: Option<Int<1, 255>>,
+    failed_auth_per_minute: Option<Int<1, 1_000_000>>,
+    max_connections_per_ip: Option<Int<1, 1_000_000>>,
+}
+
+/// A configured token: long enough to be worth having.
+struct Token(String);
+
+impl<'de> Deserialize<'de> for Token {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = String::deserialize(d)?;
+        if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(de::Error::custom(
+                "token must be at least 16 printable ASCII characters without spaces",
+            ));
+        }
+        Ok(Token(t))
+    }
 }
 
 #[derive(Deserialize, Default)]

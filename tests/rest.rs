@@ -225,9 +225,28 @@ async fn pages_are_embedded_with_types_etags_and_caching() {
         assert_eq!(resp.headers()["content-type"], "text/html; charset=utf-8");
         assert_eq!(resp.headers()["cache-control"], "no-cache");
         let etag = resp.headers()["etag"].to_str().unwrap().to_owned();
-        let again = http.get(d.http(&path)).header("If-None-Match", &etag).send().await.unwrap();
+        let again = http
+            .get(d.http(&path))
+            .header("If-None-Match", &etag)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(again.status(), 304, "{path}");
     }
-    assert_eq!(http.get(d.http("/no/such/file.js")).send().await.unwrap().status(), 404);
-    assert_eq!(http.get(d.http("/session/not-a-uuid")).send().await.unwrap().status(), 400);
+    assert_eq!(
+        http.get(d.http("/no/such/file.js"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        http.get(d.http("/session/not-a-uuid"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
 }

@@ -1,36 +1,311 @@
-//! STUB (replaced by the real module).
+//! Snapshot encoding: the screen's ANSI gzipped (level 1) and cut into protocol chunks.
+
+use std::io::Write as _;
+
+use bytes::Bytes;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use crate::session::screen::ScreenModel;
+
+/// Largest payload of one snapshot chunk, bytes.
 pub const CHUNK_PAYLOAD: usize = 8 * 1024;
+/// Most chunks one snapshot may have (the index and total are single bytes).
 pub const MAX_CHUNKS: usize = 255;
+
+/// First byte of a snapshot chunk frame.
+const SNAPSHOT_FRAME: u8 = 0x02;
+/// Largest gzip stream that fits in `MAX_CHUNKS` chunks.
+const LIMIT: usize = CHUNK_PAYLOAD * MAX_CHUNKS;
+/// Compressions tried when trimming scrollback, on top of the first two.
+const MAX_TRIM_TRIES: usize = 6;
+
+/// One encoded snapshot: complete binary WebSocket frames `[0x02, index, total, payload...]`.
 pub struct EncodedSnapshot {
-    pub frames: Vec<bytes::Bytes>,
+    /// The frames, in order; `total` is `frames.len()`.
+    pub frames: Vec<Bytes>,
+    /// Length of the ANSI before compression.
     pub ansi_len: usize,
+    /// Length of the gzip stream (the payloads together).
     pub gzip_len: usize,
+    /// Scrollback lines included.
     pub scrollback_lines: usize,
 }
-pub fn encode(
-    model: &crate::session::screen::ScreenModel,
-    max_scrollback: usize,
-) -> EncodedSnapshot {
-    use std::io::Write;
-    let ansi = model.snapshot_ansi(max_scrollback);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&ansi).unwrap();
-    let gz = gz.finish().unwrap();
-    let chunks: Vec<&[u8]> = gz.chunks(CHUNK_PAYLOAD).collect();
-    let total = chunks.len();
-    let frames = chunks
-        .iter()
+
+/// gzip (flate2, level 1) `model.snapshot_ansi(n)` with n = all scrollback (up to `max_scrollback`)
+/// first; if it needs more than MAX_CHUNKS chunks of CHUNK_PAYLOAD, drop scrollback, oldest first,
+/// until it fits, falling back to no scrollback at all (and, for a screen too big even alone, to
+/// its plain text, then to just the cursor and modes). Chunks never grow beyond CHUNK_PAYLOAD.
+/// total is 1..=255, index counts from 0.
+pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
+    // Rendered once; trimming only re-assembles and re-compresses.
+    let parts = model.snapshot_parts(max_scrollback);
+    let attempt = |n: usize| {
+        let ansi = parts.assemble(n);
+        (ansi.len(), gzip(&ansi))
+    };
+
+    let all = parts.lines();
+    let (mut ansi_len, mut gz) = attempt(all);
+    let mut lines = all;
+    if gz.len() > LIMIT {
+        let (len0, gz0) = attempt(0);
+        if gz0.len() > LIMIT {
+            lines = 0;
+            (ansi_len, gz) = fallback(model);
+        } else {
+            // The size grows about linearly with the lines kept: interpolate
+            // between the largest count known to fit and the smallest known
+            // not to, aiming a little under the limit.
+            let (mut fit, mut fit_size) = (0, gz0.len());
+            let (mut over, mut over_size) = (all, gz.len());
+            (ansi_len, gz) = (len0, gz0);
+            for _ in 0..MAX_TRIM_TRIES {
+                if over - fit <= 1 || LIMIT - fit_size < LIMIT / 32 {
+                    break;
+                }
+                let per_line = (over_size - fit_size) as f64 / (over - fit) as f64;
+                let room = (LIMIT - LIMIT / 64).saturating_sub(fit_size) as f64;
+                let guess = (fit + (room / per_line) as usize).clamp(fit + 1, over - 1);
+                let (len, g) = attempt(guess);
+                if g.len() <= LIMIT {
+                    (fit, fit_size) = (guess, g.len());
+                    (ansi_len, gz) = (len, g);
+                } else {
+                    (over, over_size) = (guess, g.len());
+                }
+            }
+            lines = fit;
+        }
+    }
+
+    let total = gz.len().div_ceil(CHUNK_PAYLOAD).max(1);
+    let frames = gz
+        .chunks(CHUNK_PAYLOAD)
         .enumerate()
-        .map(|(i, c)| {
-            let mut f = vec![2u8, i as u8, total as u8];
-            f.extend_from_slice(c);
-            bytes::Bytes::from(f)
+        .map(|(index, payload)| {
+            let mut frame = Vec::with_capacity(3 + payload.len());
+            // index < total <= MAX_CHUNKS = 255: both fit in a byte.
+            frame.extend_from_slice(&[SNAPSHOT_FRAME, index as u8, total as u8]);
+            frame.extend_from_slice(payload);
+            Bytes::from(frame)
         })
         .collect();
     EncodedSnapshot {
         frames,
-        ansi_len: ansi.len(),
+        ansi_len,
         gzip_len: gz.len(),
-        scrollback_lines: 0,
+        scrollback_lines: lines,
+    }
+}
+
+/// For a screen that does not fit even without scrollback (an adversarial
+/// 500 x 1000 screen of random true colour): its text without attributes,
+/// or failing that, only the cursor and input modes.
+fn fallback(model: &ScreenModel) -> (usize, Vec<u8>) {
+    let plain = model.snapshot_ansi_plain();
+    let gz = gzip(&plain);
+    if gz.len() <= LIMIT {
+        return (plain.len(), gz);
+    }
+    let minimal = model.snapshot_ansi_minimal();
+    (minimal.len(), gzip(&minimal))
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::with_capacity(data.len() / 4 + 64), Compression::new(1));
+    // Compressing into a Vec cannot fail: the only I/O is the Vec's own.
+    encoder.write_all(data).expect("gzip into a Vec");
+    encoder.finish().expect("gzip into a Vec")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+    use std::num::NonZeroU16;
+
+    fn gunzip(frames: &[Bytes]) -> Vec<u8> {
+        let total = frames.len();
+        assert!((1..=MAX_CHUNKS).contains(&total));
+        let mut gz = Vec::new();
+        for (i, frame) in frames.iter().enumerate() {
+            assert!(frame.len() > 3);
+            assert_eq!(frame[0], 0x02);
+            assert_eq!(usize::from(frame[1]), i);
+            assert_eq!(usize::from(frame[2]), total);
+            assert!(frame.len() - 3 <= CHUNK_PAYLOAD);
+            if i + 1 < total {
+                assert_eq!(
+                    frame.len() - 3,
+                    CHUNK_PAYLOAD,
+                    "only the last chunk is short"
+                );
+            }
+            gz.extend_from_slice(&frame[3..]);
+        }
+        let mut ansi = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_end(&mut ansi)
+            .unwrap();
+        ansi
+    }
+
+    fn parser(rows: u16, cols: u16, bytes: &[u8]) -> vt100::Parser {
+        let nz = |n| NonZeroU16::new(n).unwrap();
+        let mut p = vt100::Parser::new(nz(rows), nz(cols), 100_000);
+        p.process(bytes);
+        p
+    }
+
+    fn scrollback_rows(screen: &vt100::Screen) -> Vec<String> {
+        let mut s = screen.clone();
+        let total = s.scrollback_len();
+        let cols = s.size().1.get();
+        (0..total)
+            .map(|line| {
+                s.set_scrollback(total - line);
+                s.rows_formatted(0, cols).next().unwrap()
+            })
+            .collect()
+    }
+
+    /// A tiny deterministic PRNG.
+    fn rng(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// Lines of random true colour, one character per colour: barely compressible.
+    fn random_colour_lines(lines: usize, cols: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed;
+        let mut s = Vec::new();
+        for _ in 0..lines {
+            for _ in 0..cols {
+                let r = rng(&mut state);
+                s.extend_from_slice(
+                    format!(
+                        "\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m{}",
+                        r & 0xff,
+                        (r >> 8) & 0xff,
+                        (r >> 16) & 0xff,
+                        (r >> 24) & 0xff,
+                        (r >> 32) & 0xff,
+                        (r >> 40) & 0xff,
+                        char::from(b'!' + ((r >> 48) % 90) as u8)
+                    )
+                    .as_bytes(),
+                );
+            }
+            s.extend_from_slice(b"\x1b[m\r\n");
+        }
+        s
+    }
+
+    #[test]
+    fn chunks_reassemble_to_the_snapshot() {
+        let mut model = ScreenModel::new(24, 80, 1000);
+        let mut stream = Vec::new();
+        for i in 0..300 {
+            stream.extend_from_slice(
+                format!("\x1b[3{}mline {i}\x1b[m some text\r\n", i % 8).as_bytes(),
+            );
+        }
+        stream.extend_from_slice(&random_colour_lines(40, 80, 1));
+        stream.extend_from_slice(b"\x1b[?1049h\x1b[2;3Hin vim\x1b[?2004h");
+        model.process(&stream);
+        let encoded = encode(&model, 1000);
+        let ansi = gunzip(&encoded.frames);
+        assert_eq!(ansi, model.snapshot_ansi(1000));
+        assert_eq!(encoded.ansi_len, ansi.len());
+        assert_eq!(
+            encoded.gzip_len,
+            encoded.frames.iter().map(|f| f.len() - 3).sum::<usize>()
+        );
+        assert_eq!(encoded.scrollback_lines, model.scrollback_len());
+        assert!(encoded.frames.len() > 1, "several chunks");
+        // The limit on scrollback is honoured.
+        let encoded = encode(&model, 10);
+        assert_eq!(encoded.scrollback_lines, 10);
+        assert_eq!(gunzip(&encoded.frames), model.snapshot_ansi(10));
+    }
+
+    #[test]
+    fn empty_screen_is_one_chunk() {
+        let model = ScreenModel::new(24, 80, 1000);
+        let encoded = encode(&model, 1000);
+        assert_eq!(encoded.frames.len(), 1);
+        assert_eq!(encoded.scrollback_lines, 0);
+        let got = parser(24, 80, &gunzip(&encoded.frames));
+        assert_eq!(
+            got.screen().contents_formatted(),
+            model.screen().contents_formatted()
+        );
+    }
+
+    #[test]
+    fn huge_scrollback_is_trimmed_to_fit() {
+        let (rows, cols) = (40, 160);
+        let mut model = ScreenModel::new(rows, cols, 5000);
+        model.process(&random_colour_lines(4000, usize::from(cols), 7));
+        model.process("\x1b[5;5H\x1b[1;31mcursor here 日本".as_bytes());
+        let all = model.scrollback_len();
+        let t = std::time::Instant::now();
+        let encoded = encode(&model, usize::MAX);
+        let took = t.elapsed();
+        assert!(encoded.frames.len() <= MAX_CHUNKS);
+        assert!(encoded.gzip_len <= LIMIT);
+        assert!(
+            encoded.scrollback_lines > 0 && encoded.scrollback_lines < all,
+            "trimmed, not dropped: {} of {all}",
+            encoded.scrollback_lines
+        );
+        // Not needlessly far under the limit.
+        assert!(
+            encoded.gzip_len > LIMIT * 9 / 10,
+            "{} of {LIMIT}",
+            encoded.gzip_len
+        );
+        let ansi = gunzip(&encoded.frames);
+        let got = parser(rows, cols, &ansi);
+        assert_eq!(
+            got.screen().contents_formatted(),
+            model.screen().contents_formatted()
+        );
+        assert_eq!(
+            got.screen().cursor_position(),
+            model.screen().cursor_position()
+        );
+        let (g, w) = (
+            scrollback_rows(got.screen()),
+            scrollback_rows(model.screen()),
+        );
+        assert_eq!(g.len(), encoded.scrollback_lines);
+        assert_eq!(g[..], w[all - g.len()..], "the newest lines are kept");
+        eprintln!(
+            "kept {} of {all} lines, {} chunks, ansi {} gzip {}, in {took:?}",
+            encoded.scrollback_lines,
+            encoded.frames.len(),
+            encoded.ansi_len,
+            encoded.gzip_len
+        );
+    }
+
+    #[test]
+    fn screen_too_big_alone_falls_back_to_text() {
+        let (rows, cols) = (500, 1000);
+        let mut model = ScreenModel::new(rows, cols, 0);
+        let mut stream = random_colour_lines(usize::from(rows) - 1, usize::from(cols), 3);
+        stream.extend_from_slice(b"\x1b[?2004h\x1b[7;9H");
+        model.process(&stream);
+        let encoded = encode(&model, usize::MAX);
+        assert!(encoded.frames.len() <= MAX_CHUNKS);
+        assert_eq!(encoded.scrollback_lines, 0);
+        let got = parser(rows, cols, &gunzip(&encoded.frames));
+        assert_eq!(got.screen().contents(), model.screen().contents());
+        assert_eq!(got.screen().cursor_position(), (6, 8));
+        assert!(got.screen().bracketed_paste());
     }
 }
