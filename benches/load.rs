@@ -310,6 +310,8 @@ impl Daemon {
             .arg("127.0.0.1:0")
             .arg("--config")
             .arg(ctx.dir.join("ptyhub.toml"))
+            // Loopback only; the generator measures sessions, not authentication.
+            .arg("--no-auth")
             .current_dir(&ctx.dir)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

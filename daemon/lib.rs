@@ -11,11 +11,15 @@
 //!   model, the output log, the viewers and the session's metadata.
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
 //! - [`assets`]: the embedded browser UI.
+//! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
+//! - [`metrics`]: counters for `/metrics`.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
 
 pub mod assets;
+pub mod auth;
 pub mod config;
+pub mod metrics;
 pub mod protocol;
 pub mod registry;
 pub mod server;

@@ -11,6 +11,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use ptyhub::auth::Auth;
 use ptyhub::registry::Registry;
 use ptyhub::server::{self, AppState};
 use ptyhub::session::EndReason;
@@ -26,6 +27,59 @@ struct Args {
     /// TOML configuration file, layered over the embedded default.
     #[arg(long, env = "PTYHUB_CONFIG")]
     config: Option<PathBuf>,
+    /// The access token (default: [auth] token in the config, else a random one per start).
+    #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Turn authentication off. Accepted only when listening on a loopback address.
+    #[arg(long)]
+    no_auth: bool,
+    /// Log line format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// Where the token came from, which decides whether it is printed.
+enum TokenSource {
+    /// Authentication is off.
+    Off,
+    /// Given by flag, environment or config: the user knows it.
+    Given(String),
+    /// Generated now: printed once, in the URL to open.
+    Generated(String),
+}
+
+fn token_source(args: &Args, cfg: &ptyhub::config::Config) -> anyhow::Result<TokenSource> {
+    let loopback = cfg.listen.ip().is_loopback();
+    if args.no_auth {
+        anyhow::ensure!(
+            loopback,
+            "--no-auth is refused on {}: anyone who can reach that address could type into your shells; listen on 127.0.0.1 or use a token",
+            cfg.listen
+        );
+        return Ok(TokenSource::Off);
+    }
+    if let Some(token) = args.token.clone().or_else(|| cfg.auth.token.clone()) {
+        anyhow::ensure!(
+            token.len() >= 16 && token.chars().all(|c| c.is_ascii_graphic()),
+            "the token must be at least 16 printable ASCII characters without spaces"
+        );
+        return Ok(TokenSource::Given(token));
+    }
+    anyhow::ensure!(
+        loopback,
+        "refusing to listen on {} without a token: set one with --token, PTYHUB_TOKEN or [auth] token, since a generated token would have to be read off this machine's console",
+        cfg.listen
+    );
+    Ok(TokenSource::Generated(ptyhub::auth::generate_token()))
 }
 
 /// How long open connections get to finish after every session has ended.
@@ -33,37 +87,76 @@ const CONNECTION_DRAIN: Duration = Duration::from_secs(2);
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging();
+    init_logging(args.log_format);
     let cfg = ptyhub::config::load(args.config.as_deref(), args.listen.as_deref())?;
+    let token = token_source(&args, &cfg)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(serve(Arc::new(cfg)))
+    runtime.block_on(serve(Arc::new(cfg), token))
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
-async fn serve(cfg: Arc<ptyhub::config::Config>) -> anyhow::Result<()> {
+/// Tells systemd (when it started us with `Type=notify`) how we are doing; a no-op otherwise.
+fn notify(state: sd_notify::NotifyState<'_>) {
+    if let Err(e) = sd_notify::notify(false, &[state]) {
+        warn!("could not notify systemd: {e}");
+    }
+}
+
+async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
     let shutdown = Shutdown::new();
+    let (secret, generated) = match &token {
+        TokenSource::Off => (None, false),
+        TokenSource::Given(t) => (Some(t.clone()), false),
+        TokenSource::Generated(t) => (Some(t.clone()), true),
+    };
+    let auth = Arc::new(Auth::new(
+        secret.clone(),
+        cfg.limits.failed_auth_per_minute,
+        cfg.auth.allowed_origins.clone(),
+    ));
     let state = Arc::new(AppState {
-        registry: Registry::new(cfg.clone()),
+        registry: Registry::new(cfg.clone(), auth.clone()),
+        auth,
         cfg: cfg.clone(),
         shutdown: shutdown.clone(),
         tasks: TaskTracker::new(),
+        connections: Default::default(),
     });
-    info!(%addr, config = %cfg.source, "ptyhub listening");
-    // The one line on stdout: what to open (tests read the port from it too).
+    info!(%addr, config = %cfg.source, auth = secret.is_some(), "ptyhub listening");
+    // stdout carries what to open (tests read the port from the first line). A generated token
+    // is printed here once and never logged.
     println!("ptyhub listening on http://{addr}/");
+    match (&secret, generated) {
+        (Some(t), true) => println!("open http://{addr}/?token={t}"),
+        (Some(_), false) => println!("open http://{addr}/ with your token"),
+        (None, _) => println!("open http://{addr}/ (authentication is off)"),
+    }
+    notify(sd_notify::NotifyState::Ready);
+    let mut watchdog_usec = 0;
+    if sd_notify::watchdog_enabled(false, &mut watchdog_usec) {
+        let every = Duration::from_micros(watchdog_usec / 2);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                notify(sd_notify::NotifyState::Watchdog);
+            }
+        });
+    }
 
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

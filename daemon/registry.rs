@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 use dashmap::DashMap;
 use uuid::Uuid;
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::session::{self, CreateError, CreateSpec, EndReason, SessionHandle, SessionInfo};
 
@@ -12,6 +13,8 @@ use crate::session::{self, CreateError, CreateSpec, EndReason, SessionHandle, Se
 pub struct Registry {
     sessions: DashMap<Uuid, SessionHandle>,
     cfg: Arc<Config>,
+    /// Share links die with their session.
+    auth: Arc<Auth>,
     /// Lets a session remove itself when it ends without keeping the registry alive.
     me: Weak<Registry>,
 }
@@ -35,10 +38,11 @@ impl Found {
 
 impl Registry {
     /// An empty registry.
-    pub fn new(cfg: Arc<Config>) -> Arc<Self> {
+    pub fn new(cfg: Arc<Config>, auth: Arc<Auth>) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             sessions: DashMap::new(),
             cfg,
+            auth,
             me: me.clone(),
         })
     }
@@ -55,6 +59,12 @@ impl Registry {
 
     /// Creates a session; `Err` if the id is taken is reported as `Found::Existing`.
     pub fn get_or_create(&self, spec: CreateSpec) -> Result<Found, CreateError> {
+        let max = self.cfg.limits.max_sessions;
+        // Checked before taking the entry: `len` locks every shard, the entry holds one.
+        // Racing creators can overshoot by a few; the bound still holds well enough.
+        if !self.sessions.contains_key(&spec.id) && self.sessions.len() >= max {
+            return Err(CreateError::TooMany(max));
+        }
         // The entry lock makes two racing creators of one uuid start one program.
         match self.sessions.entry(spec.id) {
             dashmap::Entry::Occupied(e) => Ok(Found::Existing(e.get().clone())),
@@ -66,6 +76,7 @@ impl Registry {
                     Box::new(move |id| {
                         if let Some(registry) = me.upgrade() {
                             registry.sessions.remove(&id);
+                            registry.auth.forget_session(id);
                         }
                     }),
                 )?;

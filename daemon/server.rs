@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use crate::auth::{self, Access, Auth, Denied, Role};
 use crate::config::Config;
 use crate::registry::{Found, Registry};
 use crate::session::{CreateError, CreateSpec, EndReason};
@@ -36,10 +37,14 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// The configuration.
     pub cfg: Arc<Config>,
+    /// Tokens, share links, origins and the failed-auth rate limit.
+    pub auth: Arc<Auth>,
     /// Cancelled when the daemon shuts down.
     pub shutdown: Shutdown,
     /// Every connection task, so shutdown can wait for them.
     pub tasks: TaskTracker,
+    /// Open connections per client address.
+    pub connections: dashmap::DashMap<std::net::IpAddr, usize>,
 }
 
 /// Accepts connections until shutdown.
@@ -58,8 +63,15 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
             },
         };
         let _ = stream.set_nodelay(true);
+        let Some(slot) = ConnectionSlot::take(&state, peer.ip()) else {
+            info!(%peer, "refused connection: too many from this address");
+            crate::metrics::METRICS.refused(429);
+            state.tasks.spawn(too_many_connections(stream));
+            continue;
+        };
         let state2 = state.clone();
         state.tasks.spawn(async move {
+            let _slot = slot;
             let service = service_fn(move |req| {
                 let state = state2.clone();
                 async move { Ok::<_, Infallible>(route(req, peer, &state).await) }
@@ -74,50 +86,310 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
     }
 }
 
+/// One of a client address's connections; gives its place back when dropped.
+struct ConnectionSlot {
+    state: Arc<AppState>,
+    ip: std::net::IpAddr,
+}
+
+impl ConnectionSlot {
+    fn take(state: &Arc<AppState>, ip: std::net::IpAddr) -> Option<Self> {
+        let mut n = state.connections.entry(ip).or_insert(0);
+        if *n >= state.cfg.limits.max_connections_per_ip {
+            return None;
+        }
+        *n += 1;
+        Some(Self {
+            state: state.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.state.connections.remove_if_mut(&self.ip, |_, n| {
+            *n -= 1;
+            *n == 0
+        });
+    }
+}
+
+/// Answers a connection over the per-address limit with a plain 429 and closes it.
+async fn too_many_connections(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = r#"{"error":"too many connections from this address"}"#;
+    let reply = format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 5\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.write_all(reply.as_bytes()),
+    )
+    .await;
+}
+
+/// What kind of resource a request is for: decides how a refusal is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An HTML page: a refusal is the login page.
+    Page,
+    /// REST, metrics or WebSocket: a refusal is JSON.
+    Api,
+}
+
+fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
+    let raw = req.uri().query().unwrap_or("");
+    form_urlencoded::parse(raw.as_bytes())
+        .into_owned()
+        .collect()
+}
+
 async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
+    // Paths only: query strings may carry tokens and are never logged.
     debug!(%peer, %method, %path, "request");
-    match (&method, segments.as_slice()) {
-        (&Method::GET, ["ws", id]) => websocket(req, id, state),
-        (&Method::GET, ["api", "sessions"]) => json(StatusCode::OK, &state.registry.list()),
-        (&Method::POST, ["api", "sessions"]) => create(req, state).await,
-        (&Method::GET, ["api", "sessions", id]) => match parse_id(id) {
-            Ok(id) => match state.registry.get(&id) {
-                Some(h) => json(StatusCode::OK, &h.info()),
-                None => error(StatusCode::NOT_FOUND, "no such session"),
-            },
-            Err(e) => e.response(),
-        },
-        (&Method::DELETE, ["api", "sessions", id]) => match parse_id(id) {
-            Ok(id) => match state.registry.get(&id) {
-                Some(h) => {
-                    let _ = h.end(EndReason::Deleted).await;
-                    info!(session = %id, %peer, "session deleted through the API");
-                    Response::builder()
-                        .status(StatusCode::NO_CONTENT)
-                        .body(Body::default())
-                        .unwrap_or_default()
-                }
-                None => error(StatusCode::NOT_FOUND, "no such session"),
-            },
-            Err(e) => e.response(),
-        },
-        (&Method::PATCH, ["api", "sessions", id]) => match parse_id(id) {
-            Ok(id) => patch(req, id, state).await,
-            Err(e) => e.response(),
-        },
-        (&Method::GET, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
-        (_, ["api", ..]) | (_, ["ws", ..]) => error(StatusCode::NOT_FOUND, "no such endpoint"),
-        (&Method::GET | &Method::HEAD, [""]) => static_file("index.html", &req),
-        (&Method::GET | &Method::HEAD, ["session", id]) => match parse_id(id) {
-            Ok(_) => static_file("terminal.html", &req),
-            Err(e) => e.response(),
-        },
-        (&Method::GET | &Method::HEAD, _) => static_file(path.trim_start_matches('/'), &req),
-        _ => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+    let kind = match segments.as_slice() {
+        ["healthz"] => return with_type(StatusCode::OK, b"ok\n".to_vec(), "text/plain"),
+        [""] | ["session", _] => Kind::Page,
+        ["api", ..] | ["ws", ..] | ["metrics"] => Kind::Api,
+        // The UI's assets are the same for everyone and hold no secret.
+        _ if matches!(method, Method::GET | Method::HEAD) => {
+            return static_file(path.trim_start_matches('/'), &req)
+        }
+        _ => return error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+    };
+    let query = query_pairs(&req);
+    let changes_state = !matches!(method, Method::GET | Method::HEAD)
+        || fastwebsockets::upgrade::is_upgrade_request(&req);
+    if changes_state && !state.auth.origin_allowed(req.headers()) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "cross-site request refused (Origin does not match)",
+            kind,
+            peer,
+            &path,
+        );
     }
+    let presented = auth::presented_token(req.headers(), &query);
+    let access = match state.auth.authenticate(presented.as_deref(), peer.ip()) {
+        Ok(access) => access,
+        Err(denied) => {
+            crate::metrics::METRICS.auth_failures.inc();
+            let mut resp = match denied {
+                Denied::RateLimited(_) => refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &denied.reason(),
+                    kind,
+                    peer,
+                    &path,
+                ),
+                _ => refuse(
+                    StatusCode::UNAUTHORIZED,
+                    &denied.reason(),
+                    kind,
+                    peer,
+                    &path,
+                ),
+            };
+            if let Denied::RateLimited(secs) = denied {
+                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                    resp.headers_mut().insert(RETRY_AFTER, v);
+                }
+            }
+            return resp;
+        }
+    };
+    // A page opened with a token in its URL: keep the token in a cookie, drop it from the URL.
+    if kind == Kind::Page
+        && query
+            .iter()
+            .any(|(k, _)| auth::TOKEN_PARAMS.contains(&k.as_str()))
+    {
+        if let Some(token) = presented {
+            return token_redirect(&path, &query, &token);
+        }
+    }
+    let full = matches!(access, Access::Full);
+    let forbidden = || {
+        refuse(
+            StatusCode::FORBIDDEN,
+            "this link does not reach that",
+            kind,
+            peer,
+            &path,
+        )
+    };
+    match (&method, segments.as_slice()) {
+        (&Method::GET, ["ws", id]) => match parse_id(id) {
+            Ok(id) if access.reaches(id) => websocket(req, id, access, state),
+            Ok(_) => forbidden(),
+            Err(e) => e.response(),
+        },
+        (&Method::GET | &Method::HEAD, [""]) if full => static_file("index.html", &req),
+        (&Method::GET | &Method::HEAD, ["session", id]) => match parse_id(id) {
+            Ok(id) if access.reaches(id) => static_file("terminal.html", &req),
+            Ok(_) => forbidden(),
+            Err(e) => e.response(),
+        },
+        (&Method::GET, ["metrics"]) if full => metrics(state),
+        (&Method::GET, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
+        (&Method::GET, ["api", "sessions"]) if full => json(StatusCode::OK, &state.registry.list()),
+        (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
+        (_, ["api", "sessions", id, rest @ ..]) => match parse_id(id) {
+            Err(e) => e.response(),
+            Ok(id) if !access.reaches(id) => forbidden(),
+            Ok(id) => match (&method, rest) {
+                (&Method::GET, []) => match state.registry.get(&id) {
+                    Some(h) => json(StatusCode::OK, &h.info()),
+                    None => error(StatusCode::NOT_FOUND, "no such session"),
+                },
+                (&Method::PATCH, []) if access.may_write(id) => patch(req, id, state).await,
+                (&Method::DELETE, []) if full => delete(id, peer, state).await,
+                (&Method::POST, ["share"]) if full => share(req, id, state).await,
+                (&Method::GET, ["share"]) if full => {
+                    json(StatusCode::OK, &state.auth.shares_of(id))
+                }
+                (&Method::DELETE, ["share", sid]) if full => {
+                    if state.auth.revoke(id, sid) {
+                        info!(session = %id, share = %sid, "share link revoked");
+                        no_content()
+                    } else {
+                        error(StatusCode::NOT_FOUND, "no such share link")
+                    }
+                }
+                (&Method::GET | &Method::PATCH | &Method::DELETE, [] | ["share", ..]) => {
+                    forbidden()
+                }
+                _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
+            },
+        },
+        (_, [""] | ["metrics"] | ["api", "sessions"]) => forbidden(),
+        _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
+    }
+}
+
+/// Logs a refused request once, with its reason, and answers it in the resource's kind.
+fn refuse(
+    status: StatusCode,
+    reason: &str,
+    kind: Kind,
+    peer: SocketAddr,
+    path: &str,
+) -> Response<Body> {
+    info!(%peer, %path, status = status.as_u16(), reason, "refused request");
+    crate::metrics::METRICS.refused(status.as_u16());
+    match kind {
+        Kind::Api => error(status, reason),
+        Kind::Page => login_page(status, reason),
+    }
+}
+
+fn no_content() -> Response<Body> {
+    let mut resp = Response::new(Body::default());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp
+}
+
+async fn delete(id: Uuid, peer: SocketAddr, state: &Arc<AppState>) -> Response<Body> {
+    match state.registry.get(&id) {
+        Some(h) => {
+            let _ = h.end(EndReason::Deleted).await;
+            info!(session = %id, %peer, "session deleted through the API");
+            no_content()
+        }
+        None => error(StatusCode::NOT_FOUND, "no such session"),
+    }
+}
+
+/// Sets the token cookie and sends the browser to the same URL without the token.
+fn token_redirect(path: &str, query: &[(String, String)], token: &str) -> Response<Body> {
+    let kept: Vec<&(String, String)> = query
+        .iter()
+        .filter(|(k, _)| !auth::TOKEN_PARAMS.contains(&k.as_str()))
+        .collect();
+    let mut location = path.to_owned();
+    if !kept.is_empty() {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in kept {
+            q.append_pair(k, v);
+        }
+        location = format!("{location}?{}", q.finish());
+    }
+    let mut resp = Response::new(Body::default());
+    *resp.status_mut() = StatusCode::SEE_OTHER;
+    let cookie = format!(
+        "{}={token}; HttpOnly; SameSite=Strict; Path=/",
+        auth::COOKIE_NAME
+    );
+    if let (Ok(loc), Ok(cookie)) = (
+        HeaderValue::from_str(&location),
+        HeaderValue::from_str(&cookie),
+    ) {
+        resp.headers_mut().insert(LOCATION, loc);
+        resp.headers_mut().insert(SET_COOKIE, cookie);
+    }
+    resp
+}
+
+fn login_page(status: StatusCode, reason: &str) -> Response<Body> {
+    let reason = reason.replace('&', "&amp;").replace('<', "&lt;");
+    let body = include_str!("login.html").replace("{{reason}}", &reason);
+    with_type(status, body.into_bytes(), "text/html; charset=utf-8")
+}
+
+/// `POST /api/sessions/{id}/share` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShareRequest {
+    role: Role,
+    /// Seconds until the link stops working; none: until revoked or the session ends.
+    #[serde(default)]
+    ttl: Option<u64>,
+}
+
+/// `POST /api/sessions/{id}/share` reply.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShareCreated {
+    #[serde(flatten)]
+    info: auth::ShareInfo,
+    token: String,
+    /// Path and query to open (prefix the server's address).
+    url: String,
+}
+
+async fn share(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Response<Body> {
+    if state.registry.get(&id).is_none() {
+        return error(StatusCode::NOT_FOUND, "no such session");
+    }
+    let request: ShareRequest = match read_json(req).await {
+        Ok(r) => r,
+        Err(e) => return e.response(),
+    };
+    let ttl = request.ttl.map(std::time::Duration::from_secs);
+    let share = state.auth.create_share(id, request.role, ttl);
+    info!(session = %id, share = %share.id, role = ?share.role, "share link created");
+    json(
+        StatusCode::CREATED,
+        &ShareCreated {
+            info: share.info(),
+            token: share.token().to_owned(),
+            url: format!("/session/{id}?token={}", share.token()),
+        },
+    )
+}
+
+fn metrics(state: &Arc<AppState>) -> Response<Body> {
+    let text = crate::metrics::METRICS.render(&state.registry.list());
+    with_type(
+        StatusCode::OK,
+        text.into_bytes(),
+        "text/plain; version=0.0.4",
+    )
 }
 
 /// A refused request: its status and a message for people.
@@ -158,11 +430,12 @@ fn ws_query(req: &Request<Incoming>) -> WsQuery {
     q
 }
 
-fn websocket(mut req: Request<Incoming>, id: &str, state: &Arc<AppState>) -> Response<Body> {
-    let id = match parse_id(id) {
-        Ok(id) => id,
-        Err(e) => return e.response(),
-    };
+fn websocket(
+    mut req: Request<Incoming>,
+    id: Uuid,
+    access: Access,
+    state: &Arc<AppState>,
+) -> Response<Body> {
     if !fastwebsockets::upgrade::is_upgrade_request(&req) {
         return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
     }
@@ -171,6 +444,7 @@ fn websocket(mut req: Request<Incoming>, id: &str, state: &Arc<AppState>) -> Res
     // failure is reported after it, as the protocol wants (an error message and close 4002).
     let session = match state.registry.get(&id) {
         Some(h) => Ok(h),
+        None if !matches!(access, Access::Full) => Err("this link's session has ended".to_owned()),
         None => match q.assistant.clone() {
             None => Err("no session with this id, and no assistant given to create one".to_owned()),
             Some(assistant) => state
@@ -195,9 +469,19 @@ fn websocket(mut req: Request<Incoming>, id: &str, state: &Arc<AppState>) -> Res
         }
     };
     let cfg = state.cfg.clone();
+    let (read_only, revoked, expires) = match &access {
+        Access::Full => (false, None, None),
+        Access::Share(s) => (
+            s.role == Role::Viewer,
+            Some(s.revoked.clone()),
+            s.expires_at,
+        ),
+    };
     let opts = ViewerOptions {
         flow_ack: q.flow_ack,
-        read_only: false,
+        read_only,
+        revoked,
+        expires,
     };
     state.tasks.spawn(async move {
         let ws = match upgrade.await {
@@ -288,6 +572,7 @@ async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body>
             "a session with this id already exists",
         ),
         Err(e @ CreateError::Spawn(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Err(e @ CreateError::TooMany(_)) => error(StatusCode::TOO_MANY_REQUESTS, &e.to_string()),
         Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }

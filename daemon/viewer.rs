@@ -18,7 +18,10 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
+
+use crate::metrics::METRICS;
 
 use crate::config::Config;
 use crate::protocol::swe::{self, ClientMessage, DecodeError, ServerMessage};
@@ -41,12 +44,16 @@ const LOCAL_QUEUE: usize = 64;
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// How this viewer connected.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ViewerOptions {
     /// `?flow=ack`: the client acknowledges drawn bytes and the server bounds what is unacknowledged.
     pub flow_ack: bool,
     /// The viewer may watch and chat but not change the session.
     pub read_only: bool,
+    /// Cancelled when the share link it connected with is revoked.
+    pub revoked: Option<CancellationToken>,
+    /// When the share link it connected with expires.
+    pub expires: Option<std::time::SystemTime>,
 }
 
 /// Sends a JSON error and closes with `code`; for connections refused after the upgrade.
@@ -73,11 +80,16 @@ pub async fn run(
     ws.set_auto_close(true);
     ws.set_auto_pong(true);
     let (reader, writer) = ws.split(tokio::io::split);
+    let revoked = opts.revoked.clone().unwrap_or_default();
+    let expires_in = opts.expires.map(|t| {
+        t.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default()
+    });
     let mut writer = Writer {
         ws: writer,
         session: session.clone(),
         offset: 0,
-        opts,
+        opts: opts.clone(),
         budget: cfg.viewer.flow_budget_bytes,
         sent: 0,
         acked: 0,
@@ -87,7 +99,14 @@ pub async fn run(
     };
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let join = match session.join(opts.read_only, events_tx).await {
-        Ok(join) => join,
+        Ok(Ok(join)) => join,
+        Ok(Err(full)) => {
+            let _ = writer
+                .send_json(&ServerMessage::error("too_many_viewers", full))
+                .await;
+            let _ = writer.close(1013, "too many viewers").await;
+            return;
+        }
         Err(SessionGone) => {
             let _ = writer.close(4003, "session ended").await;
             return;
@@ -119,6 +138,13 @@ pub async fn run(
         } => r,
         // A writer stuck on an unwritable socket cannot deliver the close frame: drop it.
         _ = async { ended.cancelled().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
+        _ = revoked.cancelled() => writer.close(1008, "share link revoked").await,
+        _ = async {
+            match expires_in {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        } => writer.close(1008, "share link expired").await,
     };
     if let Err(e) = result {
         debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
@@ -238,6 +264,11 @@ async fn dispatch(
                 }
                 Err(e) => (false, String::from_utf8_lossy(&name).into_owned(), Some(e)),
             };
+            if success {
+                METRICS.uploads.inc();
+            } else {
+                METRICS.upload_failures.inc();
+            }
             reply(ServerMessage::FileUpload {
                 success,
                 filename,
@@ -461,7 +492,8 @@ impl Writer {
                 .write_frame(Frame::binary(Payload::Owned(frame)))
                 .await?;
         }
-        self.sent += (next - self.offset) as u64;
+        METRICS.bytes_out.add(next - self.offset);
+        self.sent += next - self.offset;
         self.offset = next;
         if started.elapsed() > self.stall_deadline && self.session.log().head() > self.offset {
             return self
@@ -476,12 +508,14 @@ impl Writer {
             return self.close(4003, "session ended").await;
         };
         info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
+        METRICS.resyncs.inc();
         self.send_snapshot(&resync.snapshot).await?;
         self.offset = resync.offset;
         Ok(())
     }
 
     async fn send_snapshot(&mut self, snapshot: &EncodedSnapshot) -> WriteResult {
+        METRICS.snapshots.inc();
         for frame in &snapshot.frames {
             self.ws
                 .write_frame(Frame::binary(Payload::Borrowed(frame)))
@@ -491,6 +525,9 @@ impl Writer {
     }
 
     async fn send_json(&mut self, msg: &ServerMessage) -> WriteResult {
+        if let ServerMessage::Error { code, .. } = msg {
+            METRICS.error(code);
+        }
         self.ws
             .write_frame(Frame::text(Payload::Owned(msg.to_json().into_bytes())))
             .await

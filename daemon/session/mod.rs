@@ -162,10 +162,6 @@ pub struct ChatLine {
 
 /// Chat lines a joiner receives before `ready`.
 pub const CHAT_REPLAY: usize = 50;
-/// Longest chat user name, characters after trimming.
-pub const MAX_CHAT_USER: usize = 32;
-/// Longest chat message, characters after trimming.
-pub const MAX_CHAT_TEXT: usize = 2000;
 /// Signals a viewer may send to the foreground process group.
 pub const ALLOWED_SIGNALS: [Signal; 8] = [
     Signal::SIGINT,
@@ -178,18 +174,21 @@ pub const ALLOWED_SIGNALS: [Signal; 8] = [
     Signal::SIGWINCH,
 ];
 
-/// Trims and checks a chat message.
-pub fn validate_chat(user_name: &str, text: &str) -> Result<(String, String), String> {
+/// Trims and checks a chat message against the configured lengths.
+pub fn validate_chat(
+    user_name: &str,
+    text: &str,
+    limits: &crate::config::LimitsConfig,
+) -> Result<(String, String), String> {
     let (user, text) = (user_name.trim(), text.trim());
+    let (max_user, max_text) = (limits.max_name_chars, limits.max_chat_chars);
     let user_len = user.chars().count();
-    if user_len == 0 || user_len > MAX_CHAT_USER {
-        return Err(format!(
-            "chat userName must be 1 to {MAX_CHAT_USER} characters"
-        ));
+    if user_len == 0 || user_len > max_user {
+        return Err(format!("chat userName must be 1 to {max_user} characters"));
     }
     let text_len = text.chars().count();
-    if text_len == 0 || text_len > MAX_CHAT_TEXT {
-        return Err(format!("chat text must be 1 to {MAX_CHAT_TEXT} characters"));
+    if text_len == 0 || text_len > max_text {
+        return Err(format!("chat text must be 1 to {max_text} characters"));
     }
     Ok((user.to_owned(), text.to_owned()))
 }
@@ -250,6 +249,9 @@ pub enum CreateError {
     /// Starting the program failed.
     #[error(transparent)]
     Spawn(#[from] process::SpawnError),
+    /// The daemon already runs its maximum of sessions.
+    #[error("session limit reached: this server runs at most {0} sessions")]
+    TooMany(usize),
 }
 
 /// What to create.
@@ -265,16 +267,12 @@ pub struct CreateSpec {
     pub cwd: Option<PathBuf>,
 }
 
-/// Longest session name, characters.
-pub const MAX_NAME_CHARS: usize = 32;
-
-/// Trims and checks a session name: 0–32 characters of `[A-Za-z0-9 _-]`.
-pub fn validate_name(name: &str) -> Result<String, String> {
+/// Trims and checks a session name: up to `max` (config, default 32) characters of
+/// `[A-Za-z0-9 _-]`; empty clears the name.
+pub fn validate_name(name: &str, max: usize) -> Result<String, String> {
     let name = name.trim();
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(format!(
-            "session name is longer than {MAX_NAME_CHARS} characters"
-        ));
+    if name.chars().count() > max {
+        return Err(format!("session name is longer than {max} characters"));
     }
     if let Some(bad) = name
         .chars()
@@ -294,7 +292,7 @@ enum Command {
     Join {
         read_only: bool,
         events: mpsc::Sender<ViewerEvent>,
-        reply: oneshot::Sender<JoinReply>,
+        reply: oneshot::Sender<Result<JoinReply, String>>,
     },
     Leave {
         viewer: ViewerId,
@@ -368,12 +366,13 @@ impl SessionHandle {
         self.commands.send(cmd).await.map_err(|_| SessionGone)
     }
 
-    /// Adds a viewer; `events` receives everything addressed to it.
+    /// Adds a viewer; `events` receives everything addressed to it. The inner `Err` says why
+    /// the session refused it (too many viewers).
     pub async fn join(
         &self,
         read_only: bool,
         events: mpsc::Sender<ViewerEvent>,
-    ) -> Result<JoinReply, SessionGone> {
+    ) -> Result<Result<JoinReply, String>, SessionGone> {
         let (reply, rx) = oneshot::channel();
         self.send(Command::Join {
             read_only,
@@ -463,7 +462,11 @@ pub fn start(
             key: spec.assistant.clone(),
             reason,
         })?;
-    let name = validate_name(spec.name.as_deref().unwrap_or("")).map_err(CreateError::BadName)?;
+    let name = validate_name(
+        spec.name.as_deref().unwrap_or(""),
+        cfg.limits.max_name_chars,
+    )
+    .map_err(CreateError::BadName)?;
     let cwd = match spec.cwd {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|e| CreateError::BadWorkDir(e.to_string()))?,
@@ -719,6 +722,11 @@ impl Session {
                 events,
                 reply,
             } => {
+                let max = self.cfg.limits.max_viewers_per_session;
+                if self.viewers.len() >= max {
+                    let _ = reply.send(Err(format!("this session already has {max} viewers")));
+                    return;
+                }
                 let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
                 let (snapshot, offset) = if self.model.has_output() {
                     let (s, o) = self.snapshot();
@@ -727,13 +735,13 @@ impl Session {
                     (None, self.log.head())
                 };
                 let chat_from = self.chat.len().saturating_sub(CHAT_REPLAY);
-                let joined = reply.send(JoinReply {
+                let joined = reply.send(Ok(JoinReply {
                     viewer,
                     snapshot,
                     offset,
                     exit: self.exit.clone(),
                     chat: self.chat.iter().skip(chat_from).cloned().collect(),
-                });
+                }));
                 if joined.is_ok() {
                     self.viewers.insert(
                         viewer,
@@ -783,7 +791,7 @@ impl Session {
                 viewer,
                 user_name,
                 text,
-            } => match validate_chat(&user_name, &text) {
+            } => match validate_chat(&user_name, &text, &self.cfg.limits) {
                 Ok((user_name, text)) => {
                     let line = ChatLine {
                         user_name,
@@ -801,7 +809,7 @@ impl Session {
                 Err(message) => self.tell(viewer, "invalid_chat", &message),
             },
             Command::Rename { name, reply } => {
-                let result = validate_name(&name).map(|name| {
+                let result = validate_name(&name, self.cfg.limits.max_name_chars).map(|name| {
                     if name != self.name {
                         info!(session = %self.id, %name, "session renamed");
                         self.name = name;
@@ -850,12 +858,15 @@ impl Session {
             );
             return;
         };
+        let len = data.len() as u64;
         if let Err(mpsc::error::TrySendError::Full(_)) = input.try_send(data) {
             self.tell(
                 viewer,
                 "input_overflow",
                 "the program is not reading its input: these keystrokes were dropped",
             );
+        } else {
+            crate::metrics::METRICS.bytes_in.add(len);
         }
     }
 

@@ -43,6 +43,7 @@ pub struct Daemon {
     pub addr: SocketAddr,
     pub dir: tempfile::TempDir,
     pub log: PathBuf,
+    printed: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Daemon {
@@ -50,7 +51,13 @@ impl Daemon {
         Self::start_with(&config(""))
     }
 
+    /// Authentication off (these tests are about sessions; tests/security.rs covers auth).
     pub fn start_with(config_toml: &str) -> Daemon {
+        Self::start_args(config_toml, &["--no-auth"])
+    }
+
+    /// A daemon with these extra flags; `stdout_lines` keeps what it printed after the first line.
+    pub fn start_args(config_toml: &str, args: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("ptyhub.toml");
         std::fs::write(&cfg, config_toml).expect("write config");
@@ -61,6 +68,8 @@ impl Daemon {
             .arg("127.0.0.1:0")
             .arg("--config")
             .arg(&cfg)
+            .args(args)
+            .env_remove("PTYHUB_TOKEN")
             .current_dir(dir.path())
             .env("RUST_LOG", "ptyhub=debug")
             .stdout(Stdio::piped())
@@ -69,13 +78,17 @@ impl Daemon {
             .expect("spawn ptyhub");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
+        let printed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let printed2 = printed.clone();
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
             if let Some(Ok(line)) = lines.next() {
                 let _ = tx.send(line);
             }
             // Keep draining so the daemon never blocks on a full pipe.
-            for _ in lines {}
+            for line in lines.map_while(Result::ok) {
+                printed2.lock().unwrap().push(line);
+            }
         });
         let line = match rx.recv_timeout(TIMEOUT) {
             Ok(line) => line,
@@ -99,7 +112,13 @@ impl Daemon {
             addr,
             dir,
             log,
+            printed,
         }
+    }
+
+    /// Lines printed on stdout after the first one.
+    pub fn printed(&self) -> Vec<String> {
+        self.printed.lock().unwrap().clone()
     }
 
     pub fn http(&self, path: &str) -> String {

@@ -1,0 +1,446 @@
+//! Who may do what: the daemon token, session-scoped share links, the origin check, and the
+//! failed-authentication rate limit.
+//!
+//! Tokens arrive as `Authorization: Bearer`, a `token` / `access_token` query parameter
+//! (browsers cannot set headers on a WebSocket), or the cookie set when a page is opened
+//! with a query token. They are compared in constant time and never logged.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use hyper::header::{HeaderMap, AUTHORIZATION, COOKIE, HOST, ORIGIN};
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The cookie that carries a token after a page was opened with `?token=`.
+pub const COOKIE_NAME: &str = "ptyhub_token";
+/// The window of the failed-authentication rate limit.
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Query parameters that carry a token.
+pub const TOKEN_PARAMS: [&str; 2] = ["token", "access_token"];
+
+/// What a share link lets its holder do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Watch and chat; no input, resize, upload, rename, YOLO or signal.
+    Viewer,
+    /// Everything a daemon-token holder may do, on this one session.
+    Writer,
+}
+
+/// A session-scoped token.
+#[derive(Debug)]
+pub struct Share {
+    /// Short id, for listing and revoking.
+    pub id: String,
+    /// The one session it reaches.
+    pub session: Uuid,
+    /// What it allows.
+    pub role: Role,
+    token: String,
+    /// When it was made.
+    pub created_at: SystemTime,
+    /// When it stops working, if ever.
+    pub expires_at: Option<SystemTime>,
+    /// Cancelled on revocation: connections using it close.
+    pub revoked: CancellationToken,
+}
+
+/// A share as the API lists it (without its token).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareInfo {
+    /// Short id.
+    pub id: String,
+    /// The session.
+    pub session: Uuid,
+    /// Its role.
+    pub role: Role,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339, or null for no expiry.
+    pub expires_at: Option<String>,
+}
+
+impl Share {
+    /// Its listing.
+    pub fn info(&self) -> ShareInfo {
+        ShareInfo {
+            id: self.id.clone(),
+            session: self.session,
+            role: self.role,
+            created_at: crate::session::rfc3339(self.created_at),
+            expires_at: self.expires_at.map(crate::session::rfc3339),
+        }
+    }
+
+    /// The token, to hand out once when the share is created.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// What an authenticated request may reach.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// Everything (the daemon token, or auth disabled).
+    Full,
+    /// One session, in one role.
+    Share(Arc<Share>),
+}
+
+impl Access {
+    /// Whether this access reaches `session`.
+    pub fn reaches(&self, session: Uuid) -> bool {
+        match self {
+            Access::Full => true,
+            Access::Share(s) => s.session == session,
+        }
+    }
+
+    /// Whether it may change `session` (input, resize, rename, ...).
+    pub fn may_write(&self, session: Uuid) -> bool {
+        match self {
+            Access::Full => true,
+            Access::Share(s) => s.session == session && s.role == Role::Writer,
+        }
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// No token at all.
+    Missing,
+    /// A token that matches nothing (wrong, revoked).
+    Invalid,
+    /// A share token past its expiry.
+    Expired,
+    /// Too many failures from this address lately; retry after this many seconds.
+    RateLimited(u64),
+}
+
+impl Denied {
+    /// For people (and the log).
+    pub fn reason(&self) -> String {
+        match self {
+            Denied::Missing => "no token: open the link with ?token= that ptyhub printed".into(),
+            Denied::Invalid => "invalid or revoked token".into(),
+            Denied::Expired => "this share link has expired".into(),
+            Denied::RateLimited(s) => {
+                format!("too many failed attempts from this address: retry in {s} s")
+            }
+        }
+    }
+}
+
+/// The daemon's authentication state.
+pub struct Auth {
+    /// `None`: authentication is off (`--no-auth`, loopback only).
+    token: Option<String>,
+    shares: Mutex<Vec<Arc<Share>>>,
+    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+    failed_per_minute: usize,
+    allowed_origins: Vec<String>,
+}
+
+/// A fresh random token: 256 bits, hex.
+pub fn generate_token() -> String {
+    let mut bytes = [0u8; 32];
+    // The OS random source failing is not something a server can carry on without.
+    getrandom::fill(&mut bytes).unwrap_or_else(|e| panic!("no OS randomness: {e}"));
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section here leaves the data consistent, so poisoning is harmless.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Auth {
+    /// `token: None` disables authentication.
+    pub fn new(
+        token: Option<String>,
+        failed_per_minute: usize,
+        allowed_origins: Vec<String>,
+    ) -> Self {
+        Self {
+            token,
+            shares: Mutex::new(Vec::new()),
+            failures: Mutex::new(HashMap::new()),
+            failed_per_minute,
+            allowed_origins,
+        }
+    }
+
+    /// Whether authentication is on.
+    pub fn enabled(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Checks the token presented (if any) from `peer`.
+    pub fn authenticate(&self, presented: Option<&str>, peer: IpAddr) -> Result<Access, Denied> {
+        let Some(token) = &self.token else {
+            return Ok(Access::Full);
+        };
+        if let Some(wait) = self.limited(peer) {
+            return Err(Denied::RateLimited(wait));
+        }
+        let Some(presented) = presented else {
+            return Err(Denied::Missing);
+        };
+        let presented = presented.as_bytes();
+        if bool::from(presented.ct_eq(token.as_bytes())) {
+            return Ok(Access::Full);
+        }
+        let found = lock(&self.shares)
+            .iter()
+            .find(|s| bool::from(presented.ct_eq(s.token.as_bytes())))
+            .cloned();
+        let result = match found {
+            Some(share) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
+                Err(Denied::Expired)
+            }
+            Some(share) => Ok(Access::Share(share)),
+            None => Err(Denied::Invalid),
+        };
+        if result.is_err() {
+            self.record_failure(peer);
+        }
+        result
+    }
+
+    /// Seconds until `peer` may try again, when it is over the limit.
+    fn limited(&self, peer: IpAddr) -> Option<u64> {
+        let mut failures = lock(&self.failures);
+        let list = failures.get_mut(&peer)?;
+        let now = Instant::now();
+        while list
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= FAILURE_WINDOW)
+        {
+            list.pop_front();
+        }
+        if list.is_empty() {
+            failures.remove(&peer);
+            return None;
+        }
+        (list.len() >= self.failed_per_minute).then(|| {
+            let oldest = list.front().copied().unwrap_or(now);
+            (FAILURE_WINDOW.saturating_sub(now.duration_since(oldest))).as_secs() + 1
+        })
+    }
+
+    fn record_failure(&self, peer: IpAddr) {
+        let mut failures = lock(&self.failures);
+        // Bound the table: an address flood cannot grow it without limit.
+        if failures.len() > 10_000 {
+            failures.clear();
+        }
+        let list = failures.entry(peer).or_default();
+        list.push_back(Instant::now());
+        while list.len() > self.failed_per_minute {
+            list.pop_front();
+        }
+    }
+
+    /// Whether the request's `Origin` (if any) is the server's own or an allowed one. Requests
+    /// without an Origin are not from a browser page and pass (they still need a token).
+    pub fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(ORIGIN).and_then(|v| v.to_str().ok()) else {
+            return true;
+        };
+        if self
+            .allowed_origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin))
+        {
+            return true;
+        }
+        let host = headers.get(HOST).and_then(|v| v.to_str().ok());
+        let origin_host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
+    }
+
+    /// Makes a share link for `session`.
+    pub fn create_share(&self, session: Uuid, role: Role, ttl: Option<Duration>) -> Arc<Share> {
+        let now = SystemTime::now();
+        let share = Arc::new(Share {
+            id: generate_token()[..12].to_owned(),
+            session,
+            role,
+            token: generate_token(),
+            created_at: now,
+            expires_at: ttl.map(|t| now + t),
+            revoked: CancellationToken::new(),
+        });
+        let mut shares = lock(&self.shares);
+        shares.retain(|s| s.expires_at.is_none_or(|t| t > now));
+        shares.push(share.clone());
+        share
+    }
+
+    /// The live shares of `session`.
+    pub fn shares_of(&self, session: Uuid) -> Vec<ShareInfo> {
+        let now = SystemTime::now();
+        lock(&self.shares)
+            .iter()
+            .filter(|s| s.session == session && s.expires_at.is_none_or(|t| t > now))
+            .map(|s| s.info())
+            .collect()
+    }
+
+    /// Revokes one share; its open connections close. Returns whether it existed.
+    pub fn revoke(&self, session: Uuid, id: &str) -> bool {
+        let mut shares = lock(&self.shares);
+        let before = shares.len();
+        shares.retain(|s| {
+            let hit = s.session == session && s.id == id;
+            if hit {
+                s.revoked.cancel();
+            }
+            !hit
+        });
+        shares.len() != before
+    }
+
+    /// Forgets every share of an ended session.
+    pub fn forget_session(&self, session: Uuid) {
+        lock(&self.shares).retain(|s| {
+            let hit = s.session == session;
+            if hit {
+                s.revoked.cancel();
+            }
+            !hit
+        });
+    }
+}
+
+/// The token a request presents: header first, then query, then cookie.
+pub fn presented_token(headers: &HeaderMap, query: &[(String, String)]) -> Option<String> {
+    if let Some(bearer) = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        return Some(bearer.trim().to_owned());
+    }
+    if let Some((_, v)) = query
+        .iter()
+        .find(|(k, _)| TOKEN_PARAMS.contains(&k.as_str()))
+    {
+        return Some(v.clone());
+    }
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE_NAME)
+        .map(|(_, v)| v.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    fn ip() -> IpAddr {
+        IpAddr::from([127, 0, 0, 1])
+    }
+
+    #[test]
+    fn daemon_token_and_shares() {
+        let auth = Auth::new(Some("s3cret-token-0123456789".into()), 10, vec![]);
+        assert!(matches!(
+            auth.authenticate(Some("s3cret-token-0123456789"), ip()),
+            Ok(Access::Full)
+        ));
+        assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
+        assert_eq!(
+            auth.authenticate(Some("nope"), ip()).unwrap_err(),
+            Denied::Invalid
+        );
+        let id = Uuid::new_v4();
+        let share = auth.create_share(id, Role::Viewer, None);
+        let token = share.token().to_owned();
+        match auth.authenticate(Some(&token), ip()) {
+            Ok(Access::Share(s)) => assert_eq!((s.session, s.role), (id, Role::Viewer)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(auth.shares_of(id).len(), 1);
+        assert!(auth.revoke(id, &share.id));
+        assert!(share.revoked.is_cancelled());
+        assert_eq!(
+            auth.authenticate(Some(&token), ip()).unwrap_err(),
+            Denied::Invalid
+        );
+        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO));
+        assert_eq!(
+            auth.authenticate(Some(expired.token()), ip()).unwrap_err(),
+            Denied::Expired
+        );
+    }
+
+    #[test]
+    fn failures_are_rate_limited_per_address() {
+        let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
+        for _ in 0..3 {
+            assert_eq!(
+                auth.authenticate(Some("bad"), ip()).unwrap_err(),
+                Denied::Invalid
+            );
+        }
+        assert!(
+            matches!(auth.authenticate(Some("s3cret-token-0123456789"), ip()), Err(Denied::RateLimited(s)) if (1..=61).contains(&s))
+        );
+        let other = IpAddr::from([127, 0, 0, 2]);
+        assert!(auth
+            .authenticate(Some("s3cret-token-0123456789"), other)
+            .is_ok());
+    }
+
+    #[test]
+    fn disabled_auth_allows_everything() {
+        let auth = Auth::new(None, 1, vec![]);
+        assert!(matches!(auth.authenticate(None, ip()), Ok(Access::Full)));
+    }
+
+    #[test]
+    fn token_sources() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            COOKIE,
+            HeaderValue::from_static("a=b; ptyhub_token=fromcookie"),
+        );
+        assert_eq!(presented_token(&h, &[]).as_deref(), Some("fromcookie"));
+        let q = vec![("access_token".to_owned(), "fromquery".to_owned())];
+        assert_eq!(presented_token(&h, &q).as_deref(), Some("fromquery"));
+        h.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fromheader"));
+        assert_eq!(presented_token(&h, &q).as_deref(), Some("fromheader"));
+    }
+
+    #[test]
+    fn origins() {
+        let auth = Auth::new(None, 1, vec!["https://proxy.example".into()]);
+        let mut h = HeaderMap::new();
+        h.insert(HOST, HeaderValue::from_static("127.0.0.1:1977"));
+        assert!(auth.origin_allowed(&h));
+        h.insert(ORIGIN, HeaderValue::from_static("http://127.0.0.1:1977"));
+        assert!(auth.origin_allowed(&h));
+        h.insert(ORIGIN, HeaderValue::from_static("https://proxy.example"));
+        assert!(auth.origin_allowed(&h));
+        h.insert(ORIGIN, HeaderValue::from_static("http://evil.example"));
+        assert!(!auth.origin_allowed(&h));
+        h.insert(ORIGIN, HeaderValue::from_static("null"));
+        assert!(!auth.origin_allowed(&h));
+    }
+}

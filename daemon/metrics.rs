@@ -1,0 +1,145 @@
+//! Counters for `GET /metrics`, in the Prometheus text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::session::SessionInfo;
+
+/// A monotonically increasing count.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Everything the daemon counts.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Bytes from viewers to programs (input and pasted text).
+    pub bytes_in: Counter,
+    /// Live output bytes sent to viewers.
+    pub bytes_out: Counter,
+    /// Snapshots sent (joins and resyncs).
+    pub snapshots: Counter,
+    /// Viewers resynced with a snapshot because they fell behind.
+    pub resyncs: Counter,
+    /// Files saved by uploads.
+    pub uploads: Counter,
+    /// Uploads refused or failed.
+    pub upload_failures: Counter,
+    /// Requests with a missing, wrong, expired or rate-limited token.
+    pub auth_failures: Counter,
+    /// Error messages sent to viewers and refused requests, by code.
+    errors: Mutex<BTreeMap<String, u64>>,
+}
+
+/// The daemon's counters.
+pub static METRICS: std::sync::LazyLock<Metrics> = std::sync::LazyLock::new(Metrics::default);
+
+impl Metrics {
+    /// Counts an error by its code.
+    pub fn error(&self, code: &str) {
+        let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        *errors.entry(code.to_owned()).or_default() += 1;
+    }
+
+    /// Counts a refused HTTP request by status.
+    pub fn refused(&self, status: u16) {
+        self.error(&format!("http_{status}"));
+    }
+
+    /// The text exposition.
+    pub fn render(&self, sessions: &[SessionInfo]) -> String {
+        let mut out = String::new();
+        let running = sessions.iter().filter(|s| s.alive).count();
+        let viewers: usize = sessions.iter().map(|s| s.viewers).sum();
+        let mut gauge = |name: &str, help: &str, values: &[(&str, u64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (labels, v) in values {
+                let _ = writeln!(out, "{name}{labels} {v}");
+            }
+        };
+        gauge(
+            "ptyhub_sessions",
+            "Sessions by state.",
+            &[
+                ("{state=\"running\"}", running as u64),
+                ("{state=\"exited\"}", (sessions.len() - running) as u64),
+            ],
+        );
+        gauge(
+            "ptyhub_viewers",
+            "Connected viewers.",
+            &[("", viewers as u64)],
+        );
+        let counters = [
+            (
+                "ptyhub_bytes_in_total",
+                "Bytes from viewers to programs.",
+                &self.bytes_in,
+            ),
+            (
+                "ptyhub_bytes_out_total",
+                "Live output bytes sent to viewers.",
+                &self.bytes_out,
+            ),
+            (
+                "ptyhub_snapshots_total",
+                "Snapshots sent (joins and resyncs).",
+                &self.snapshots,
+            ),
+            (
+                "ptyhub_resyncs_total",
+                "Viewers resynced because they fell behind.",
+                &self.resyncs,
+            ),
+            (
+                "ptyhub_uploads_total",
+                "Files saved by uploads.",
+                &self.uploads,
+            ),
+            (
+                "ptyhub_upload_failures_total",
+                "Uploads refused or failed.",
+                &self.upload_failures,
+            ),
+            (
+                "ptyhub_auth_failures_total",
+                "Requests refused for their token.",
+                &self.auth_failures,
+            ),
+        ];
+        for (name, help, c) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                c.get()
+            );
+        }
+        let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(
+            out,
+            "# HELP ptyhub_errors_total Errors sent to viewers and refused requests, by code.\n# TYPE ptyhub_errors_total counter"
+        );
+        for (code, n) in errors.iter() {
+            let _ = writeln!(out, "ptyhub_errors_total{{code=\"{code}\"}} {n}");
+        }
+        out
+    }
+}

@@ -1,0 +1,265 @@
+// The home page (/): the live sessions, refreshed in place; starting, opening and ending sessions.
+
+import { api, sessionPath } from './api.js';
+import { formatAge, h, shortId, validateName } from './util.js';
+
+const REFRESH_MS = 2000;
+const CONFIRM_MS = 4000;
+const LAST_ASSISTANT = 'ptyhub.lastAssistant';
+
+const $ = (id) => document.getElementById(id);
+const list = $('sessions');
+const rows = new Map(); // session id → its <li>, kept across refreshes so focus and a pending "confirm" survive
+
+// ---- Errors for the whole page (can't reach ptyhub, not authorised) -----------------------------
+
+function pageError(text) {
+  const el = $('page-error');
+  el.textContent = text || '';
+  el.hidden = !text;
+}
+
+// ---- The session list -------------------------------------------------------------------------
+
+function stateOf(s) {
+  if (s.alive) return { kind: 'running', text: 'running' };
+  if (s.exitSignal) return { kind: 'exited', text: `stopped by ${s.exitSignal}` };
+  if (s.exitCode === null || s.exitCode === undefined) return { kind: 'exited', text: 'ended' };
+  return { kind: s.exitCode === 0 ? 'exited' : 'failed', text: `exited, code ${s.exitCode}` };
+}
+
+function buildRow(s) {
+  const end = h('button', { type: 'button', class: 'btn btn-quiet-danger end-btn' });
+  const li = h(
+    'li',
+    { class: 'session', dataset: { id: s.id } },
+    h(
+      'div',
+      { class: 'session-main' },
+      h('a', { class: 'session-name', href: sessionPath(s.id) }, h('span', { class: 'name-text' }), h('span', { class: 'session-id muted' })),
+      h(
+        'div',
+        { class: 'session-meta' },
+        h('span', { class: 'chip session-assistant' }),
+        h('span', { class: 'session-state' }, h('span', { class: 'dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text' })),
+        h('span', { class: 'session-viewers' }),
+        h('span', { class: 'session-size' }),
+        h('span', { class: 'session-age' }),
+        h('span', { class: 'chip chip-warn session-yolo', hidden: true }, 'YOLO'),
+      ),
+      h('div', { class: 'session-dir muted' }),
+    ),
+    h('div', { class: 'session-actions' }, h('a', { class: 'btn btn-primary open-btn', href: sessionPath(s.id) }, 'Open'), end),
+  );
+  let confirmTimer = 0;
+  end.addEventListener('click', async () => {
+    if (!end.classList.contains('confirm')) {
+      end.classList.add('confirm');
+      end.textContent = 'Click again to end';
+      confirmTimer = setTimeout(() => resetEnd(li), CONFIRM_MS);
+      return;
+    }
+    clearTimeout(confirmTimer);
+    end.disabled = true;
+    end.textContent = 'Ending…';
+    try {
+      await api('DELETE', `/api/sessions/${encodeURIComponent(s.id)}`);
+      li.classList.add('leaving');
+    } catch (e) {
+      pageError(`The session was not ended: ${e.message}`);
+      end.disabled = false;
+      resetEnd(li);
+    }
+    refresh();
+  });
+  return li;
+}
+
+function resetEnd(li) {
+  const end = li.querySelector('.end-btn');
+  end.classList.remove('confirm');
+  end.textContent = li.dataset.alive === 'true' ? 'End' : 'Remove';
+  end.title = li.dataset.alive === 'true' ? 'Stop its program and remove the session' : 'Remove this ended session from the list';
+}
+
+function updateRow(li, s) {
+  const named = Boolean(s.name);
+  li.querySelector('.name-text').textContent = named ? s.name : 'Unnamed session';
+  li.querySelector('.session-name').classList.toggle('unnamed', !named);
+  li.querySelector('.session-id').textContent = shortId(s.id);
+  li.querySelector('.session-assistant').textContent = s.assistantName || s.assistant;
+  const st = stateOf(s);
+  li.querySelector('.session-state').dataset.state = st.kind;
+  li.querySelector('.state-text').textContent = st.text;
+  li.querySelector('.session-viewers').textContent = s.viewers === 1 ? '1 viewer' : `${s.viewers} viewers`;
+  li.querySelector('.session-size').textContent = `${s.cols}×${s.rows}`;
+  const age = li.querySelector('.session-age');
+  age.textContent = `started ${formatAge(s.createdAt)}`;
+  age.title = new Date(s.createdAt).toLocaleString();
+  li.querySelector('.session-yolo').hidden = !s.yoloMode;
+  const dir = li.querySelector('.session-dir');
+  dir.textContent = s.workDir || '';
+  dir.title = s.workDir || '';
+  li.querySelector('.open-btn').setAttribute('aria-label', `Open ${named ? s.name : `session ${shortId(s.id)}`}`);
+  const wasAlive = li.dataset.alive;
+  li.dataset.alive = String(s.alive);
+  const end = li.querySelector('.end-btn');
+  end.setAttribute('aria-label', `${s.alive ? 'End' : 'Remove'} ${named ? s.name : `session ${shortId(s.id)}`}`);
+  if (wasAlive !== li.dataset.alive && !end.classList.contains('confirm') && !end.disabled) resetEnd(li);
+}
+
+function render(sessions) {
+  // Newest first: the session you just started is at the top.
+  sessions.sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
+  const seen = new Set();
+  let prev = null;
+  for (const s of sessions) {
+    seen.add(s.id);
+    let li = rows.get(s.id);
+    if (!li) {
+      li = buildRow(s);
+      rows.set(s.id, li);
+    }
+    updateRow(li, s);
+    const want = prev ? prev.nextSibling : list.firstChild;
+    if (want !== li) list.insertBefore(li, want);
+    prev = li;
+  }
+  for (const [id, li] of rows) {
+    if (!seen.has(id)) {
+      li.remove();
+      rows.delete(id);
+    }
+  }
+  $('empty').hidden = sessions.length > 0;
+  list.hidden = sessions.length === 0;
+  $('session-count').textContent = sessions.length ? `(${sessions.length})` : '';
+}
+
+let refreshing = null;
+
+/** Fetches the list and updates the page; concurrent calls share one request. */
+function refresh() {
+  if (!refreshing) {
+    refreshing = api('GET', '/api/sessions')
+      .then((sessions) => {
+        render(Array.isArray(sessions) ? sessions : []);
+        pageError('');
+      })
+      .catch((e) => {
+        pageError(e.status === 401 ? e.message : `${e.message} Retrying…`);
+      })
+      .finally(() => {
+        refreshing = null;
+      });
+  }
+  return refreshing;
+}
+
+// ---- New session --------------------------------------------------------------------------------
+
+async function loadAssistants() {
+  const select = $('assistant');
+  let assistants;
+  try {
+    assistants = await api('GET', '/api/assistants');
+  } catch (e) {
+    select.replaceChildren(h('option', { value: '' }, 'Unavailable'));
+    pageError(e.message);
+    return;
+  }
+  let last = '';
+  try {
+    last = localStorage.getItem(LAST_ASSISTANT) || '';
+  } catch {
+    // Storage blocked: no preference.
+  }
+  const usable = assistants.filter((a) => a.available);
+  const pick = usable.find((a) => a.key === last) || usable[0];
+  select.replaceChildren(
+    ...assistants.map((a) =>
+      h(
+        'option',
+        { value: a.key, disabled: !a.available, selected: pick && a.key === pick.key, title: a.reason || undefined },
+        a.available ? a.name : `${a.name} (not available)`,
+      ),
+    ),
+  );
+  const missing = assistants.filter((a) => !a.available);
+  const note = $('assistant-note');
+  note.hidden = missing.length === 0;
+  note.textContent = missing.length
+    ? `Not available on this machine: ${missing.map((a) => `${a.name} (${a.reason || 'not installed'})`).join('; ')}.`
+    : '';
+  if (!usable.length) {
+    formError('No assistant can run on this machine. Install one of the programs above, or add an assistant to ptyhub\'s configuration.');
+    $('new-submit').disabled = true;
+  }
+}
+
+function formError(text) {
+  const el = $('new-error');
+  el.textContent = text || '';
+  el.hidden = !text;
+}
+
+$('new-name').addEventListener('input', (e) => {
+  const v = validateName(e.target.value);
+  formError(v.ok ? '' : v.error);
+  e.target.setAttribute('aria-invalid', String(!v.ok));
+});
+
+$('new-session').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const assistant = $('assistant').value;
+  const name = validateName($('new-name').value);
+  const cwd = $('new-cwd').value.trim();
+  if (!assistant) {
+    formError('Choose an assistant first.');
+    $('assistant').focus();
+    return;
+  }
+  if (!name.ok) {
+    formError(name.error);
+    $('new-name').focus();
+    return;
+  }
+  formError('');
+  const submit = $('new-submit');
+  submit.disabled = true;
+  submit.textContent = 'Starting…';
+  try {
+    const body = { assistant };
+    if (name.name) body.name = name.name;
+    if (cwd) body.cwd = cwd;
+    const session = await api('POST', '/api/sessions', body);
+    try {
+      localStorage.setItem(LAST_ASSISTANT, assistant);
+    } catch {
+      // Not remembered; nothing else changes.
+    }
+    location.href = sessionPath(session.id);
+  } catch (err) {
+    formError(`The session was not started: ${err.message}`);
+    submit.disabled = false;
+    submit.textContent = 'Start session';
+  }
+});
+
+// ---- Start --------------------------------------------------------------------------------------
+
+loadAssistants();
+refresh();
+setInterval(() => {
+  if (document.visibilityState === 'visible') refresh();
+}, REFRESH_MS);
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') refresh();
+});
+// The browser's back button can show this page from its cache: bring it up to date.
+addEventListener('pageshow', (e) => {
+  if (e.persisted) refresh();
+});
+
+/** For tests and the browser console. */
+window.ptyhub = { refresh };

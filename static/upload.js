@@ -1,0 +1,152 @@
+// Files into the session: text files pasted into the terminal, others uploaded one at a time with progress.
+
+import { uploadFrame } from './protocol.js';
+import { formatBytes } from './util.js';
+
+/** Text files up to this size are pasted; larger ones are uploaded like any other file. */
+const PASTE_MAX = 256 * 1024;
+/** Uploads at least this big get a progress bar. */
+const PROGRESS_MIN = 512 * 1024;
+/** How long the server may take to answer an upload once it has all the bytes. */
+const REPLY_TIMEOUT_MS = 120000;
+
+const TEXT_TYPES = /^(text\/|application\/(json|xml|javascript|x-sh|x-shellscript|toml|x-toml|yaml|x-yaml|sql|x-httpd-php|ld\+json))/;
+const TEXT_EXTENSIONS = new Set(
+  ('txt md markdown rst json jsonl js mjs cjs ts tsx jsx py rb rs go java kt c h cc cpp hpp cs swift php pl lua sh bash zsh fish ' +
+    'toml yaml yml ini cfg conf env csv tsv log sql html htm css scss xml svg diff patch gitignore dockerfile makefile')
+    .split(' '),
+);
+
+function looksLikeText(file) {
+  if (file.size > PASTE_MAX) return false;
+  if (TEXT_TYPES.test(file.type)) return true;
+  const base = file.name.toLowerCase();
+  const ext = base.includes('.') ? base.slice(base.lastIndexOf('.') + 1) : base;
+  return !file.type && TEXT_EXTENSIONS.has(ext);
+}
+
+/** The file's text if it is valid UTF-8 without NUL bytes, else null. */
+async function readText(file) {
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  if (bytes.includes(0)) return null;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+export class Uploader {
+  /**
+   * @param {object} o
+   * @param {import('./connection.js').Connection} o.conn
+   * @param {import('./vendor/xterm/xterm.mjs').Terminal} o.term
+   * @param {(kind: string, text: string, opts?: object) => object} o.notify shows a toast; returns a handle with update()/close()
+   * @param {() => boolean} o.writable whether this page may change the session now
+   */
+  constructor({ conn, term, notify, writable }) {
+    this.conn = conn;
+    this.term = term;
+    this.notify = notify;
+    this.writable = writable;
+    this.queue = [];
+    this.busy = false;
+    this.waiting = null; // {resolve} for the file_upload reply of the upload in flight
+  }
+
+  /** Queue files (from the picker or a drop); they are handled one at a time in order. */
+  add(files) {
+    const list = [...files];
+    if (!list.length) return;
+    if (!this.writable()) {
+      this.notify('error', 'Files cannot be added: this page is not connected to a running session you can type into.');
+      return;
+    }
+    this.queue.push(...list);
+    if (!this.busy) this.drain();
+  }
+
+  async drain() {
+    this.busy = true;
+    while (this.queue.length) {
+      const file = this.queue.shift();
+      try {
+        await this.one(file);
+      } catch (e) {
+        this.notify('error', `${file.name} was not added: ${e.message}`);
+      }
+    }
+    this.busy = false;
+  }
+
+  async one(file) {
+    if (!this.conn.open) throw new Error('not connected to ptyhub');
+    if (looksLikeText(file)) {
+      const text = await readText(file);
+      if (text !== null) {
+        // xterm's paste() converts newlines to CR and adds the bracketed-paste markers when the
+        // program has asked for them, exactly as a paste from the clipboard.
+        this.term.paste(text);
+        this.notify('ok', `Pasted ${file.name} (${formatBytes(file.size)}) into the terminal.`);
+        return;
+      }
+    }
+    await this.upload(file);
+  }
+
+  async upload(file) {
+    const data = new Uint8Array(await file.arrayBuffer());
+    const frame = uploadFrame(file.name, data);
+    const progress =
+      file.size >= PROGRESS_MIN ? this.notify('progress', `Uploading ${file.name}…`, { sticky: true, progress: 0 }) : null;
+    const reply = new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject };
+    });
+    const timer = setTimeout(() => this.fail(new Error('the server did not confirm it in time')), REPLY_TIMEOUT_MS);
+    if (!this.conn.send(frame)) {
+      clearTimeout(timer);
+      progress?.close();
+      this.waiting = null;
+      throw new Error('not connected to ptyhub');
+    }
+    // The browser gives no events for a send in progress; how much is still buffered tells.
+    if (progress) {
+      const tick = () => {
+        if (!this.waiting) return;
+        const left = this.conn.bufferedAmount;
+        const sent = Math.max(0, frame.length - left);
+        progress.update(
+          left > 0
+            ? `Uploading ${file.name}: ${formatBytes(sent)} of ${formatBytes(frame.length)}`
+            : `Saving ${file.name}…`,
+          { progress: sent / frame.length },
+        );
+        if (left > 0) setTimeout(tick, 150);
+      };
+      tick();
+    }
+    try {
+      const msg = await reply;
+      if (msg.success) {
+        this.notify('ok', `Uploaded ${msg.filename || file.name} (${formatBytes(file.size)}). Its path was typed into the terminal.`);
+      } else {
+        throw new Error(msg.error || 'the server refused it');
+      }
+    } finally {
+      clearTimeout(timer);
+      progress?.close();
+      this.waiting = null;
+    }
+  }
+
+  /** The server's `file_upload` reply. */
+  reply(msg) {
+    if (this.waiting) this.waiting.resolve(msg);
+    else if (!msg.success) this.notify('error', `Upload failed: ${msg.error || 'the server refused it'}.`);
+  }
+
+  /** The connection went away: an upload in flight will get no reply. */
+  fail(err = new Error('the connection was lost before the server confirmed it')) {
+    if (this.waiting) this.waiting.reject(err);
+  }
+}

@@ -1,0 +1,189 @@
+// Shared test plumbing: a real ptyhub daemon per test file, headless Debian Chromium, screen reading and screenshots.
+
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const ROOT = resolve(here, '..', '..');
+export const ARTIFACTS = join(ROOT, 'tests', 'artifacts', 'browser');
+const BINARY = process.env.PTYHUB_BIN || join(ROOT, 'target', 'debug', 'ptyhub');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+/** Generous: the machine may be busy (2 cores, a Rust build next door). */
+export const WAIT = 30000;
+
+// A quiet shell (no rc files, a fixed "$ " prompt) and a YOLO-capable test "agent" made of shell scripts.
+const CONFIG = `
+[session]
+kill_grace = "2s"
+
+[assistants.shell]
+name = "Shell"
+command = ["bash", "--norc", "--noprofile", "-i"]
+env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+
+[assistants.agent]
+name = "Agent"
+command = ["bash", "-c", "echo agent-start; exec cat"]
+resume = ["bash", "-c", "echo agent-resume; exec cat"]
+yolo = ["bash", "-c", "echo agent-yolo; exec cat"]
+
+[assistants.missing]
+name = "Missing"
+command = ["ptyhub-test-no-such-program"]
+`;
+
+/**
+ * Starts `target/debug/ptyhub --listen 127.0.0.1:0` in a fresh temp dir and waits for its first
+ * stdout line, `ptyhub listening on http://127.0.0.1:PORT/`. `stop()` sends SIGTERM and waits.
+ */
+export async function startDaemon() {
+  const dir = mkdtempSync(join(tmpdir(), 'ptyhub-browser-'));
+  const configPath = join(dir, 'ptyhub.toml');
+  writeFileSync(configPath, CONFIG);
+  const child = spawn(BINARY, ['--listen', '127.0.0.1:0', '--config', configPath], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG || 'ptyhub=info' },
+  });
+  const log = [];
+  child.stderr.on('data', (d) => {
+    log.push(d.toString());
+    if (log.length > 2000) log.shift();
+  });
+  const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const lines = createInterface({ input: child.stdout });
+  const url = await new Promise((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error(`ptyhub did not start in time:\n${log.join('')}`)), WAIT);
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      const m = /^ptyhub listening on (http:\/\/127\.0\.0\.1:\d+\/)$/.exec(line);
+      if (m) resolveUrl(m[1]);
+      else reject(new Error(`unexpected first line from ptyhub: ${line}`));
+    });
+    exited.then(({ code, signal }) => reject(new Error(`ptyhub exited (${code ?? signal}) at start:\n${log.join('')}`)));
+  });
+  lines.on('line', () => {}); // keep draining stdout
+  let stopped = null;
+  return {
+    url,
+    dir,
+    log,
+    /** SIGTERM, then SIGKILL if it is still there after 15 s; removes the temp dir. Idempotent. */
+    stop() {
+      if (!stopped) {
+        stopped = (async () => {
+          if (child.exitCode === null && child.signalCode === null) {
+            child.kill('SIGTERM');
+            const late = setTimeout(() => child.kill('SIGKILL'), 15000);
+            const result = await exited;
+            clearTimeout(late);
+            stopped.result = result;
+          }
+          rmSync(dir, { recursive: true, force: true });
+        })();
+      }
+      return stopped;
+    },
+  };
+}
+
+/** Headless Debian Chromium with the flags this machine needs; playwright makes a fresh profile dir. */
+export function launchBrowser() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** A page that fails the test on uncaught errors in the page (collected, checked with assertNoPageErrors). */
+export async function newPage(browser, options = {}) {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 760 }, ...options });
+  const page = await context.newPage();
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(String(e)));
+  page.on('console', (m) => {
+    if (m.type() === 'error') page.errors.push(`console: ${m.text()}`);
+  });
+  return page;
+}
+
+export function newId() {
+  return randomUUID();
+}
+
+/** The active xterm buffer as text (see window.ptyhub.text in terminal.js). */
+export function screenText(page) {
+  return page.evaluate(() => window.ptyhub.text());
+}
+
+/** Waits until the terminal shows `pattern` (string or RegExp); the last screen is in the error. */
+export async function waitForScreen(page, pattern, timeout = WAIT) {
+  const source = pattern instanceof RegExp ? pattern.source : null;
+  const flags = pattern instanceof RegExp ? pattern.flags : '';
+  try {
+    await page.waitForFunction(
+      ([text, src, fl]) => {
+        if (!window.ptyhub?.term) return false;
+        const screen = window.ptyhub.text();
+        return src !== null ? new RegExp(src, fl).test(screen) : screen.includes(text);
+      },
+      [pattern instanceof RegExp ? null : pattern, source, flags],
+      { timeout, polling: 100 },
+    );
+  } catch (e) {
+    const screen = await screenText(page).catch(() => '(unreadable)');
+    throw new Error(`terminal never showed ${pattern}; it shows:\n${screen}\n(${e.message.split('\n')[0]})`);
+  }
+}
+
+/** Opens the terminal page of `id` (creating the session with `assistant` if given) and waits until it is live. */
+export async function openSession(page, base, id, assistant, extra = {}) {
+  const q = new URLSearchParams(assistant ? { assistant, ...extra } : extra).toString();
+  await page.goto(`${base}session/${id}${q ? `?${q}` : ''}`);
+  await page.waitForFunction(() => window.ptyhub?.state?.ready === true, null, { timeout: WAIT });
+}
+
+/** Polls `fn` until it returns a truthy value (or throws the last failure). */
+export async function eventually(fn, { timeout = WAIT, every = 100, what = 'condition' } = {}) {
+  const end = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+/** Saves a full-page screenshot as tests/artifacts/browser/NAME.png. */
+export async function shot(page, name) {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+}
+
+/** Types into the focused terminal like a person (xterm turns Enter into CR). */
+export async function typeInTerminal(page, text) {
+  await page.locator('.xterm-helper-textarea').focus();
+  await page.keyboard.type(text);
+}
