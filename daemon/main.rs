@@ -137,6 +137,9 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         tasks: TaskTracker::new(),
         connections: Default::default(),
     });
+    // Handlers first: a SIGTERM right after the URL is printed must shut down cleanly.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     info!(%addr, config = %cfg.source, auth = secret.is_some(), "ptyhub listening");
     // stdout carries what to open (tests read the port from the first line). A generated token
     // is printed here once and never logged.
@@ -158,8 +161,6 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         });
     }
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let server = tokio::spawn(server::run(listener, state.clone()));
     let which = tokio::select! {
         _ = term.recv() => "SIGTERM",
@@ -170,6 +171,7 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         sessions = state.registry.len(),
         "shutting down"
     );
+    notify(sd_notify::NotifyState::Stopping);
     shutdown.cancel();
     let _ = server.await;
     // Each session gets SIGHUP+SIGTERM, then SIGKILL after the grace period.

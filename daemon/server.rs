@@ -70,11 +70,13 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
             continue;
         };
         let state2 = state.clone();
+        // Shared with an upgraded WebSocket, which outlives the HTTP connection task.
+        let slot = Arc::new(slot);
         state.tasks.spawn(async move {
-            let _slot = slot;
             let service = service_fn(move |req| {
                 let state = state2.clone();
-                async move { Ok::<_, Infallible>(route(req, peer, &state).await) }
+                let slot = slot.clone();
+                async move { Ok::<_, Infallible>(route(req, peer, &state, slot).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -146,7 +148,12 @@ fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) -> Response<Body> {
+async fn route(
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    state: &Arc<AppState>,
+    slot: Arc<ConnectionSlot>,
+) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
@@ -225,7 +232,7 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, state: &Arc<AppState>) 
     };
     match (&method, segments.as_slice()) {
         (&Method::GET, ["ws", id]) => match parse_id(id) {
-            Ok(id) if access.reaches(id) => websocket(req, id, access, state),
+            Ok(id) if access.reaches(id) => websocket(req, id, access, state, slot),
             Ok(_) => forbidden(),
             Err(e) => e.response(),
         },
@@ -435,6 +442,7 @@ fn websocket(
     id: Uuid,
     access: Access,
     state: &Arc<AppState>,
+    slot: Arc<ConnectionSlot>,
 ) -> Response<Body> {
     if !fastwebsockets::upgrade::is_upgrade_request(&req) {
         return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
@@ -484,6 +492,8 @@ fn websocket(
         expires,
     };
     state.tasks.spawn(async move {
+        // The connection counts against its address for as long as the WebSocket lives.
+        let _slot = slot;
         let ws = match upgrade.await {
             Ok(ws) => ws,
             Err(e) => {

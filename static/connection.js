@@ -19,7 +19,8 @@ const T = {
 export class Connection {
   /**
    * @param {() => string} url builds the URL for each attempt (what to send may change after the first join)
-   * @param {object} on handlers: open(), binary(Uint8Array), message(obj), close({code, reason}) → bool (reconnect?), state(s)
+   * @param {object} on handlers: open(), binary(Uint8Array), message(obj), state(s), and
+   *   close({code, reason, opened}) → whether to try again (`opened`: the socket got as far as open)
    */
   constructor(url, on) {
     this.url = url;
@@ -93,12 +94,14 @@ export class Connection {
       ws = new WebSocket(this.url());
     } catch (e) {
       console.error('ptyhub: cannot open WebSocket', e);
-      this.lost({ code: 1006, reason: String(e) });
+      this.lost({ code: 1006, reason: String(e), opened: false });
       return;
     }
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       this.unanswered = 0;
       this.startHeartbeat();
       this.setState('open');
@@ -124,7 +127,7 @@ export class Connection {
     };
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
-      this.lost({ code: ev.code, reason: ev.reason });
+      this.lost({ code: ev.code, reason: ev.reason, opened });
     };
     // onerror is always followed by onclose, which carries the code: nothing to do here.
   }
@@ -163,7 +166,7 @@ export class Connection {
         // give up on it now rather than wait for TCP to notice.
         const ws = this.ws;
         if (ws) this.drop(ws, 4000, 'heartbeat lost');
-        this.lost({ code: 4000, reason: 'no answer to the heartbeat' });
+        this.lost({ code: 4000, reason: 'no answer to the heartbeat', opened: true });
         return;
       }
       this.unanswered++;

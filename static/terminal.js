@@ -200,8 +200,9 @@ function onServerError(msg) {
   notify('error', errorText(msg.code, msg.message));
 }
 
-function onClose({ code, reason }) {
+function onClose({ code, reason, opened }) {
   state.ready = false;
+  state.closeReason = '';
   uploader.fail();
   if (code === CLOSE.ENDED) {
     state.ended = true;
@@ -214,15 +215,34 @@ function onClose({ code, reason }) {
     return false;
   }
   if (code === CLOSE.UNAUTHORISED) {
-    showFatal('Not authorised', UNAUTHORISED);
+    // Also a revoked or expired share link, which the reason says.
+    showFatal('Not authorised', reason && /share link/i.test(reason) ? `This ${reason}. Ask whoever shared it for a new link.` : UNAUTHORISED);
     return false;
   }
   if (state.exit) return false; // the program has ended: nothing new will come
   if (code === CLOSE.TOO_BIG) {
     notify('error', 'The server closed the connection because a message was too big for it (a file over its upload limit?). Reconnecting.');
   }
-  state.goingAway = code === CLOSE.GOING_AWAY;
+  if (code === CLOSE.GOING_AWAY) state.closeReason = 'ptyhub stopped or restarted.';
+  if (code === CLOSE.TRY_LATER) state.closeReason = 'This session has as many viewers as it allows.';
+  // A refused upgrade (401, 403, 404...) reaches a browser as a bare 1006: ask the API why.
+  if (!opened) probe();
   return true;
+}
+
+/** After a connection that never opened: stop retrying if the API says we never will get in. */
+async function probe() {
+  let res;
+  try {
+    res = await fetch(`/api/sessions/${encodeURIComponent(uuid)}`, { credentials: 'same-origin', cache: 'no-store' });
+  } catch {
+    return; // ptyhub is down: keep retrying
+  }
+  if (res.status === 401) showFatal('Not authorised', UNAUTHORISED);
+  else if (res.status === 403) showFatal('No access', 'The link this page was opened with does not give access to this session.');
+  else if (res.status === 404 && !create.assistant) showFatal('This session cannot be opened', createFailedText('no session with this id'));
+  else return;
+  conn.stop(true);
 }
 
 // ---- Size: ours, the session's, and the hint between them -------------------------------------
@@ -308,7 +328,7 @@ function renderConn() {
   } else if (state.conn === 'waiting') {
     const secs = Math.max(1, Math.ceil((state.retryAt - Date.now()) / 1000));
     [kind, label] = ['offline', `Retry in ${secs} s`];
-    const why = state.goingAway ? 'ptyhub stopped or restarted.' : 'The connection to ptyhub was lost.';
+    const why = state.closeReason || 'The connection to ptyhub was lost.';
     banner = `${why} Reconnecting in ${secs} s.`;
   } else {
     [kind, label] = ['offline', 'Disconnected'];

@@ -18,6 +18,9 @@ const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 /** Generous: the machine may be busy (2 cores, a Rust build next door). */
 export const WAIT = 30000;
 
+/** The daemon token of every test daemon; pages get it the way people do, from a `?token=` link. */
+export const TOKEN = 'browser-test-token-0123456789abcdef';
+
 // A quiet shell (no rc files, a fixed "$ " prompt) and a YOLO-capable test "agent" made of shell scripts.
 const CONFIG = `
 [session]
@@ -39,6 +42,11 @@ name = "Missing"
 command = ["ptyhub-test-no-such-program"]
 `;
 
+function withoutToken(env) {
+  const { PTYHUB_TOKEN, PTYHUB_LISTEN, PTYHUB_CONFIG, ...rest } = env;
+  return rest;
+}
+
 /**
  * Starts `target/debug/ptyhub --listen 127.0.0.1:0` in a fresh temp dir and waits for its first
  * stdout line, `ptyhub listening on http://127.0.0.1:PORT/`. `stop()` sends SIGTERM and waits.
@@ -47,10 +55,10 @@ export async function startDaemon() {
   const dir = mkdtempSync(join(tmpdir(), 'ptyhub-browser-'));
   const configPath = join(dir, 'ptyhub.toml');
   writeFileSync(configPath, CONFIG);
-  const child = spawn(BINARY, ['--listen', '127.0.0.1:0', '--config', configPath], {
+  const child = spawn(BINARY, ['--listen', '127.0.0.1:0', '--config', configPath, '--token', TOKEN], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG || 'ptyhub=info' },
+    env: { ...withoutToken(process.env), RUST_LOG: process.env.RUST_LOG || 'ptyhub=info' },
   });
   const log = [];
   child.stderr.on('data', (d) => {
@@ -112,8 +120,12 @@ export function launchBrowser() {
   });
 }
 
-/** A page that fails the test on uncaught errors in the page (collected, checked with assertNoPageErrors). */
-export async function newPage(browser, options = {}) {
+/**
+ * A page in a fresh browser context, signed in as a person would be: by opening the link with
+ * `?token=` that ptyhub printed (the daemon swaps it for a cookie and redirects to `/`).
+ * Uncaught page errors and console errors are collected in `page.errors`.
+ */
+export async function newPage(browser, base, options = {}) {
   const context = await browser.newContext({ viewport: { width: 1200, height: 760 }, ...options });
   const page = await context.newPage();
   page.errors = [];
@@ -121,6 +133,10 @@ export async function newPage(browser, options = {}) {
   page.on('console', (m) => {
     if (m.type() === 'error') page.errors.push(`console: ${m.text()}`);
   });
+  if (base) {
+    await page.goto(`${base}?token=${TOKEN}`);
+    if (new URL(page.url()).search !== '') throw new Error(`the token was not swapped for a cookie: ${page.url()}`);
+  }
   return page;
 }
 

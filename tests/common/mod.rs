@@ -246,6 +246,21 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Polls an async condition until it holds or the timeout passes.
+pub async fn eventually_async<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        if start.elapsed() > TIMEOUT {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A scripted viewer.

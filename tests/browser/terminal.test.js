@@ -1,0 +1,249 @@
+// The terminal page in a real browser: shared typing, snapshots and reconnects, chat, rename, upload, YOLO, exit, errors, themes.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import {
+  WAIT,
+  eventually,
+  launchBrowser,
+  newId,
+  newPage,
+  openSession,
+  screenText,
+  shot,
+  startDaemon,
+  typeInTerminal,
+  waitForScreen,
+} from './helpers.js';
+
+const COLOURS =
+  "printf '\\e[31mred \\e[32mgreen \\e[33myellow \\e[34mblue \\e[35mmagenta \\e[36mcyan \\e[1;37mbold\\e[0m \\e[2mdim\\e[0m \\e[7minverse\\e[0m\\n'; ls --color=always -F /usr\n";
+
+describe('terminal page', () => {
+  let daemon;
+  let browser;
+  const pages = [];
+
+  before(async () => {
+    daemon = await startDaemon();
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await daemon?.stop();
+  });
+
+  async function page(options) {
+    const p = await newPage(browser, daemon.url, options);
+    pages.push(p);
+    return p;
+  }
+
+  /** How many lines of the page's buffer are exactly `line`. */
+  async function countLines(p, line) {
+    const text = await screenText(p);
+    return text.split('\n').filter((l) => l === line).length;
+  }
+
+  describe('one shell session seen by several pages', () => {
+    const id = newId();
+    let a;
+    let b;
+
+    it('keys typed in one page appear in both terminals', async () => {
+      a = await page();
+      await openSession(a, daemon.url, id, 'shell');
+      // The create parameter is dropped from the address once the session exists.
+      assert.equal(new URL(a.url()).search, '');
+      await waitForScreen(a, /^\$ $/m);
+      b = await page();
+      await openSession(b, daemon.url, id);
+      await typeInTerminal(b, 'echo typed-in-b-$((40+2))\n');
+      await waitForScreen(b, /^typed-in-b-42$/m);
+      await waitForScreen(a, /^typed-in-b-42$/m);
+      await typeInTerminal(a, 'echo typed-in-a\n');
+      await waitForScreen(b, /^typed-in-a$/m);
+      for (const p of [a, b]) {
+        await p.waitForFunction(() => document.querySelector('#viewers .count').textContent === '2', null, { timeout: WAIT });
+        assert.equal(await p.locator('#conn').getAttribute('data-state'), 'live');
+      }
+      await typeInTerminal(a, COLOURS);
+      await waitForScreen(a, /src\/$/m);
+      await shot(a, 'desktop-light');
+    });
+
+    it('a page opened later shows the existing screen once, and so does a reconnect', async () => {
+      await typeInTerminal(a, 'for i in $(seq 1 60); do echo row-$i; done\n');
+      await waitForScreen(a, /^row-60$/m);
+      const c = await page();
+      await openSession(c, daemon.url, id);
+      await waitForScreen(c, /^row-60$/m);
+      for (const n of [1, 30, 60]) assert.equal(await countLines(c, `row-${n}`), 1, `row-${n} once in the late joiner`);
+      assert.equal(await countLines(c, 'typed-in-b-42'), 1);
+      // Same size, same content: the late joiner's screen is the first page's screen.
+      const [ta, tc] = [await screenText(a), await screenText(c)];
+      assert.ok(ta.endsWith(tc.slice(-500)), 'late joiner ends like the first page');
+
+      // Drop the connection: the page reconnects by itself and the snapshot restores the screen.
+      const before = await c.evaluate(() => window.ptyhub.pipe.snapshots);
+      await c.evaluate(() => window.ptyhub.conn.ws.close());
+      await c.waitForFunction((n) => window.ptyhub.pipe.snapshots > n && window.ptyhub.state.ready, before, { timeout: WAIT });
+      await waitForScreen(c, /^row-60$/m);
+      for (const n of [1, 60]) assert.equal(await countLines(c, `row-${n}`), 1, `row-${n} once after reconnecting`);
+      await typeInTerminal(c, 'echo after-reconnect\n');
+      await waitForScreen(a, /^after-reconnect$/m);
+      await c.close();
+    });
+
+    it('chat between the pages: history, unread count, names kept', async () => {
+      await a.click('#chat-toggle');
+      await a.locator('.chat-name').fill('Alice');
+      await a.locator('.chat-text').fill('hello from A');
+      await a.keyboard.press('Enter');
+      await a.locator('.chat-msg.mine', { hasText: 'hello from A' }).waitFor({ timeout: WAIT });
+      // B has the panel closed: a badge counts the message.
+      await b.locator('#chat-toggle .badge', { hasText: '1' }).waitFor({ timeout: WAIT });
+      await b.click('#chat-toggle');
+      await b.locator('.chat-msg', { hasText: 'hello from A' }).waitFor({ timeout: WAIT });
+      assert.equal(await b.locator('#chat-toggle .badge').isHidden(), true);
+      await b.locator('.chat-name').fill('Bob');
+      await b.locator('.chat-text').fill('hi Alice, Bob here');
+      await b.click('.chat-form button[type=submit]');
+      await a.locator('.chat-msg:not(.mine)', { hasText: 'hi Alice, Bob here' }).waitFor({ timeout: WAIT });
+      await shot(a, 'chat-open');
+      // The name is asked once: after a reload it is remembered, and the history comes back.
+      await a.reload();
+      await a.waitForFunction(() => window.ptyhub?.state?.ready, null, { timeout: WAIT });
+      await a.click('#chat-toggle');
+      await a.locator('.chat-msg', { hasText: 'hi Alice, Bob here' }).waitFor({ timeout: WAIT });
+      assert.equal(await a.locator('.chat-who').textContent(), 'Alice');
+      assert.equal(await a.locator('.chat-name-row').isHidden(), true);
+      await a.click('.chat-close');
+      await b.click('.chat-close');
+    });
+
+    it('rename from one page shows in the other; a bad name is explained', async () => {
+      await a.click('#name');
+      await a.locator('#rename-input').fill('bad/name!');
+      await a.locator('#rename-error').waitFor({ state: 'visible', timeout: WAIT });
+      assert.match(await a.locator('#rename-error').textContent(), /letters, digits, spaces/);
+      await shot(a, 'rename-error');
+      await a.locator('#rename-input').fill('build-box 2');
+      await a.keyboard.press('Enter');
+      for (const p of [a, b]) {
+        await p.locator('#name .name-text', { hasText: 'build-box 2' }).waitFor({ timeout: WAIT });
+        await p.waitForFunction(() => document.title.startsWith('build-box 2'), null, { timeout: WAIT });
+      }
+    });
+
+    it('upload through the file picker lands on disk and its path is typed in; text is pasted', async () => {
+      const bytes = Buffer.from([0x00, 0x01, 0x02, 0xff, 0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x10]);
+      await typeInTerminal(a, 'echo uploaded: ');
+      await a.locator('#file-input').setInputFiles({ name: 'blob data.bin', mimeType: 'application/octet-stream', buffer: bytes });
+      await a.locator('.toast-ok', { hasText: 'Uploaded blob data.bin' }).waitFor({ timeout: WAIT });
+      const workDir = await a.evaluate(() => window.ptyhub.state.status.workDir);
+      const path = join(workDir, '.ptyhub', 'uploads', 'blob data.bin');
+      assert.deepEqual(readFileSync(path), bytes);
+      await waitForScreen(b, '.ptyhub/uploads/blob data.bin');
+      await typeInTerminal(a, '\n');
+      await waitForScreen(a, /^uploaded: \/.*\/\.ptyhub\/uploads\/blob data\.bin$/m);
+
+      // A text file is pasted (bash asked for bracketed paste, so its newline does not run it).
+      await a.locator('#file-input').setInputFiles({ name: 'cmd.txt', mimeType: 'text/plain', buffer: Buffer.from('echo pasted-$((1+1))') });
+      await a.locator('.toast-ok', { hasText: 'Pasted cmd.txt' }).waitFor({ timeout: WAIT });
+      await waitForScreen(a, /^\$ echo pasted-\$\(\(1\+1\)\)$/m);
+      await typeInTerminal(a, '\n');
+      await waitForScreen(b, /^pasted-2$/m);
+    });
+
+    it('the YOLO button is absent for an assistant without YOLO mode', async () => {
+      assert.equal(await a.locator('#yolo').isHidden(), true);
+    });
+
+    it("the program's exit shows a dialog with its code, and the page stops reconnecting", async () => {
+      await typeInTerminal(b, 'exit 3\n');
+      for (const p of [a, b]) {
+        await p.locator('#exit-dialog[open]').waitFor({ timeout: WAIT });
+        assert.match(await p.locator('#exit-dialog .exit-text').textContent(), /exited with code 3/);
+        assert.equal(await p.locator('#conn').getAttribute('data-state'), 'ended');
+      }
+      await shot(a, 'exit-dialog');
+      await a.click('#exit-stay');
+      assert.equal(await a.locator('#exit-dialog').isVisible(), false);
+      // Closing the socket now does not bring a reconnect: the program has ended.
+      await a.evaluate(() => window.ptyhub.conn.ws?.close());
+      await a.waitForFunction(() => window.ptyhub.conn.state === 'stopped', null, { timeout: WAIT });
+      assert.equal(await a.locator('#banner').isHidden(), true);
+      await b.locator('#exit-home').click();
+      await b.waitForURL(`${daemon.url}`, { timeout: WAIT });
+    });
+
+    it('the pages raised no script errors', () => {
+      for (const p of [a, b]) assert.deepEqual(p.errors, []);
+    });
+  });
+
+  it('the YOLO button restarts the agent and shows the mode', async () => {
+    const p = await page();
+    await openSession(p, daemon.url, newId(), 'agent');
+    await waitForScreen(p, /^agent-start$/m);
+    const yolo = p.locator('#yolo');
+    await yolo.waitFor({ state: 'visible', timeout: WAIT });
+    assert.equal(await yolo.getAttribute('aria-pressed'), 'false');
+    await yolo.click();
+    await waitForScreen(p, /Switching YOLO mode ON/);
+    await waitForScreen(p, /^agent-yolo$/m);
+    await p.waitForFunction(
+      () => {
+        const b = document.getElementById('yolo');
+        return b.getAttribute('aria-pressed') === 'true' && !b.classList.contains('busy') && !b.disabled;
+      },
+      null,
+      { timeout: WAIT },
+    );
+    assert.equal(await yolo.locator('.yolo-state').textContent(), 'on');
+    await shot(p, 'yolo-on');
+    await yolo.click();
+    await waitForScreen(p, /^agent-resume$/m);
+    await p.waitForFunction(() => document.getElementById('yolo').getAttribute('aria-pressed') === 'false', null, { timeout: WAIT });
+    assert.deepEqual(p.errors, []);
+  });
+
+  it('a session that does not exist is explained in words, not JSON', async () => {
+    const p = await page();
+    await p.goto(`${daemon.url}session/${newId()}`);
+    await p.locator('#fatal').waitFor({ state: 'visible', timeout: WAIT });
+    assert.match(await p.locator('#fatal').textContent(), /does not exist any more/);
+    assert.equal(await p.locator('#conn').getAttribute('data-state'), 'error');
+    assert.doesNotMatch(await p.locator('body').innerText(), /[{}]/);
+    await shot(p, 'error-no-session');
+
+    await p.goto(`${daemon.url}session/${newId()}?assistant=missing`);
+    await p.locator('#fatal').waitFor({ state: 'visible', timeout: WAIT });
+    assert.match(await p.locator('#fatal .fatal-text').textContent(), /could not be started: .*not found/);
+    assert.doesNotMatch(await p.locator('body').innerText(), /[{}]/);
+    await shot(p, 'error-create-failed');
+  });
+
+  it('dark theme follows the system', async () => {
+    const p = await page({ colorScheme: 'dark' });
+    await openSession(p, daemon.url, newId(), 'shell', { name: 'dark-demo' });
+    await waitForScreen(p, /^\$ $/m);
+    await typeInTerminal(p, COLOURS);
+    await waitForScreen(p, /src\/$/m);
+    const colours = await p.evaluate(() => ({
+      page: getComputedStyle(document.querySelector('.bar')).backgroundColor,
+      theme: window.ptyhub.term.options.theme.background,
+    }));
+    assert.equal(colours.theme, '#0d1117');
+    assert.equal(colours.page, 'rgb(21, 27, 35)');
+    await p.click('#chat-toggle');
+    await shot(p, 'desktop-dark');
+    await p.emulateMedia({ colorScheme: 'light' });
+    await p.waitForFunction(() => window.ptyhub.term.options.theme.background === '#ffffff', null, { timeout: WAIT });
+    assert.deepEqual(p.errors, []);
+  });
+});
