@@ -101,6 +101,7 @@ pub async fn run(
     let join = match session.join(opts.read_only, events_tx).await {
         Ok(Ok(join)) => join,
         Ok(Err(full)) => {
+            info!(session = %session.id(), reason = %full, "refused viewer");
             let _ = writer
                 .send_json(&ServerMessage::error("too_many_viewers", full))
                 .await;

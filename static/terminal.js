@@ -66,7 +66,7 @@ term.unicode.activeVersion = '11';
 term.open($('terminal'));
 try {
   // WebGL draws much faster than the DOM renderer; without a usable GPU context xterm keeps the DOM one.
-  const webgl = new WebglAddon();
+  const webgl = new WebglAddon(true);
   webgl.onContextLoss(() => webgl.dispose());
   term.loadAddon(webgl);
 } catch (e) {
