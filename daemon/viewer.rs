@@ -517,9 +517,12 @@ impl Writer {
 
     async fn send_snapshot(&mut self, snapshot: &EncodedSnapshot) -> WriteResult {
         METRICS.snapshots.inc();
-        for frame in &snapshot.frames {
+        // The session keeps the stream within what 255 chunks hold; an empty frame list would
+        // mean a bug there, and the viewer then just goes on with live output.
+        let frames = swe::snapshot_frames(&snapshot.gzip).unwrap_or_default();
+        for frame in frames {
             self.ws
-                .write_frame(Frame::binary(Payload::Borrowed(frame)))
+                .write_frame(Frame::binary(Payload::Owned(frame)))
                 .await?;
         }
         Ok(())

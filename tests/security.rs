@@ -680,11 +680,18 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     let dir = tempfile::tempdir().unwrap();
     // Verify the unit as shipped, pointing ExecStart at the binary this build made and User at
     // an account that exists here.
-    let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/ptyhub.service"))
-        .unwrap()
-        .replace("/usr/local/bin/ptyhub", env!("CARGO_BIN_EXE_ptyhub"))
-        .replace("User=ptyhub", "User=root");
-    assert!(unit.contains("Type=notify") && unit.contains("KillMode=mixed") && unit.contains("Restart=on-failure"));
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/systemd/ptyhub.service"
+    ))
+    .unwrap()
+    .replace("/usr/local/bin/ptyhub", env!("CARGO_BIN_EXE_ptyhub"))
+    .replace("User=ptyhub", "User=root");
+    assert!(
+        unit.contains("Type=notify")
+            && unit.contains("KillMode=mixed")
+            && unit.contains("Restart=on-failure")
+    );
     let path = dir.path().join("ptyhub.service");
     std::fs::write(&path, unit).unwrap();
     let out = std::process::Command::new("systemd-analyze")
@@ -692,6 +699,13 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         .arg(&path)
         .output()
         .expect("systemd-analyze (tests/run installs it)");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && !text.contains("ptyhub.service:"), "{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && !text.contains("ptyhub.service:"),
+        "{text}"
+    );
 }

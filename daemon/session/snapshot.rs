@@ -1,4 +1,5 @@
-//! Snapshot encoding: the screen's ANSI gzipped (level 1) and cut into protocol chunks.
+//! Snapshot encoding: the screen's ANSI gzipped (level 1), with scrollback trimmed until the
+//! stream fits what a snapshot may be on the wire (each dialect frames it itself).
 
 use std::io::Write as _;
 
@@ -8,35 +9,28 @@ use flate2::Compression;
 
 use crate::session::screen::ScreenModel;
 
-/// Largest payload of one snapshot chunk, bytes.
-pub const CHUNK_PAYLOAD: usize = 8 * 1024;
-/// Most chunks one snapshot may have (the index and total are single bytes).
-pub const MAX_CHUNKS: usize = 255;
+use crate::protocol::swe::{MAX_SNAPSHOT_CHUNKS, MAX_SNAPSHOT_PAYLOAD};
 
-/// First byte of a snapshot chunk frame.
-const SNAPSHOT_FRAME: u8 = 0x02;
-/// Largest gzip stream that fits in `MAX_CHUNKS` chunks.
-const LIMIT: usize = CHUNK_PAYLOAD * MAX_CHUNKS;
+/// Largest gzip stream a snapshot may be: the browser dialect's 255 chunks of 8 KiB, the
+/// tightest bound of the dialects.
+pub const LIMIT: usize = MAX_SNAPSHOT_PAYLOAD * MAX_SNAPSHOT_CHUNKS;
 /// Compressions tried when trimming scrollback, on top of the first two.
 const MAX_TRIM_TRIES: usize = 6;
 
-/// One encoded snapshot: complete binary WebSocket frames `[0x02, index, total, payload...]`.
+/// One encoded snapshot: a single gzip stream of at most [`LIMIT`] bytes.
 pub struct EncodedSnapshot {
-    /// The frames, in order; `total` is `frames.len()`.
-    pub frames: Vec<Bytes>,
+    /// The gzip stream.
+    pub gzip: Bytes,
     /// Length of the ANSI before compression.
     pub ansi_len: usize,
-    /// Length of the gzip stream (the payloads together).
-    pub gzip_len: usize,
     /// Scrollback lines included.
     pub scrollback_lines: usize,
 }
 
 /// gzip (flate2, level 1) `model.snapshot_ansi(n)` with n = all scrollback (up to `max_scrollback`)
-/// first; if it needs more than MAX_CHUNKS chunks of CHUNK_PAYLOAD, drop scrollback, oldest first,
-/// until it fits, falling back to no scrollback at all (and, for a screen too big even alone, to
-/// its plain text, then to just the cursor and modes). Chunks never grow beyond CHUNK_PAYLOAD.
-/// total is 1..=255, index counts from 0.
+/// first; if the stream is over [`LIMIT`], drop scrollback, oldest first, until it fits, falling
+/// back to no scrollback at all (and, for a screen too big even alone, to its plain text, then to
+/// just the cursor and modes). Chunks never grow: the stream shrinks instead.
 pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
     // Rendered once; trimming only re-assembles and re-compresses.
     let parts = model.snapshot_parts(max_scrollback);
@@ -79,22 +73,9 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
         }
     }
 
-    let total = gz.len().div_ceil(CHUNK_PAYLOAD).max(1);
-    let frames = gz
-        .chunks(CHUNK_PAYLOAD)
-        .enumerate()
-        .map(|(index, payload)| {
-            let mut frame = Vec::with_capacity(3 + payload.len());
-            // index < total <= MAX_CHUNKS = 255: both fit in a byte.
-            frame.extend_from_slice(&[SNAPSHOT_FRAME, index as u8, total as u8]);
-            frame.extend_from_slice(payload);
-            Bytes::from(frame)
-        })
-        .collect();
     EncodedSnapshot {
-        frames,
+        gzip: Bytes::from(gz),
         ansi_len,
-        gzip_len: gz.len(),
         scrollback_lines: lines,
     }
 }
@@ -125,30 +106,19 @@ mod tests {
     use std::io::Read as _;
     use std::num::NonZeroU16;
 
-    fn gunzip(frames: &[Bytes]) -> Vec<u8> {
-        let total = frames.len();
-        assert!((1..=MAX_CHUNKS).contains(&total));
-        let mut gz = Vec::new();
-        for (i, frame) in frames.iter().enumerate() {
-            assert!(frame.len() > 3);
-            assert_eq!(frame[0], 0x02);
-            assert_eq!(usize::from(frame[1]), i);
-            assert_eq!(usize::from(frame[2]), total);
-            assert!(frame.len() - 3 <= CHUNK_PAYLOAD);
-            if i + 1 < total {
-                assert_eq!(
-                    frame.len() - 3,
-                    CHUNK_PAYLOAD,
-                    "only the last chunk is short"
-                );
-            }
-            gz.extend_from_slice(&frame[3..]);
-        }
+    fn gunzip(gz: &[u8]) -> Vec<u8> {
         let mut ansi = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
+        flate2::read::GzDecoder::new(gz)
             .read_to_end(&mut ansi)
             .unwrap();
         ansi
+    }
+
+    /// How many chunks the browser dialect cuts this snapshot into.
+    fn chunks(encoded: &EncodedSnapshot) -> usize {
+        crate::protocol::swe::snapshot_frames(&encoded.gzip)
+            .expect("fits in 255 chunks")
+            .len()
     }
 
     fn parser(rows: u16, cols: u16, bytes: &[u8]) -> vt100::Parser {
@@ -217,28 +187,25 @@ mod tests {
         stream.extend_from_slice(b"\x1b[?1049h\x1b[2;3Hin vim\x1b[?2004h");
         model.process(&stream);
         let encoded = encode(&model, 1000);
-        let ansi = gunzip(&encoded.frames);
+        let ansi = gunzip(&encoded.gzip);
         assert_eq!(ansi, model.snapshot_ansi(1000));
         assert_eq!(encoded.ansi_len, ansi.len());
-        assert_eq!(
-            encoded.gzip_len,
-            encoded.frames.iter().map(|f| f.len() - 3).sum::<usize>()
-        );
+        assert_eq!(encoded.gzip.len(), encoded.gzip.len());
         assert_eq!(encoded.scrollback_lines, model.scrollback_len());
-        assert!(encoded.frames.len() > 1, "several chunks");
+        assert!(chunks(&encoded) > 1, "several chunks");
         // The limit on scrollback is honoured.
         let encoded = encode(&model, 10);
         assert_eq!(encoded.scrollback_lines, 10);
-        assert_eq!(gunzip(&encoded.frames), model.snapshot_ansi(10));
+        assert_eq!(gunzip(&encoded.gzip), model.snapshot_ansi(10));
     }
 
     #[test]
     fn empty_screen_is_one_chunk() {
         let model = ScreenModel::new(24, 80, 1000);
         let encoded = encode(&model, 1000);
-        assert_eq!(encoded.frames.len(), 1);
+        assert_eq!(chunks(&encoded), 1);
         assert_eq!(encoded.scrollback_lines, 0);
-        let got = parser(24, 80, &gunzip(&encoded.frames));
+        let got = parser(24, 80, &gunzip(&encoded.gzip));
         assert_eq!(
             got.screen().contents_formatted(),
             model.screen().contents_formatted()
@@ -255,8 +222,8 @@ mod tests {
         let t = std::time::Instant::now();
         let encoded = encode(&model, usize::MAX);
         let took = t.elapsed();
-        assert!(encoded.frames.len() <= MAX_CHUNKS);
-        assert!(encoded.gzip_len <= LIMIT);
+        assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
+        assert!(encoded.gzip.len() <= LIMIT);
         assert!(
             encoded.scrollback_lines > 0 && encoded.scrollback_lines < all,
             "trimmed, not dropped: {} of {all}",
@@ -264,11 +231,11 @@ mod tests {
         );
         // Not needlessly far under the limit.
         assert!(
-            encoded.gzip_len > LIMIT * 9 / 10,
+            encoded.gzip.len() > LIMIT * 9 / 10,
             "{} of {LIMIT}",
-            encoded.gzip_len
+            encoded.gzip.len()
         );
-        let ansi = gunzip(&encoded.frames);
+        let ansi = gunzip(&encoded.gzip);
         let got = parser(rows, cols, &ansi);
         assert_eq!(
             got.screen().contents_formatted(),
@@ -287,9 +254,9 @@ mod tests {
         eprintln!(
             "kept {} of {all} lines, {} chunks, ansi {} gzip {}, in {took:?}",
             encoded.scrollback_lines,
-            encoded.frames.len(),
+            chunks(&encoded),
             encoded.ansi_len,
-            encoded.gzip_len
+            encoded.gzip.len()
         );
     }
 
@@ -301,9 +268,9 @@ mod tests {
         stream.extend_from_slice(b"\x1b[?2004h\x1b[7;9H");
         model.process(&stream);
         let encoded = encode(&model, usize::MAX);
-        assert!(encoded.frames.len() <= MAX_CHUNKS);
+        assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
         assert_eq!(encoded.scrollback_lines, 0);
-        let got = parser(rows, cols, &gunzip(&encoded.frames));
+        let got = parser(rows, cols, &gunzip(&encoded.gzip));
         assert_eq!(got.screen().contents(), model.screen().contents());
         assert_eq!(got.screen().cursor_position(), (6, 8));
         assert!(got.screen().bracketed_paste());
