@@ -269,6 +269,27 @@ impl Auth {
         matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
     }
 
+    /// With authentication off, a request must name a loopback host: otherwise a web page could
+    /// rebind its own host name to 127.0.0.1 and pass the origin check with matching headers.
+    pub fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        if self.token.is_some() {
+            return true;
+        }
+        let Some(host) = headers.get(HOST).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        // Strip the port: "[::1]:1977", "127.0.0.1:1977", "localhost:1977".
+        let name = match host.rsplit_once(':') {
+            Some((name, port)) if !name.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => {
+                name
+            }
+            _ => host,
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        name.eq_ignore_ascii_case("localhost")
+            || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// Makes a share link for `session`.
     pub fn create_share(&self, session: Uuid, role: Role, ttl: Option<Duration>) -> Arc<Share> {
         let now = SystemTime::now();
@@ -278,7 +299,7 @@ impl Auth {
             role,
             token: generate_token(),
             created_at: now,
-            expires_at: ttl.map(|t| now + t),
+            expires_at: ttl.and_then(|t| now.checked_add(t)),
             revoked: CancellationToken::new(),
         });
         let mut shares = lock(&self.shares);
@@ -426,6 +447,21 @@ mod tests {
         assert_eq!(presented_token(&h, &q).as_deref(), Some("fromquery"));
         h.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fromheader"));
         assert_eq!(presented_token(&h, &q).as_deref(), Some("fromheader"));
+    }
+
+    #[test]
+    fn hosts_without_auth_must_be_loopback() {
+        let auth = Auth::new(None, 1, vec![]);
+        let ok = |h: &'static str| {
+            let mut m = HeaderMap::new();
+            m.insert(HOST, HeaderValue::from_static(h));
+            auth.host_allowed(&m)
+        };
+        assert!(
+            ok("127.0.0.1:1977") && ok("localhost:1977") && ok("[::1]:1977") && ok("localhost")
+        );
+        assert!(!ok("rebind.evil.example:1977") && !ok("10.0.0.1:1977"));
+        assert!(Auth::new(Some("x".repeat(20)), 1, vec![]).host_allowed(&HeaderMap::new()));
     }
 
     #[test]

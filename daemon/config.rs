@@ -53,7 +53,7 @@ const MAX_SCROLLBACK_LINES: u64 = 100_000;
 
 /// Smallest flow-control budget, bytes (64 KiB): a smaller one resyncs a client by snapshot
 /// before it can acknowledge anything.
-const MIN_FLOW_BUDGET_BYTES: u64 = 64 * 1024;
+const MIN_FLOW_BUDGET_BYTES: u64 = 512 * 1024;
 
 /// The whole configuration of the daemon.
 #[derive(Debug, Clone)]

@@ -17,6 +17,8 @@ pub struct Registry {
     auth: Arc<Auth>,
     /// Lets a session remove itself when it ends without keeping the registry alive.
     me: Weak<Registry>,
+    /// Set once shutdown has begun: no more sessions are created.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// Whether `get_or_create` found the session or made it.
@@ -44,6 +46,7 @@ impl Registry {
             cfg,
             auth,
             me: me.clone(),
+            closing: Default::default(),
         })
     }
 
@@ -59,6 +62,9 @@ impl Registry {
 
     /// Creates a session; `Err` if the id is taken is reported as `Found::Existing`.
     pub fn get_or_create(&self, spec: CreateSpec) -> Result<Found, CreateError> {
+        if self.closing.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(CreateError::ShuttingDown);
+        }
         let max = self.cfg.limits.max_sessions;
         // Checked before taking the entry: `len` locks every shard, the entry holds one.
         // Racing creators can overshoot by a few; the bound still holds well enough.
@@ -103,10 +109,18 @@ impl Registry {
         self.sessions.is_empty()
     }
 
-    /// Ends every session and waits for all of them.
+    /// Stops creating sessions, then ends every session and waits for all of them.
     pub async fn end_all(&self, reason: EndReason) {
-        let handles: Vec<SessionHandle> = self.sessions.iter().map(|h| h.clone()).collect();
-        let ends = handles.iter().map(|h| h.end(reason));
-        futures_util::future::join_all(ends).await;
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        // A creation that was already past the check may still land: go again, a few times.
+        for _ in 0..3 {
+            if self.sessions.is_empty() {
+                break;
+            }
+            let handles: Vec<SessionHandle> = self.sessions.iter().map(|h| h.clone()).collect();
+            let ends = handles.iter().map(|h| h.end(reason));
+            futures_util::future::join_all(ends).await;
+        }
     }
 }

@@ -170,6 +170,15 @@ async fn route(
         _ => return error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
     };
     let query = query_pairs(&req);
+    if !state.auth.host_allowed(req.headers()) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "without authentication only loopback host names are served (DNS rebinding)",
+            kind,
+            peer,
+            &path,
+        );
+    }
     let changes_state = !matches!(method, Method::GET | Method::HEAD)
         || fastwebsockets::upgrade::is_upgrade_request(&req);
     if changes_state && !state.auth.origin_allowed(req.headers()) {
@@ -377,6 +386,14 @@ async fn share(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
         Ok(r) => r,
         Err(e) => return e.response(),
     };
+    /// Longest share link life: a year.
+    const MAX_TTL_SECS: u64 = 365 * 24 * 3600;
+    if request.ttl.is_some_and(|t| t > MAX_TTL_SECS) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "ttl is at most a year (31536000 seconds)",
+        );
+    }
     let ttl = request.ttl.map(std::time::Duration::from_secs);
     let share = state.auth.create_share(id, request.role, ttl);
     info!(session = %id, share = %share.id, role = ?share.role, "share link created");

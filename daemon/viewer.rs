@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{
-    Frame, OpCode, Payload, WebSocket, WebSocketError, WebSocketRead, WebSocketWrite,
-};
+use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocket, WebSocketError, WebSocketWrite};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{ReadHalf, WriteHalf};
@@ -70,21 +68,21 @@ pub async fn refuse(mut ws: WebSocket<Io>, code: u16, error_code: &str, message:
 }
 
 /// Serves one viewer of `session` until either side closes.
-pub async fn run(
-    mut ws: WebSocket<Io>,
-    session: SessionHandle,
-    cfg: Arc<Config>,
-    opts: ViewerOptions,
-) {
-    ws.set_max_message_size(cfg.viewer.max_message_bytes);
-    ws.set_auto_close(true);
-    ws.set_auto_pong(true);
-    let (reader, writer) = ws.split(tokio::io::split);
-    let revoked = opts.revoked.clone().unwrap_or_default();
-    let expires_in = opts.expires.map(|t| {
-        t.duration_since(std::time::SystemTime::now())
-            .unwrap_or_default()
-    });
+pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, opts: ViewerOptions) {
+    // Split by hand rather than with `WebSocket::split`: the reader task keeps the raw read
+    // half, so after refusing a message it can drain what the client is still sending and
+    // the close frame reaches it (closing with unread input would reset the connection).
+    let (read_half, write_half) = tokio::io::split(ws.into_inner());
+    let (_, writer) =
+        fastwebsockets::after_handshake_split(tokio::io::empty(), write_half, Role::Server);
+    let share_end = ShareEnd {
+        revoked: opts.revoked.clone().unwrap_or_default(),
+        at: opts.expires.map(|t| {
+            Instant::now()
+                + t.duration_since(std::time::SystemTime::now())
+                    .unwrap_or_default()
+        }),
+    };
     let mut writer = Writer {
         ws: writer,
         session: session.clone(),
@@ -96,6 +94,7 @@ pub async fn run(
         stall_deadline: cfg.viewer.stall_deadline,
         buf: Vec::with_capacity(BATCH_BYTES),
         frames: Vec::new(),
+        share_end: share_end.clone(),
     };
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
     let join = match session.join(opts.read_only, events_tx).await {
@@ -123,7 +122,7 @@ pub async fn run(
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
     let max_message = cfg.viewer.max_message_bytes;
     let read_task = tokio::spawn(read_loop(
-        reader,
+        read_half,
         session.clone(),
         viewer,
         local_tx,
@@ -139,13 +138,7 @@ pub async fn run(
         } => r,
         // A writer stuck on an unwritable socket cannot deliver the close frame: drop it.
         _ = async { ended.cancelled().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
-        _ = revoked.cancelled() => writer.close(1008, "share link revoked").await,
-        _ = async {
-            match expires_in {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        } => writer.close(1008, "share link expired").await,
+        _ = async { share_end.wait().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
     };
     if let Err(e) = result {
         debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
@@ -172,13 +165,18 @@ enum Local {
 }
 
 async fn read_loop(
-    mut reader: WebSocketRead<ReadHalf<Io>>,
+    mut raw: ReadHalf<Io>,
     session: SessionHandle,
     viewer: ViewerId,
     local: mpsc::Sender<Local>,
     max_message: usize,
     upload_ctx: UploadContext,
 ) {
+    let (mut reader, _) =
+        fastwebsockets::after_handshake_split(&mut raw, tokio::io::sink(), Role::Server);
+    reader.set_max_message_size(max_message);
+    reader.set_auto_close(true);
+    reader.set_auto_pong(true);
     let obligated = local.clone();
     let mut send_fn = move |frame: Frame<'_>| {
         let obligated = obligated.clone();
@@ -237,6 +235,11 @@ async fn read_loop(
         }
     };
     let _ = local.send(Local::Done(done)).await;
+    if done.is_some() {
+        // Let the client finish sending (and read our close frame); its close ends this.
+        let mut sink = tokio::io::sink();
+        let _ = tokio::time::timeout(CLOSE_GRACE, tokio::io::copy(&mut raw, &mut sink)).await;
+    }
 }
 
 /// Acts on one decoded client message. `Err` when the session or the writer is gone.
@@ -329,6 +332,29 @@ async fn save_upload(
     Ok((saved, filename))
 }
 
+/// When a share link stops letting its connections in: revoked, or expired.
+#[derive(Clone, Default)]
+struct ShareEnd {
+    revoked: CancellationToken,
+    at: Option<Instant>,
+}
+
+impl ShareEnd {
+    /// Resolves with the close reason once the link is revoked or expired.
+    async fn wait(&self) -> &'static str {
+        let expiry = async {
+            match self.at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = self.revoked.cancelled() => "share link revoked",
+            _ = expiry => "share link expired",
+        }
+    }
+}
+
 /// Why the write loop stopped.
 type WriteResult = Result<(), WebSocketError>;
 
@@ -347,6 +373,7 @@ struct Writer {
     stall_deadline: Duration,
     buf: Vec<u8>,
     frames: Vec<Vec<u8>>,
+    share_end: ShareEnd,
 }
 
 impl Writer {
@@ -400,6 +427,12 @@ impl Writer {
                     return Ok(());
                 }
             }
+            if self.share_end.revoked.is_cancelled()
+                || self.share_end.at.is_some_and(|at| at <= Instant::now())
+            {
+                let why = self.share_end.wait().await;
+                return self.close(1008, why).await;
+            }
             let backlog = *head.borrow_and_update() > self.offset;
             if backlog && self.budget_left() > 0 {
                 self.send_output(u64::MAX).await?;
@@ -419,6 +452,7 @@ impl Writer {
                         return self.close(4003, "session ended").await;
                     }
                 }
+                why = self.share_end.wait() => return self.close(1008, why).await,
             }
         }
     }
@@ -434,7 +468,8 @@ impl Writer {
                     .await?;
                 return Ok(done);
             }
-            Local::Ack(bytes) => self.acked = self.acked.saturating_add(bytes),
+            // Never more than was sent: an over-eager client cannot switch flow control off.
+            Local::Ack(bytes) => self.acked = self.acked.saturating_add(bytes).min(self.sent),
             Local::Done(close) => {
                 if let Some((code, reason)) = close {
                     self.close(code, reason).await?;
@@ -448,15 +483,15 @@ impl Writer {
     /// Returns true when the connection is done.
     async fn on_event(&mut self, ev: ViewerEvent) -> Result<bool, WebSocketError> {
         match ev {
-            ViewerEvent::Status(status) => {
-                let msg = status_message(&status, self.session.id(), self.opts.read_only);
+            ViewerEvent::Status { info, offset } => {
+                // Output drawn at the old size comes before the new size.
+                self.catch_up(offset).await?;
+                let msg = status_message(&info, self.session.id(), self.opts.read_only);
                 self.send_json(&msg).await?;
             }
             ViewerEvent::Exit { info, offset } => {
                 // The exit notice in the stream comes before the exit message.
-                while self.offset < offset {
-                    self.send_output(offset).await?;
-                }
+                self.catch_up(offset).await?;
                 self.send_json(&exit_message(&info)).await?;
             }
             ViewerEvent::Chat(line) => self.send_json(&chat_message(line)).await?,
@@ -473,6 +508,18 @@ impl Writer {
             }
         }
         Ok(false)
+    }
+
+    /// Sends output up to `offset` before an event that belongs after it; a flow=ack viewer
+    /// out of budget is resynced instead (the snapshot is past `offset`).
+    async fn catch_up(&mut self, offset: u64) -> WriteResult {
+        while self.offset < offset {
+            if self.budget_left() == 0 {
+                return self.resync("flow-control budget used up").await;
+            }
+            self.send_output(offset).await?;
+        }
+        Ok(())
     }
 
     /// Sends the next batch of output (up to `until`), or a snapshot if this viewer fell behind.
@@ -573,5 +620,6 @@ fn status_message(s: &StatusInfo, id: uuid::Uuid, read_only: bool) -> ServerMess
         yolo_mode: s.yolo_mode,
         yolo_supported: s.yolo_supported,
         read_only,
+        restarting: s.restarting,
     })
 }

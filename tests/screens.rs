@@ -217,7 +217,7 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
 
 #[tokio::test]
 async fn flow_ack_bounds_unacknowledged_output_and_resyncs() {
-    let d = Daemon::start_with(&common::config("[viewer]\nflow_budget_bytes = 262144\n"));
+    let d = Daemon::start_with(&common::config("[viewer]\nflow_budget_bytes = 524288\n"));
     flood_file(&d).await;
     let id = Uuid::new_v4();
     let mut writer = sized(&d, id, "?assistant=shell").await;
@@ -235,7 +235,7 @@ async fn flow_ack_bounds_unacknowledged_output_and_resyncs() {
     // Without acks, the acker has received at most its budget of live output.
     acker.drain_for(std::time::Duration::from_millis(500)).await;
     assert!(
-        acker.output.len() <= 262_144,
+        acker.output.len() <= 524_288,
         "got {} unacknowledged bytes",
         acker.output.len()
     );
@@ -251,4 +251,28 @@ async fn flow_ack_bounds_unacknowledged_output_and_resyncs() {
         "resynced with a snapshot instead of the backlog"
     );
     assert_same_screen(&writer, &acker, "flow=ack viewer after acknowledging");
+}
+
+#[tokio::test]
+async fn tiny_writes_do_not_grow_memory() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut a = sized(&d, id, "?assistant=shell").await;
+    a.wait_screen("$ ").await;
+    let before = d.rss_kib();
+    // 20 000 one-byte writes, spaced so that each is its own PTY read and log chunk.
+    a.type_str(
+        "python3 -c 'import os,time\nfor i in range(20000): os.write(1, b\"x\"); time.sleep(0.0002)'; echo; echo TINY-$((7*6))-DONE\r",
+    )
+    .await;
+    a.until("tiny writes done", |c| {
+        c.screen_text().contains("TINY-42-DONE\n$ ")
+    })
+    .await;
+    let after = d.rss_kib();
+    // The log keeps 4 MiB of output; each chunk must cost its size, not a whole read buffer.
+    assert!(
+        after < before + 32 * 1024,
+        "daemon RSS grew from {before} KiB to {after} KiB"
+    );
 }

@@ -542,7 +542,7 @@ async fn systemd_gets_ready_and_stopping() {
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, common::config("")).unwrap();
     // systemd sets WATCHDOG_PID to the service's pid: exec from a shell that knows its own.
-    let mut child = std::process::Command::new("bash")
+    let mut child = common::KillOnDrop(std::process::Command::new("bash")
         .arg("-c")
         .arg("export WATCHDOG_PID=$$; exec \"$0\" --listen 127.0.0.1:0 --no-auth --config \"$1\"")
         .arg(env!("CARGO_BIN_EXE_ptyhub"))
@@ -552,7 +552,7 @@ async fn systemd_gets_ready_and_stopping() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap());
     let mut buf = [0u8; 256];
     let mut seen: Vec<String> = Vec::new();
     let mut recv = |seen: &mut Vec<String>| {
@@ -568,14 +568,14 @@ async fn systemd_gets_ready_and_stopping() {
         recv(&mut seen);
     }
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     while !seen.iter().any(|m| m.contains("STOPPING=1")) {
         recv(&mut seen);
     }
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
 }
 
 fn start_fails(args: &[&str]) -> String {
@@ -604,18 +604,20 @@ async fn non_loopback_needs_a_token_and_no_auth_needs_loopback() {
         format!("listen = \"0.0.0.0:0\"\n{}", common::config("")),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
-        .arg("--config")
-        .arg(&cfg)
-        .args(["--token", TOKEN])
-        .env_remove("PTYHUB_LISTEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = common::KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--token", TOKEN])
+            .env_remove("PTYHUB_LISTEN")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut std::io::BufReader::new(child.0.stdout.take().unwrap()),
         &mut line,
     )
     .unwrap();
@@ -624,11 +626,11 @@ async fn non_loopback_needs_a_token_and_no_auth_needs_loopback() {
         "{line}"
     );
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
 }
 
 #[tokio::test]

@@ -299,6 +299,8 @@ pub struct Status {
     pub yolo_supported: bool,
     /// Whether this client may only watch (its own role, so it differs between clients).
     pub read_only: bool,
+    /// Whether the agent is being restarted (YOLO toggle); an addition to swe-swe's status.
+    pub restarting: bool,
 }
 
 impl ServerMessage {
@@ -865,12 +867,14 @@ mod tests {
                     yolo_mode: false,
                     yolo_supported: true,
                     read_only: false,
+                    restarting: false,
                 }),
                 concat!(
                     r#"{"type":"status","viewers":2,"cols":120,"rows":30,"assistant":"Claude","#,
                     r#""sessionName":"my-feature","uuidShort":"a3c12","#,
                     r#""sessionUUID":"a3c12f00-0000-4000-8000-000000000000","#,
-                    r#""workDir":"/home/me/src","yoloMode":false,"yoloSupported":true,"readOnly":false}"#
+                    r#""workDir":"/home/me/src","yoloMode":false,"yoloSupported":true,"readOnly":false,"#,
+                    r#""restarting":false}"#
                 ),
             ),
             (

@@ -43,6 +43,9 @@ pub type ViewerId = u64;
 const COMMAND_QUEUE: usize = 256;
 /// Input messages queued for the PTY before further input is refused with an error.
 const INPUT_QUEUE: usize = 256;
+/// Input bytes queued for the PTY (a program not reading its input) before further input is
+/// refused with an error: the queue's memory bound.
+const INPUT_QUEUE_BYTES: usize = 1 << 20;
 /// Bytes asked of the PTY per read; PTY reads return at most about 4 KiB anyway.
 const READ_CHUNK: usize = 16 * 1024;
 /// After the program exits, how long output still arriving from its PTY is collected.
@@ -53,8 +56,14 @@ const LEFTOVER_TERM_AFTER: Duration = Duration::from_secs(1);
 /// What a viewer is told by its session.
 #[derive(Debug, Clone)]
 pub enum ViewerEvent {
-    /// The session's metadata changed (or the viewer just joined).
-    Status(StatusInfo),
+    /// The session's metadata changed (or the viewer just joined); output before `offset`
+    /// was produced before the change (at the old size) and is sent first.
+    Status {
+        /// The metadata.
+        info: StatusInfo,
+        /// Log offset of the change.
+        offset: u64,
+    },
     /// The program ended; the exit notice ends at `offset` in the output log.
     Exit {
         /// How it ended.
@@ -101,6 +110,8 @@ pub struct StatusInfo {
     pub yolo_mode: bool,
     /// Whether the assistant has a YOLO command.
     pub yolo_supported: bool,
+    /// Whether the agent is being restarted (YOLO toggle) right now.
+    pub restarting: bool,
 }
 
 /// A session as the REST API lists it.
@@ -249,6 +260,9 @@ pub enum CreateError {
     /// Starting the program failed.
     #[error(transparent)]
     Spawn(#[from] process::SpawnError),
+    /// The daemon is shutting down.
+    #[error("ptyhub is shutting down")]
+    ShuttingDown,
     /// The daemon already runs its maximum of sessions.
     #[error("session limit reached: this server runs at most {0} sessions")]
     TooMany(usize),
@@ -510,6 +524,7 @@ pub fn start(
         exit: None,
         idle_since: Instant::now(),
         ending: None,
+        last_pid: 0,
         restarting: false,
         kill_at: None,
         chat: std::collections::VecDeque::new(),
@@ -571,6 +586,8 @@ struct Proc {
     pid: i32,
     reader: Option<pty_process::OwnedReadPty>,
     input: Option<mpsc::Sender<Bytes>>,
+    /// Bytes sent to the writer task and not yet written to the PTY.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     size: Option<watch::Sender<(u16, u16)>>,
     /// How it ended, once it has (its PTY may still be draining).
     status: Option<ExitInfo>,
@@ -601,6 +618,8 @@ struct Session {
     /// When the session last became exited-and-unwatched, for reaping.
     idle_since: Instant,
     ending: Option<Ending>,
+    /// The pid of the latest program, kept after it exits: its leftovers are found through it.
+    last_pid: i32,
     /// Set while the agent is being restarted (YOLO toggle).
     restarting: bool,
     /// SIGKILL whatever is left of the program at this instant (ending or restarting).
@@ -643,12 +662,31 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// Hands input to the PTY writer task unless its queue is full (in messages or bytes).
+fn queue_input(
+    input: &mpsc::Sender<Bytes>,
+    queued: &std::sync::atomic::AtomicUsize,
+    data: Bytes,
+) -> bool {
+    let len = data.len();
+    // Counted before sending: the writer task subtracts as soon as it has written.
+    let before = queued.fetch_add(len, Ordering::Relaxed);
+    // One message always fits an empty queue; beyond that the queue is bounded in bytes.
+    let over = before > 0 && before + len > INPUT_QUEUE_BYTES;
+    if over || input.try_send(data).is_err() {
+        queued.fetch_sub(len, Ordering::Relaxed);
+        return false;
+    }
+    true
+}
+
 /// Writes input to the PTY and applies size changes, so a program that stops reading its
 /// input never blocks the actor (and a resize never waits behind queued input).
 async fn pty_writer(
     mut pty: pty_process::OwnedWritePty,
     mut input: mpsc::Receiver<Bytes>,
     mut size: watch::Receiver<(u16, u16)>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
 ) {
     let mut pending = Bytes::new();
     loop {
@@ -664,7 +702,10 @@ async fn pty_writer(
                 }
             }
             written = pty.write(&pending), if !pending.is_empty() => match written {
-                Ok(n) => { let _ = pending.split_to(n); }
+                Ok(n) => {
+                    let _ = pending.split_to(n);
+                    queued.fetch_sub(n, Ordering::Relaxed);
+                }
                 Err(e) => { debug!("pty write failed: {e}"); return; }
             },
             next = input.recv(), if pending.is_empty() => match next {
@@ -679,12 +720,20 @@ impl Session {
     fn attach(&mut self, spawned: process::Spawned) {
         let (input_tx, input_rx) = mpsc::channel(INPUT_QUEUE);
         let (size_tx, size_rx) = watch::channel(self.size);
-        tokio::spawn(pty_writer(spawned.writer, input_rx, size_rx));
+        self.last_pid = spawned.pid;
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        tokio::spawn(pty_writer(
+            spawned.writer,
+            input_rx,
+            size_rx,
+            queued.clone(),
+        ));
         self.proc = Proc {
             child: Some(spawned.child),
             pid: spawned.pid,
             reader: Some(spawned.reader),
             input: Some(input_tx),
+            queued,
             size: Some(size_tx),
             status: None,
             drain_until: None,
@@ -858,15 +907,15 @@ impl Session {
             );
             return;
         };
-        let len = data.len() as u64;
-        if let Err(mpsc::error::TrySendError::Full(_)) = input.try_send(data) {
+        let len = data.len();
+        if !queue_input(input, &self.proc.queued, data) {
             self.tell(
                 viewer,
                 "input_overflow",
                 "the program is not reading its input: these keystrokes were dropped",
             );
         } else {
-            crate::metrics::METRICS.bytes_in.add(len);
+            crate::metrics::METRICS.bytes_in.add(len as u64);
         }
     }
 
@@ -896,12 +945,14 @@ impl Session {
             work_dir: self.cwd.display().to_string(),
             yolo_mode: self.yolo_mode,
             yolo_supported: self.assistant.yolo_supported(),
+            restarting: self.restarting,
         }
     }
 
     fn broadcast_status(&mut self) {
-        let status = self.status();
-        self.broadcast(ViewerEvent::Status(status));
+        let info = self.status();
+        let offset = self.log.head();
+        self.broadcast(ViewerEvent::Status { info, offset });
         self.publish_info();
     }
 
@@ -956,7 +1007,7 @@ impl Session {
         for (query, answer) in found {
             debug!(session = %self.id, ?query, "answering terminal query");
             if let Some(input) = &self.proc.input {
-                let _ = input.try_send(Bytes::from(answer));
+                queue_input(input, &self.proc.queued, Bytes::from(answer));
             }
             for viewer in self.viewers.values_mut() {
                 viewer.expected.expect(query, now);
@@ -967,7 +1018,10 @@ impl Session {
     fn on_read(&mut self, read: std::io::Result<usize>) {
         match read {
             Ok(n) if n > 0 => {
-                let chunk = self.read_buf.split().freeze();
+                // Copied out at its own size so the log's byte bound is also its memory bound
+                // (a frozen slice would pin the whole read buffer); the buffer is reused.
+                let chunk = Bytes::copy_from_slice(&self.read_buf);
+                self.read_buf.clear();
                 self.output(chunk);
             }
             // EOF, or EIO once every process has closed the terminal side.
@@ -1039,8 +1093,10 @@ impl Session {
             process::signal_session(pid, Some(self.id), Signal::SIGKILL);
             self.complete_end();
         } else {
-            let (id, grace) = (self.id, self.cfg.session.kill_grace);
-            tokio::spawn(async move { end_leftovers(pid, Some(id), grace).await });
+            // By kernel session only: the uuid marker could match a new session of the same
+            // uuid once this one is gone. Marked escapees are killed when the session ends.
+            let grace = self.cfg.session.kill_grace;
+            tokio::spawn(async move { end_leftovers(pid, None, grace).await });
         }
     }
 
@@ -1099,7 +1155,8 @@ impl Session {
         })?;
         info!(session = %self.id, pid = spawned.pid, yolo = self.yolo_mode, "agent restarted");
         self.attach(spawned);
-        self.publish_info();
+        // `restarting` is already false: tell the viewers the new agent is up.
+        self.broadcast_status();
         Ok(())
     }
 
@@ -1188,6 +1245,11 @@ impl Session {
         let Some(ending) = self.ending.take() else {
             return;
         };
+        if self.last_pid > 0 {
+            // Whatever the program left behind, escaped into its own session or not, goes with
+            // the session (the registry still holds this uuid, so no other session shares it).
+            process::signal_session(self.last_pid, Some(self.id), Signal::SIGKILL);
+        }
         let (code, reason) = ending.reason.close();
         for viewer in self.viewers.values() {
             let _ = viewer.events.try_send(ViewerEvent::Close { code, reason });

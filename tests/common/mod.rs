@@ -196,6 +196,18 @@ impl Drop for Daemon {
     }
 }
 
+/// A child process that is killed if the test fails before it stops it.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Pids of processes whose environment carries `PTYHUB_SESSION` (any session).
 pub fn session_processes() -> Vec<i32> {
     let mut found = Vec::new();
