@@ -1,7 +1,7 @@
 // The home page (/): the live sessions, refreshed in place; starting, opening and ending sessions.
 
 import { api, sessionPath } from './api.js';
-import { formatAge, h, shortId, validateName } from './util.js';
+import { afterColon, formatAge, h, shortId, validateName } from './util.js';
 
 const REFRESH_MS = 2000;
 const CONFIRM_MS = 4000;
@@ -66,7 +66,7 @@ function buildRow(s) {
       await api('DELETE', `/api/sessions/${encodeURIComponent(s.id)}`);
       li.classList.add('leaving');
     } catch (e) {
-      pageError(`The session was not ended: ${e.message}`);
+      pageError(`The session was not ended: ${afterColon(e.message)}`);
       end.disabled = false;
       resetEnd(li);
     }
@@ -185,12 +185,18 @@ async function loadAssistants() {
       ),
     ),
   );
+  // Which assistants cannot run here, and why, without a wall of text: the names, reasons on demand.
   const missing = assistants.filter((a) => !a.available);
   const note = $('assistant-note');
   note.hidden = missing.length === 0;
-  note.textContent = missing.length
-    ? `Not available on this machine: ${missing.map((a) => `${a.name} (${a.reason || 'not installed'})`).join('; ')}.`
-    : '';
+  note.replaceChildren(
+    h(
+      'details',
+      {},
+      h('summary', {}, `Not available on this machine: ${missing.map((a) => a.name).join(', ')}`),
+      h('ul', {}, ...missing.map((a) => h('li', {}, h('strong', {}, a.name), `: ${a.reason || 'not installed'}`))),
+    ),
+  );
   if (!usable.length) {
     formError('No assistant can run on this machine. Install one of the programs above, or add an assistant to ptyhub\'s configuration.');
     $('new-submit').disabled = true;
@@ -240,7 +246,7 @@ $('new-session').addEventListener('submit', async (e) => {
     }
     location.href = sessionPath(session.id);
   } catch (err) {
-    formError(`The session was not started: ${err.message}`);
+    formError(`The session was not started: ${afterColon(err.message)}`);
     submit.disabled = false;
     submit.textContent = 'Start session';
   }

@@ -38,7 +38,7 @@ export class KeyBar {
     for (const key of KEYS) {
       const b = h('button', {
         type: 'button',
-        class: key.mod ? 'key mod' : 'key',
+        class: /^[A-Za-z]{2,}$/.test(key.label) ? 'key word' : 'key',
         title: key.title,
         'aria-label': key.title,
         'aria-pressed': key.mod ? 'false' : undefined,

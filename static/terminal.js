@@ -1,10 +1,12 @@
 // The terminal page (/session/{uuid}): xterm.js wired to the session, with its status bar, chat, uploads, YOLO, exit and errors.
 
-import { Terminal } from './vendor/xterm/xterm.mjs';
-import { FitAddon } from './vendor/addon-fit/addon-fit.mjs';
-import { WebLinksAddon } from './vendor/addon-web-links/addon-web-links.mjs';
-import { Unicode11Addon } from './vendor/addon-unicode11/addon-unicode11.mjs';
-import { WebglAddon } from './vendor/addon-webgl/addon-webgl.mjs';
+// vendor/ is cached for a day without revalidation: the version in each URL makes an upgraded
+// ptyhub load the new library at once (keep them in step with vendor/README.md).
+import { Terminal } from './vendor/xterm/xterm.mjs?v=6.0.0';
+import { FitAddon } from './vendor/addon-fit/addon-fit.mjs?v=0.11.0';
+import { WebLinksAddon } from './vendor/addon-web-links/addon-web-links.mjs?v=0.12.0';
+import { Unicode11Addon } from './vendor/addon-unicode11/addon-unicode11.mjs?v=0.9.0';
+import { WebglAddon } from './vendor/addon-webgl/addon-webgl.mjs?v=0.19.0';
 import { UNAUTHORISED, foreignParams, homePath, withQuery } from './api.js';
 import { ChatPanel } from './chat.js';
 import { Connection } from './connection.js';
@@ -66,7 +68,7 @@ term.unicode.activeVersion = '11';
 term.open($('terminal'));
 try {
   // WebGL draws much faster than the DOM renderer; without a usable GPU context xterm keeps the DOM one.
-  const webgl = new WebglAddon(true);
+  const webgl = new WebglAddon();
   webgl.onContextLoss(() => webgl.dispose());
   term.loadAddon(webgl);
 } catch (e) {
@@ -79,6 +81,33 @@ followTheme((o) => {
 trackViewport();
 
 const keybar = new KeyBar($('keybar'), term);
+
+/** Copies text, also where the async clipboard API is not offered (plain http on another host). */
+function copyText(text) {
+  if (navigator.clipboard?.writeText) return navigator.clipboard.writeText(text);
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.style.position = 'fixed';
+  area.style.opacity = '0';
+  document.body.append(area);
+  area.select();
+  document.execCommand('copy');
+  area.remove();
+  return Promise.resolve();
+}
+
+// Ctrl+C belongs to the program (interrupt), so copying is Ctrl+Shift+C, as in desktop terminals,
+// and Ctrl+Shift+V pastes (left to the browser, whose paste event xterm turns into input).
+term.attachCustomKeyEventHandler((e) => {
+  if (e.type !== 'keydown' || !e.ctrlKey || !e.shiftKey || e.altKey || e.metaKey) return true;
+  if (e.code === 'KeyC') {
+    if (term.hasSelection()) copyText(term.getSelection()).catch(() => notify('error', 'The selection could not be copied.'));
+    e.preventDefault();
+    return false;
+  }
+  if (e.code === 'KeyV') return false;
+  return true;
+});
 
 // ---- The connection ----------------------------------------------------------------------------
 
@@ -127,7 +156,7 @@ function onOpen() {
   state.sentSize = null;
   pipe.begin();
   chat.clear();
-  sendSize();
+  // Our size goes out with the first status, which says whether we may send one (read-only links may not).
 }
 
 function onMessage(msg) {
@@ -174,13 +203,15 @@ function onReady() {
 
 function onStatus(s) {
   const prev = state.status;
+  const first = pipe.gated;
   // The first status of a connection carries the size the snapshot was taken at.
-  if (pipe.gated) pipe.openGate(s.cols, s.rows);
+  if (first) pipe.openGate(s.cols, s.rows);
   else pipe.resize(s.cols, s.rows);
   if (typeof s.restarting === 'boolean') setRestarting(s.restarting);
   else if (prev && prev.yoloMode !== s.yoloMode) setRestarting(true);
   state.status = s;
   term.options.disableStdin = Boolean(s.readOnly || state.exit);
+  if (first) sendSize();
   renderStatus();
 }
 
@@ -216,10 +247,17 @@ function onClose({ code, reason, opened }) {
   }
   if (code === CLOSE.UNAUTHORISED) {
     // Also a revoked or expired share link, which the reason says.
-    showFatal('Not authorised', reason && /share link/i.test(reason) ? `This ${reason}. Ask whoever shared it for a new link.` : UNAUTHORISED);
+    let text = UNAUTHORISED;
+    if (/share link revoked/i.test(reason)) text = 'This share link was revoked. Ask whoever shared it for a new one.';
+    else if (/share link expired/i.test(reason)) text = 'This share link has expired. Ask whoever shared it for a new one.';
+    showFatal('Not authorised', text);
     return false;
   }
-  if (state.exit) return false; // the program has ended: nothing new will come
+  if (state.exit) {
+    // The program has ended: nothing new will come, so no reconnect.
+    if (code === CLOSE.GOING_AWAY) notify('info', 'ptyhub was stopped, and with it this session.');
+    return false;
+  }
   if (code === CLOSE.TOO_BIG) {
     notify('error', 'The server closed the connection because a message was too big for it (a file over its upload limit?). Reconnecting.');
   }
@@ -256,7 +294,8 @@ function wantedSize() {
 
 function sendSize() {
   const want = wantedSize();
-  if (!want || !conn.open || state.status?.readOnly) return;
+  // Not before this connection's first status: until then we don't know whether we may.
+  if (!want || !conn.open || pipe.gated || state.status?.readOnly) return;
   if (state.sentSize && state.sentSize.cols === want.cols && state.sentSize.rows === want.rows) return;
   if (conn.send(resizeFrame(want.rows, want.cols))) state.sentSize = want;
 }
@@ -293,13 +332,14 @@ function renderSizeHint() {
 
 function renderStatus() {
   const s = state.status;
+  document.body.classList.toggle('no-session', state.fatal);
   $('assistant').textContent = s.assistant || '…';
   const named = Boolean(s.sessionName);
   const nameText = $('name').querySelector('.name-text');
   nameText.textContent = named ? s.sessionName : `Unnamed · ${s.uuidShort || shortId(uuid)}`;
   $('name').classList.toggle('unnamed', !named);
-  $('name').disabled = Boolean(s.readOnly);
-  document.title = `${named ? s.sessionName : s.assistant || 'Session'} · ptyhub`;
+  $('name').disabled = Boolean(s.readOnly || state.ended);
+  renderTitle();
   $('size').textContent = `${s.cols}×${s.rows}`;
   const viewers = $('viewers');
   viewers.querySelector('.count').textContent = String(s.viewers);
@@ -309,6 +349,18 @@ function renderStatus() {
   renderYolo();
   renderSizeHint();
 }
+
+/** The tab's title: the session's name, else what the program calls itself (OSC title), else the assistant. */
+let programTitle = '';
+function renderTitle() {
+  const s = state.status;
+  const title = s?.sessionName || programTitle || s?.assistant || 'Session';
+  document.title = `${title} · ptyhub`;
+}
+term.onTitleChange((t) => {
+  programTitle = t.trim().slice(0, 80);
+  renderTitle();
+});
 
 function renderConn() {
   const el = $('conn');
@@ -336,8 +388,15 @@ function renderConn() {
   el.dataset.state = kind;
   text.textContent = label;
   el.title = label;
-  $('banner').hidden = !banner;
-  $('banner').querySelector('.banner-text').textContent = banner;
+  // What is on screen may be out of date while we are not connected: say so by dimming it.
+  document.body.classList.toggle('offline', state.everReady && kind !== 'live' && kind !== 'ended');
+  const box = $('banner');
+  box.hidden = !banner;
+  // The sentence is announced once; the ticking count is only shown.
+  const [sentence, count] = banner.split(/(?= Reconnecting in)/);
+  const bannerText = box.querySelector('.banner-text');
+  if (bannerText.textContent !== sentence) bannerText.textContent = sentence || '';
+  box.querySelector('.banner-count').textContent = count || '';
   $('retry').hidden = state.conn !== 'waiting';
 }
 // The countdown in the bar and the banner.
@@ -359,7 +418,7 @@ function showRenameError(text) {
 }
 
 function startRename() {
-  if (!state.status || state.status.readOnly) return;
+  if (!state.status || state.status.readOnly || state.ended || !conn.open) return;
   renameInput.value = state.status.sessionName || '';
   showRenameError('');
   $('name').hidden = true;
@@ -375,6 +434,8 @@ function endRename() {
 }
 
 $('name').addEventListener('click', startRename);
+// Keep the focus in the input while Save is pressed, so its blur does not close the form first.
+renameForm.querySelector('button').addEventListener('mousedown', (e) => e.preventDefault());
 renameInput.addEventListener('input', () => {
   const v = validateName(renameInput.value);
   showRenameError(v.ok ? '' : v.error);
@@ -472,7 +533,7 @@ const chat = new ChatPanel({
   send: (obj) => conn.sendJSON(obj),
   notify,
   onToggle: (open) => {
-    if (!open) term.focus();
+    if (!open && !state.fatal) term.focus();
   },
 });
 
@@ -516,6 +577,8 @@ const dialog = $('exit-dialog');
 
 function showEndDialog() {
   const e = state.exit;
+  document.body.classList.add('session-gone');
+  if (state.ended) $('name').disabled = true;
   let text;
   if (state.ended) {
     text = e
@@ -541,6 +604,8 @@ function showFatal(title, text) {
   box.querySelector('.fatal-title').textContent = title;
   box.querySelector('.fatal-text').textContent = text;
   box.hidden = false;
+  document.body.classList.add('no-session');
+  chat.setOpen(false);
   term.options.disableStdin = true;
   $('fatal-home').focus();
   renderConn();
@@ -568,6 +633,7 @@ window.ptyhub = {
   state,
   chat,
   uuid,
+  wantedSize,
   /** The active buffer as text: trailing spaces and trailing empty lines removed. */
   text() {
     const b = term.buffer.active;

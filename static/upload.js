@@ -1,7 +1,7 @@
 // Files into the session: text files pasted into the terminal, others uploaded one at a time with progress.
 
 import { uploadFrame } from './protocol.js';
-import { formatBytes } from './util.js';
+import { afterColon, formatBytes } from './util.js';
 
 /** Text files up to this size are pasted; larger ones are uploaded like any other file. */
 const PASTE_MAX = 256 * 1024;
@@ -73,7 +73,7 @@ export class Uploader {
       try {
         await this.one(file);
       } catch (e) {
-        this.notify('error', `${file.name} was not added: ${e.message}`);
+        this.notify('error', `${file.name} was not added: ${afterColon(e.message)}.`.replace(/\.\.$/, '.'));
       }
     }
     this.busy = false;

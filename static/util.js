@@ -85,3 +85,9 @@ export function deferred() {
 export function shortId(id) {
   return String(id || '').slice(0, 5);
 }
+
+/** A message for after a colon: "Working directory x…" → "working directory x…" (acronyms kept). */
+export function afterColon(message) {
+  const m = String(message || '');
+  return /^[A-Z][a-z]/.test(m) ? m[0].toLowerCase() + m.slice(1) : m;
+}

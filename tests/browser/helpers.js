@@ -83,6 +83,7 @@ export async function startDaemon() {
     url,
     dir,
     log,
+    pid: child.pid,
     /** SIGTERM, then SIGKILL if it is still there after 15 s; removes the temp dir. Idempotent. */
     stop() {
       if (!stopped) {
@@ -202,4 +203,17 @@ export async function shot(page, name) {
 export async function typeInTerminal(page, text) {
   await page.locator('.xterm-helper-textarea').focus();
   await page.keyboard.type(text);
+}
+
+/** Waits until the terminal has the size that fills its window (after a layout change, the session's resize comes back). */
+export async function settled(page) {
+  await page.waitForFunction(
+    () => {
+      const want = window.ptyhub.wantedSize();
+      const t = window.ptyhub.term;
+      return want && t.cols === want.cols && t.rows === want.rows;
+    },
+    null,
+    { timeout: WAIT },
+  );
 }

@@ -39,7 +39,8 @@ describe('home page', () => {
     assert.match(await home.locator('#empty').textContent(), /Start session/);
     await home.locator('#assistant option[value=shell]').waitFor({ state: 'attached', timeout: WAIT });
     assert.equal(await home.locator('#assistant option[value=missing]').isDisabled(), true);
-    assert.match(await home.locator('#assistant-note').textContent(), /Missing \(program `ptyhub-test-no-such-program` not found/);
+    assert.match(await home.locator('#assistant-note summary').textContent(), /Not available on this machine: .*Missing/);
+    assert.match(await home.locator('#assistant-note').textContent(), /Missing: program `ptyhub-test-no-such-program` not found/);
     await shot(home, 'home-empty');
 
     // A bad working directory is refused with the server's reason, in the form.
@@ -124,6 +125,21 @@ describe('home page', () => {
     assert.equal(new URL(home.url()).search, '?proxy_hint=abc');
     assert.equal(await home.locator('#home-link').getAttribute('href'), '/?proxy_hint=abc');
     await home.evaluate((sid) => fetch(`/api/sessions/${sid}`, { method: 'DELETE' }), id);
+  });
+
+  it('fits a phone and follows a dark system theme', async () => {
+    const home = await newPage(browser, daemon.url);
+    await home.evaluate(() =>
+      fetch('/api/sessions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant: 'agent', name: 'phone-list' }) }),
+    );
+    await home.emulateMedia({ colorScheme: 'dark' });
+    await home.locator('.session', { hasText: 'phone-list' }).waitFor({ timeout: WAIT });
+    assert.equal(await home.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(13, 17, 23)');
+    await shot(home, 'home-dark');
+    await home.setViewportSize({ width: 375, height: 667 });
+    const width = await home.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 375, `no sideways scrolling (${width})`);
+    await shot(home, 'home-mobile-dark');
   });
 
   it('says so in words when the API refuses it (not authorised)', async () => {

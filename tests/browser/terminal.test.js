@@ -6,12 +6,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
   WAIT,
-  eventually,
   launchBrowser,
   newId,
   newPage,
   openSession,
   screenText,
+  settled,
   shot,
   startDaemon,
   typeInTerminal,
@@ -113,7 +113,12 @@ describe('terminal page', () => {
       await b.locator('.chat-text').fill('hi Alice, Bob here');
       await b.click('.chat-form button[type=submit]');
       await a.locator('.chat-msg:not(.mine)', { hasText: 'hi Alice, Bob here' }).waitFor({ timeout: WAIT });
+      await b.click('.chat-close');
+      await settled(a);
       await shot(a, 'chat-open');
+      // B's window is wider than the session now (A's chat panel takes room): B is told why.
+      await b.locator('#size-hint', { hasText: "because another viewer's window is smaller" }).waitFor({ timeout: WAIT });
+      await shot(b, 'size-hint');
       // The name is asked once: after a reload it is remembered, and the history comes back.
       await a.reload();
       await a.waitForFunction(() => window.ptyhub?.state?.ready, null, { timeout: WAIT });
@@ -122,7 +127,8 @@ describe('terminal page', () => {
       assert.equal(await a.locator('.chat-who').textContent(), 'Alice');
       assert.equal(await a.locator('.chat-name-row').isHidden(), true);
       await a.click('.chat-close');
-      await b.click('.chat-close');
+      await settled(a);
+      await b.locator('#size-hint').waitFor({ state: 'hidden', timeout: WAIT });
     });
 
     it('rename from one page shows in the other; a bad name is explained', async () => {
@@ -151,12 +157,55 @@ describe('terminal page', () => {
       await typeInTerminal(a, '\n');
       await waitForScreen(a, /^uploaded: \/.*\/\.ptyhub\/uploads\/blob data\.bin$/m);
 
+      // Dropped files go the same way; the drop zone shows while a file is dragged over the page.
+      await a.evaluate(() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([new Uint8Array([0, 1, 2, 3, 0])], 'dropped.bin'));
+        window.ptyhubDrag = dt;
+        document.getElementById('frame').dispatchEvent(new DragEvent('dragenter', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      });
+      await a.locator('#drop').waitFor({ state: 'visible', timeout: WAIT });
+      await shot(a, 'drop-zone');
+      await a.evaluate(() =>
+        document.getElementById('frame').dispatchEvent(new DragEvent('drop', { dataTransfer: window.ptyhubDrag, bubbles: true, cancelable: true })),
+      );
+      await a.locator('#drop').waitFor({ state: 'hidden', timeout: WAIT });
+      await a.locator('.toast-ok', { hasText: 'Uploaded dropped.bin' }).waitFor({ timeout: WAIT });
+      assert.deepEqual([...readFileSync(join(workDir, '.ptyhub', 'uploads', 'dropped.bin'))], [0, 1, 2, 3, 0]);
+      // A large one, with a progress bar while it goes.
+      const big = Buffer.alloc(3 * 1024 * 1024, 7);
+      await a.locator('#file-input').setInputFiles({ name: 'big.bin', mimeType: 'application/octet-stream', buffer: big });
+      await a.locator('.toast-ok', { hasText: 'Uploaded big.bin (3.0 MiB)' }).waitFor({ timeout: WAIT });
+      assert.equal(readFileSync(join(workDir, '.ptyhub', 'uploads', 'big.bin')).length, big.length);
+      // A name the server refuses: the reason is shown.
+      await a.evaluate(() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([new Uint8Array([0, 9])], '..'));
+        document.getElementById('frame').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      });
+      await a.locator('.toast-error', { hasText: '.. was not added:' }).waitFor({ timeout: WAIT });
+      await typeInTerminal(a, '\x15'); // ^U: clear the paths typed in at the prompt
+
       // A text file is pasted (bash asked for bracketed paste, so its newline does not run it).
       await a.locator('#file-input').setInputFiles({ name: 'cmd.txt', mimeType: 'text/plain', buffer: Buffer.from('echo pasted-$((1+1))') });
       await a.locator('.toast-ok', { hasText: 'Pasted cmd.txt' }).waitFor({ timeout: WAIT });
       await waitForScreen(a, /^\$ echo pasted-\$\(\(1\+1\)\)$/m);
       await typeInTerminal(a, '\n');
       await waitForScreen(b, /^pasted-2$/m);
+    });
+
+    it('input that starts with 0x00 or 0x01 is never mistaken for a resize or an upload', async () => {
+      const frames = await a.evaluate(async () => {
+        const { inputFrames } = await import('/protocol.js');
+        const show = (bytes) => inputFrames(new Uint8Array(bytes)).map((f) => [...f]);
+        return [show([0, 1, 0, 65, 66]), show([1, 0]), show([65, 0, 1]), show([1, 1, 1])];
+      });
+      assert.deepEqual(frames, [[[0], [1], [0], [65, 66]], [[1, 0]], [[65, 0, 1]], [[1], [1, 1]]]);
+      // And through the terminal: NUL (Ctrl+Space / Ctrl+@) then text reaches the shell intact.
+      await typeInTerminal(a, 'echo zero-ok');
+      await a.evaluate(() => window.ptyhub.term.input('\x00\x00xy', true)); // readline: NUL sets the mark, then xy
+      await typeInTerminal(a, '\n');
+      await waitForScreen(a, /^zero-okxy$/m);
     });
 
     it('the YOLO button is absent for an assistant without YOLO mode', async () => {
@@ -186,6 +235,20 @@ describe('terminal page', () => {
     });
   });
 
+  it('a flood of output is drawn completely and acknowledged as it is drawn (flow=ack)', async () => {
+    const p = await page();
+    await openSession(p, daemon.url, newId(), 'shell');
+    await waitForScreen(p, /^\$ $/m);
+    const snapshots = await p.evaluate(() => window.ptyhub.pipe.snapshots);
+    // About 3 MiB: more than the daemon's 2 MiB budget of unacknowledged output per viewer.
+    await typeInTerminal(p, 'seq 1 400000; echo flood-done\n');
+    await waitForScreen(p, /^399999\n400000\nflood-done$/m, 90000);
+    const acked = await p.evaluate(() => window.ptyhub.pipe.acked);
+    assert.ok(acked >= 2.5 * 1024 * 1024, `acknowledged ${acked} bytes`);
+    assert.equal(await p.evaluate(() => window.ptyhub.pipe.snapshots), snapshots, 'no resync was needed');
+    await p.close();
+  });
+
   it('the YOLO button restarts the agent and shows the mode', async () => {
     const p = await page();
     await openSession(p, daemon.url, newId(), 'agent');
@@ -210,6 +273,48 @@ describe('terminal page', () => {
     await waitForScreen(p, /^agent-resume$/m);
     await p.waitForFunction(() => document.getElementById('yolo').getAttribute('aria-pressed') === 'false', null, { timeout: WAIT });
     assert.deepEqual(p.errors, []);
+  });
+
+  it('a read-only share link watches and chats but cannot type; revoking it is explained', async () => {
+    const owner = await page();
+    const id = newId();
+    await openSession(owner, daemon.url, id, 'shell');
+    await typeInTerminal(owner, 'echo owner-here\n');
+    await waitForScreen(owner, /^owner-here$/m);
+    const share = await owner.evaluate(async (sid) => {
+      const r = await fetch(`/api/sessions/${sid}/share`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ role: 'viewer' }) });
+      return r.json();
+    }, id);
+    // A stranger's browser: no daemon token, only the share link.
+    const viewer = await newPage(browser, null);
+    pages.push(viewer);
+    await viewer.goto(`${daemon.url}${share.url.replace(/^\//, '')}`);
+    await viewer.waitForFunction(() => window.ptyhub?.state?.ready, null, { timeout: WAIT });
+    assert.equal(new URL(viewer.url()).search, '', 'the token went into a cookie');
+    await waitForScreen(viewer, /^owner-here$/m);
+    await viewer.locator('#readonly').waitFor({ state: 'visible', timeout: WAIT });
+    assert.equal(await viewer.locator('#upload').isHidden(), true);
+    assert.equal(await viewer.locator('#name').isDisabled(), true);
+    await typeInTerminal(viewer, 'echo viewer-typed\n');
+    await typeInTerminal(owner, 'echo marker\n');
+    await waitForScreen(viewer, /^marker$/m);
+    assert.doesNotMatch(await screenText(owner), /viewer-typed/);
+    await viewer.click('#chat-toggle');
+    await viewer.locator('.chat-name').fill('Watcher');
+    await viewer.locator('.chat-text').fill('just watching');
+    await viewer.keyboard.press('Enter');
+    await owner.locator('#chat-toggle .badge', { hasText: '1' }).waitFor({ timeout: WAIT });
+    assert.equal(await viewer.locator('.toast-error').count(), 0, 'no error for the read-only viewer');
+    // With the chat open this window is narrower than the session, and a read-only viewer does not
+    // resize it: the page says part is cut off. Closed again, the hint goes.
+    await viewer.locator('#size-hint', { hasText: 'smaller than the session' }).waitFor({ timeout: WAIT });
+    await viewer.click('.chat-close');
+    await viewer.locator('#size-hint').waitFor({ state: 'hidden', timeout: WAIT });
+    await shot(viewer, 'read-only-viewer');
+
+    await owner.evaluate(([sid, share]) => fetch(`/api/sessions/${sid}/share/${share}`, { method: 'DELETE' }), [id, share.id]);
+    await viewer.locator('#fatal', { hasText: 'This share link was revoked' }).waitFor({ timeout: WAIT });
+    assert.deepEqual(viewer.errors, []);
   });
 
   it('a session that does not exist is explained in words, not JSON', async () => {
@@ -241,6 +346,7 @@ describe('terminal page', () => {
     assert.equal(colours.theme, '#0d1117');
     assert.equal(colours.page, 'rgb(21, 27, 35)');
     await p.click('#chat-toggle');
+    await settled(p);
     await shot(p, 'desktop-dark');
     await p.emulateMedia({ colorScheme: 'light' });
     await p.waitForFunction(() => window.ptyhub.term.options.theme.background === '#ffffff', null, { timeout: WAIT });
