@@ -56,6 +56,11 @@ fn config() -> String {
 [session]
 kill_grace = "1s"
 
+# Every viewer of the run comes from 127.0.0.1, into one session.
+[limits]
+max_viewers_per_session = 10000
+max_connections_per_ip = 10000
+
 [assistants.shell]
 name = "Shell"
 command = ["bash", "--norc", "--noprofile", "-i"]
