@@ -50,6 +50,16 @@ async fn share(d: &Daemon, id: Uuid, role: &str, ttl: Option<u64>) -> Value {
     resp.json().await.unwrap()
 }
 
+/// Status of a GET with this bearer token.
+async fn get_as(http: &reqwest::Client, url: impl reqwest::IntoUrl, token: &str) -> StatusCode {
+    http.get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
 /// Status of a WebSocket handshake (101 when it upgraded).
 async fn ws_status(url: &str, origin: Option<&str>) -> u16 {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -88,16 +98,7 @@ async fn the_auth_matrix_over_rest_and_websocket() {
         r.json::<Value>().await.unwrap()["error"].as_str().is_some(),
         "401 is JSON for REST"
     );
-    assert_eq!(
-        http.get(&list)
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200,
-        "header"
-    );
+    assert_eq!(get_as(&http, &list, TOKEN).await, 200, "header");
     assert_eq!(
         http.get(format!("{list}?token={TOKEN}"))
             .send()
@@ -169,32 +170,14 @@ async fn the_auth_matrix_over_rest_and_websocket() {
         .unwrap()
         .starts_with(&format!("/session/{id}?token=")));
     assert_eq!(
-        http.get(d.http(&format!("/api/sessions/{id}")))
-            .bearer_auth(vt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        get_as(&http, d.http(&format!("/api/sessions/{id}")), vt).await,
         200
     );
     assert_eq!(
-        http.get(d.http(&format!("/api/sessions/{other}")))
-            .bearer_auth(vt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        get_as(&http, d.http(&format!("/api/sessions/{other}")), vt).await,
         403
     );
-    assert_eq!(
-        http.get(&list)
-            .bearer_auth(vt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        403
-    );
+    assert_eq!(get_as(&http, &list, vt).await, 403);
     assert_eq!(
         ws_status(&d.ws(other, &format!("?token={vt}")), None).await,
         403,
@@ -204,22 +187,9 @@ async fn the_auth_matrix_over_rest_and_websocket() {
         ws_status(&d.ws(id, &format!("?token={vt}")), None).await,
         101
     );
+    assert_eq!(get_as(&http, d.http("/"), vt).await, 403);
     assert_eq!(
-        http.get(d.http("/"))
-            .bearer_auth(vt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        403
-    );
-    assert_eq!(
-        http.get(d.http(&format!("/session/{id}")))
-            .bearer_auth(vt)
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        get_as(&http, d.http(&format!("/session/{id}")), vt).await,
         200
     );
 
