@@ -1,6 +1,6 @@
 //! The `ptyhub` binary: flags, configuration, logging and signals around [`ptyhub::server::run`].
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,12 +143,16 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
     info!(%addr, config = %cfg.source, auth = secret.is_some(), "ptyhub listening");
     // stdout carries what to open (tests read the port from the first line). A generated token
     // is printed here once and never logged.
-    println!("ptyhub listening on http://{addr}/");
-    match (&secret, generated) {
-        (Some(t), true) => println!("open http://{addr}/?token={t}"),
-        (Some(_), false) => println!("open http://{addr}/ with your token"),
-        (None, _) => println!("open http://{addr}/ (authentication is off)"),
-    }
+    let open = match (&secret, generated) {
+        (Some(t), true) => format!("open http://{addr}/?token={t}"),
+        (Some(_), false) => format!("open http://{addr}/ with your token"),
+        (None, _) => format!("open http://{addr}/ (authentication is off)"),
+    };
+    // Not println!: a closed stdout (a service manager, a reader gone) must not stop the daemon.
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "ptyhub listening on http://{addr}/\n{open}");
+    let _ = stdout.flush();
+    drop(stdout);
     notify(sd_notify::NotifyState::Ready);
     let mut watchdog_usec = 0;
     if sd_notify::watchdog_enabled(false, &mut watchdog_usec) {

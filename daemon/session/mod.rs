@@ -777,34 +777,38 @@ impl Session {
                     return;
                 }
                 let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
-                let (snapshot, offset) = if self.model.has_output() {
-                    let (s, o) = self.snapshot();
-                    (Some(s), o)
-                } else {
-                    (None, self.log.head())
-                };
                 let chat_from = self.chat.len().saturating_sub(CHAT_REPLAY);
-                let joined = reply.send(Ok(JoinReply {
+                let mut join = JoinReply {
                     viewer,
-                    snapshot,
-                    offset,
+                    snapshot: None,
+                    offset: self.log.head(),
                     exit: self.exit.clone(),
                     chat: self.chat.iter().skip(chat_from).cloned().collect(),
-                }));
-                if joined.is_ok() {
-                    self.viewers.insert(
-                        viewer,
-                        ViewerEntry {
-                            events,
-                            size: ViewerSize {
-                                read_only,
-                                size: None,
-                            },
-                            expected: queries::Expected::default(),
-                        },
-                    );
-                    self.broadcast_status();
+                };
+                if self.model.has_output() {
+                    // Rendered and compressed off the actor; the offset is fixed now.
+                    let (render, offset) = self.snapshot_job();
+                    join.offset = offset;
+                    tokio::task::spawn_blocking(move || {
+                        join.snapshot = Some(render());
+                        let _ = reply.send(Ok(join));
+                    });
+                } else {
+                    let _ = reply.send(Ok(join));
                 }
+                // Registered at once: a viewer that never reads its reply still leaves.
+                self.viewers.insert(
+                    viewer,
+                    ViewerEntry {
+                        events,
+                        size: ViewerSize {
+                            read_only,
+                            size: None,
+                        },
+                        expected: queries::Expected::default(),
+                    },
+                );
+                self.broadcast_status();
             }
             Command::Leave { viewer } => {
                 if self.viewers.remove(&viewer).is_some() {
@@ -833,8 +837,11 @@ impl Session {
                 self.apply_size();
             }
             Command::Resync { reply } => {
-                let (snapshot, offset) = self.snapshot();
-                let _ = reply.send(Resync { snapshot, offset });
+                let (render, offset) = self.snapshot_job();
+                tokio::task::spawn_blocking(move || {
+                    let snapshot = render();
+                    let _ = reply.send(Resync { snapshot, offset });
+                });
             }
             Command::Chat {
                 viewer,
@@ -874,12 +881,14 @@ impl Session {
         }
     }
 
-    /// The snapshot and the exact log offset it belongs to: the model has consumed every byte
+    /// A snapshot to render (off the actor: rendering and gzip take milliseconds on big
+    /// screens) and the exact log offset it belongs to: the model has consumed every byte
     /// before it (bytes it holds back, an incomplete escape sequence, are streamed instead).
-    fn snapshot(&self) -> (EncodedSnapshot, u64) {
-        let snap = snapshot::encode(&self.model, self.cfg.session.scrollback_lines);
+    fn snapshot_job(&self) -> (impl FnOnce() -> EncodedSnapshot + Send + 'static, u64) {
+        let frozen = self.model.freeze();
+        let max = self.cfg.session.scrollback_lines;
         let offset = self.log.head() - self.model.pending_len() as u64;
-        (snap, offset)
+        (move || snapshot::encode(&frozen, max), offset)
     }
 
     fn input(&mut self, viewer: ViewerId, data: Bytes) {

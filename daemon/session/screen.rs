@@ -256,6 +256,28 @@ impl ScreenModel {
         }
     }
 
+    /// A copy of the model as it stands, to render a snapshot on another thread while the
+    /// session goes on. It has consumed exactly the bytes this model has (nothing pending).
+    pub fn freeze(&self) -> ScreenModel {
+        let (rows, cols) = self.size();
+        // The screen clone brings its own grids and scrollback; the parser's capacity is moot.
+        let mut parser = vt100::Parser::new_with_callbacks(
+            non_zero(rows),
+            non_zero(cols),
+            0,
+            QueryHook::default(),
+        );
+        *parser.screen_mut() = self.parser.screen().clone();
+        ScreenModel {
+            parser,
+            carry: Vec::new(),
+            carry_state: Seq::Ground,
+            overflow: self.overflow,
+            has_output: self.has_output,
+            main_scrollback_len: self.main_scrollback_len,
+        }
+    }
+
     /// Feed output bytes in stream order.
     pub fn process(&mut self, bytes: &[u8]) {
         if bytes.is_empty() {
@@ -883,6 +905,24 @@ fn cell_sgr(cell: &vt100::Cell) -> String {
     }
     sgr.push('m');
     sgr
+}
+
+#[cfg(test)]
+mod freeze_tests {
+    use super::*;
+
+    #[test]
+    fn a_frozen_model_snapshots_like_the_live_one() {
+        let mut m = ScreenModel::new(10, 30, 100);
+        for i in 0..40 {
+            m.process(format!("\x1b[3{}mline {i}\x1b[m\r\n", i % 8).as_bytes());
+        }
+        m.process(b"\x1b[?1049h\x1b[2;3Hfull screen\x1b[?2004h\x1b[5");
+        let frozen = m.freeze();
+        assert_eq!(frozen.snapshot_ansi(100), m.snapshot_ansi(100));
+        assert_eq!(frozen.scrollback_len(), m.scrollback_len());
+        assert_eq!(frozen.pending_len(), 0);
+    }
 }
 
 #[cfg(test)]
