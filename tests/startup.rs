@@ -9,38 +9,35 @@ fn ptyhub() -> Command {
     c
 }
 
-#[test]
-fn an_unknown_key_stops_start_up_with_file_line_and_reason() {
+/// Starts the daemon with `text` as its config file (named by flag, or by `PTYHUB_CONFIG`),
+/// expects it to refuse, and returns the file's path and what it printed on stderr.
+fn refused_config(text: &str, via_env: bool) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("bad.toml");
-    std::fs::write(&cfg, "[session]\nrows = 24\nscrollbak_lines = 5\n").unwrap();
-    let out = ptyhub()
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .output()
-        .unwrap();
+    std::fs::write(&cfg, text).unwrap();
+    let mut cmd = ptyhub();
+    if via_env {
+        cmd.env("PTYHUB_CONFIG", &cfg);
+    } else {
+        cmd.arg("--config").arg(&cfg);
+    }
+    let out = cmd.arg("--listen").arg("127.0.0.1:0").output().unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:3", cfg.display())), "{err}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (cfg.display().to_string(), err)
+}
+
+#[test]
+fn an_unknown_key_stops_start_up_with_file_line_and_reason() {
+    let (cfg, err) = refused_config("[session]\nrows = 24\nscrollbak_lines = 5\n", false);
+    assert!(err.contains(&format!("{cfg}:3")), "{err}");
     assert!(err.contains("scrollbak_lines"), "{err}");
 }
 
 #[test]
 fn a_bad_value_stops_start_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("bad.toml");
-    std::fs::write(&cfg, "[session]\nkill_grace = \"soon\"\n").unwrap();
-    let out = ptyhub()
-        .env("PTYHUB_CONFIG", &cfg)
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:2", cfg.display())), "{err}");
+    let (cfg, err) = refused_config("[session]\nkill_grace = \"soon\"\n", true);
+    assert!(err.contains(&format!("{cfg}:2")), "{err}");
 }
 
 #[test]
