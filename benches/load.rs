@@ -1,10 +1,15 @@
 //! Load generator for ptyhub: drives a real daemon over 127.0.0.1 and measures keystroke echo with
-//! idle viewers, floods to many viewers (against a bare PTY in the same run) and the stalled-viewer cost.
+//! idle viewers, floods to many viewers (against a bare PTY in the same run), the stalled-viewer
+//! cost, joining a full screen (open to full snapshot), and the daemon's memory when idle, per
+//! idle session and per idle viewer.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,flood,stall] [--viewers 0,10,100]
-//! [--flood-viewers 1,10] [--flood-mb 24] [--samples 500]`. Prints a table, then one JSON line (the
-//! last line of stdout). Set `PTYHUB_BIN` to measure another daemon binary.
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,flood,stall,join,memory]
+//! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--flood-viewers 1,10,100] [--flood-mb 50]
+//! [--stall-viewers 10] [--joins 200] [--mem-sessions 100] [--mem-viewers 1000]`. All scenarios run
+//! by default; `--quick` is a smoke run of all of them in about a minute. Prints a table, then one
+//! JSON line (the last line of stdout). Set `PTYHUB_BIN` to measure another daemon binary.
 
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::future::Future;
 use std::io::{BufRead, BufReader, Read};
@@ -28,7 +33,7 @@ use serde_json::{json, Value};
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
 use tokio_tungstenite::tungstenite::Message;
@@ -43,6 +48,15 @@ const ECHO_TIMEOUT: Duration = Duration::from_secs(5);
 const ECHO_WARMUP: usize = 20;
 /// How long the daemon gets to exit after SIGTERM (its kill grace is 1 s here).
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// join: the screen joiners are sent, and the lines of scrollback above it.
+const JOIN_ROWS: u16 = 50;
+const JOIN_COLS: u16 = 200;
+const JOIN_SCROLLBACK: usize = 200;
+/// memory: connections being opened at once, so 1000 joins are not one thundering herd.
+const CONNECT_CONCURRENCY: usize = 50;
+/// memory: RSS counts as settled when two reads this far apart differ by less than 0.5%.
+const SETTLE_STEP: Duration = Duration::from_millis(200);
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 
 /// Raw mode without echo: cat gets each byte as it arrives and writes it straight back, so the
 /// round trip is the daemon's (and the PTY's), not a line editor's. Run by the daemon's `echo`
@@ -56,8 +70,9 @@ fn config() -> String {
 [session]
 kill_grace = "1s"
 
-# Every viewer of the run comes from 127.0.0.1, into one session.
+# Every viewer of the run comes from 127.0.0.1, into one session; memory makes many sessions.
 [limits]
+max_sessions = 10000
 max_viewers_per_session = 10000
 max_connections_per_ip = 10000
 
@@ -69,6 +84,11 @@ env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
 [assistants.echo]
 name = "Echo"
 command = ["bash", "-c", "{ECHO_SCRIPT}"]
+
+# memory: a program that holds a PTY and prints nothing, so only the daemon's memory moves.
+[assistants.idle]
+name = "Idle"
+command = ["sleep", "3600"]
 "#
     )
 }
@@ -78,13 +98,19 @@ enum Scenario {
     Echo,
     Flood,
     Stall,
+    Join,
+    Memory,
 }
 
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
     /// Scenarios to run, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "echo,flood,stall")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "echo,flood,stall,join,memory"
+    )]
     scenarios: Vec<Scenario>,
     /// echo: idle viewers per run [default: 0,10,100; --quick: 0,5]
     #[arg(long, value_delimiter = ',')]
@@ -95,15 +121,24 @@ struct Args {
     /// echo: pause between two samples, in milliseconds.
     #[arg(long, default_value_t = 5)]
     pause_ms: u64,
-    /// flood: viewers per run (the first one types the command) [default: 1,10; --quick: 1,3]
+    /// flood: viewers per run (the first one types the command) [default: 1,10,100; --quick: 1,3]
     #[arg(long, value_delimiter = ',')]
     flood_viewers: Option<Vec<usize>>,
-    /// flood and stall: MiB of base64 text [default: 24; --quick: 2]
+    /// flood and stall: MiB of base64 text [default: 50; --quick: 2]
     #[arg(long)]
     flood_mb: Option<usize>,
     /// stall: healthy viewers next to the stalled one [default: 10; --quick: 2]
     #[arg(long)]
     stall_viewers: Option<usize>,
+    /// join: joins measured, one after the other [default: 200; --quick: 20]
+    #[arg(long)]
+    joins: Option<usize>,
+    /// memory: idle sessions created [default: 100; --quick: 10]
+    #[arg(long)]
+    mem_sessions: Option<usize>,
+    /// memory: idle viewers joined to one session [default: 1000; --quick: 50]
+    #[arg(long)]
+    mem_viewers: Option<usize>,
     /// Small numbers, for a smoke run.
     #[arg(long)]
     quick: bool,
@@ -121,6 +156,9 @@ struct Settings {
     flood_viewers: Vec<usize>,
     flood_mb: usize,
     stall_viewers: usize,
+    joins: usize,
+    mem_sessions: usize,
+    mem_viewers: usize,
 }
 
 impl Settings {
@@ -135,12 +173,27 @@ impl Settings {
             pause: Duration::from_millis(a.pause_ms),
             flood_viewers: a
                 .flood_viewers
-                .unwrap_or(if q { vec![1, 3] } else { vec![1, 10] }),
-            flood_mb: a.flood_mb.unwrap_or(if q { 2 } else { 24 }),
+                .unwrap_or(if q { vec![1, 3] } else { vec![1, 10, 100] }),
+            flood_mb: a.flood_mb.unwrap_or(if q { 2 } else { 50 }),
             stall_viewers: a.stall_viewers.unwrap_or(if q { 2 } else { 10 }),
+            joins: a.joins.unwrap_or(if q { 20 } else { 200 }),
+            mem_sessions: a.mem_sessions.unwrap_or(if q { 10 } else { 100 }),
+            mem_viewers: a.mem_viewers.unwrap_or(if q { 50 } else { 1000 }),
         };
-        if s.samples == 0 || s.flood_mb == 0 || s.stall_viewers == 0 {
-            bail!("--samples, --flood-mb and --stall-viewers must be at least 1");
+        if [
+            s.samples,
+            s.flood_mb,
+            s.stall_viewers,
+            s.joins,
+            s.mem_sessions,
+            s.mem_viewers,
+        ]
+        .contains(&0)
+        {
+            bail!(
+                "--samples, --flood-mb, --stall-viewers, --joins, --mem-sessions and \
+                 --mem-viewers must be at least 1"
+            );
         }
         if s.flood_viewers.contains(&0) {
             bail!("--flood-viewers: each run needs at least the viewer that types");
@@ -158,6 +211,8 @@ struct Ctx {
     /// Viewer connections run here (multi-threaded); the scenario drivers and the echo writer run
     /// on the current-thread runtime of the main thread, so nothing else delays their wake-ups.
     pool: Handle,
+    /// The soft RLIMIT_NOFILE after raising it (`None`: unknown).
+    nofile: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -174,6 +229,8 @@ fn main() -> ExitCode {
 /// Runs the selected scenarios; `Ok(false)` when some run failed (the others are still reported).
 fn run(args: Args) -> Result<bool> {
     let settings = Settings::from_args(args)?;
+    // Before any socket or child: the daemon inherits the limit, and memory opens 2000+ sockets.
+    let nofile = raise_nofile();
     let bin = daemon_binary()?;
     let tmp = tempfile::Builder::new()
         .prefix("ptyhub-load-")
@@ -195,6 +252,7 @@ fn run(args: Args) -> Result<bool> {
         dir: tmp.path().to_owned(),
         flood_file: None,
         pool: pool.handle().clone(),
+        nofile,
     };
     eprintln!("load: daemon {}", ctx.bin.display());
     let report = driver.block_on(scenarios(&settings, &mut ctx))?;
@@ -209,6 +267,8 @@ struct Report {
     echo: Vec<EchoRow>,
     flood: Vec<FloodRow>,
     stall: Vec<StallRow>,
+    join: Option<JoinRow>,
+    memory: Option<MemoryRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
     notes: Vec<String>,
     errors: Vec<String>,
@@ -256,9 +316,31 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                         stalled_seconds: with.seconds,
                         ratio: with.seconds / without.seconds,
                         snapshots: with.snapshots,
+                        snapshots_sent: with.snapshots_sent,
+                        resyncs: with.resyncs,
                         daemon_resyncs: with.daemon_resyncs,
                     }),
                     Err(e) => fail(&mut report, format!("stall with {k} viewers: {e:#}")),
+                }
+            }
+            Scenario::Join => {
+                eprintln!(
+                    "load: join, {} joins to a full {JOIN_ROWS}x{JOIN_COLS} screen",
+                    s.joins
+                );
+                match join_run(ctx, s.joins, &mut report.notes).await {
+                    Ok(row) => report.join = Some(row),
+                    Err(e) => fail(&mut report, format!("join: {e:#}")),
+                }
+            }
+            Scenario::Memory => {
+                eprintln!(
+                    "load: memory, {} idle sessions, {} idle viewers",
+                    s.mem_sessions, s.mem_viewers
+                );
+                match memory_run(ctx, s.mem_sessions, s.mem_viewers, &mut report.notes).await {
+                    Ok(row) => report.memory = Some(row),
+                    Err(e) => fail(&mut report, format!("memory: {e:#}")),
                 }
             }
         }
@@ -304,10 +386,20 @@ struct Daemon {
     log: PathBuf,
     /// Sessions we created, to find processes the daemon leaves behind.
     sessions: Vec<Uuid>,
+    /// For `/metrics` and `/api/sessions` (the daemon runs without auth, so no token is needed).
+    http: reqwest::Client,
 }
 
 impl Daemon {
     fn start(ctx: &Ctx, name: &str) -> Result<Daemon> {
+        let http = reqwest::Client::builder()
+            // 127.0.0.1 only, whatever HTTP_PROXY says.
+            .no_proxy()
+            // No idle keep-alive connection: it would hold up the daemon's graceful shutdown.
+            .pool_max_idle_per_host(0)
+            .timeout(STEP_TIMEOUT)
+            .build()
+            .context("building the HTTP client")?;
         let log = ctx.dir.join(format!("daemon-{name}.log"));
         let stderr = File::create(&log).context("creating the daemon log")?;
         let mut child = Command::new(&ctx.bin)
@@ -355,6 +447,7 @@ impl Daemon {
                 addr,
                 log,
                 sessions: Vec::new(),
+                http,
             }),
             Err(e) => {
                 let _ = child.kill();
@@ -394,6 +487,117 @@ impl Daemon {
         // /proc counts in USER_HZ, which is 100 on Linux whatever the kernel's HZ (nix's sysconf
         // needs a feature this crate does not enable).
         Ok((field(11)? + field(12)?) / 100.0)
+    }
+
+    /// `GET /metrics`: every sample line, keyed by name and labels as written.
+    async fn metrics(&self) -> Result<Metrics> {
+        let url = format!("http://{}/metrics", self.addr);
+        let resp = self.http.get(&url).send().await.context("GET /metrics")?;
+        let status = resp.status();
+        let text = resp.text().await.context("reading /metrics")?;
+        if !status.is_success() {
+            bail!("GET /metrics: {status}: {text}");
+        }
+        Ok(Metrics(
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| {
+                    let (key, value) = l.rsplit_once(' ')?;
+                    Some((key.to_owned(), value.parse().ok()?))
+                })
+                .collect(),
+        ))
+    }
+
+    /// Polls `/metrics` until `ptyhub_viewers` is `n`.
+    async fn wait_viewer_gauge(&self, n: u64, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = self.metrics().await?.get("ptyhub_viewers");
+            if now == n {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("the daemon counts {now} viewers, not {n}, after {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `POST /api/sessions` running `assistant`; the session is not necessarily up yet.
+    async fn create_session(&mut self, assistant: &str) -> Result<Uuid> {
+        let id = self.new_session();
+        let url = format!("http://{}/api/sessions", self.addr);
+        let resp = self
+            .http
+            .post(&url)
+            .json(&json!({ "assistant": assistant, "id": id }))
+            .send()
+            .await
+            .context("POST /api/sessions")?;
+        let status = resp.status();
+        if !status.is_success() {
+            bail!(
+                "POST /api/sessions: {status}: {}",
+                resp.text().await.unwrap_or_default()
+            );
+        }
+        Ok(id)
+    }
+
+    /// Waits until every one of `ids` runs `program` (its exec done), polling /proc.
+    async fn wait_running(&self, ids: &[Uuid], program: &str, limit: Duration) -> Result<()> {
+        let pid = self.pid().context("daemon not running")?;
+        let deadline = Instant::now() + limit;
+        loop {
+            let up = running_sessions(pid, program);
+            let missing = ids.iter().filter(|id| !up.contains(id)).count();
+            if missing == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{missing} of {} sessions not running {program} after {limit:?}",
+                    ids.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The daemon's memory now, from /proc/<pid>/status.
+    fn memory(&self) -> Result<MemSample> {
+        let pid = self.pid().context("daemon not running")?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .context("reading the daemon's /proc status")?;
+        let field = |name: &str| -> Result<u64> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .with_context(|| format!("no {name} in /proc/{pid}/status"))
+        };
+        Ok(MemSample {
+            rss_kib: field("VmRSS")?,
+            anon_kib: field("RssAnon")?,
+            threads: field("Threads")?,
+        })
+    }
+
+    /// The memory once RSS stops moving (queued writes drained, lazy allocations done), or after
+    /// `SETTLE_LIMIT` at the latest.
+    async fn settled_memory(&self) -> Result<MemSample> {
+        let deadline = Instant::now() + SETTLE_LIMIT;
+        let mut last = self.memory()?;
+        loop {
+            tokio::time::sleep(SETTLE_STEP).await;
+            let now = self.memory()?;
+            if now.rss_kib.abs_diff(last.rss_kib) * 200 < last.rss_kib || Instant::now() >= deadline
+            {
+                return Ok(now);
+            }
+            last = now;
+        }
     }
 
     /// Resyncs the daemon logged, and its WARN/ERROR lines.
@@ -475,6 +679,81 @@ fn wait_child(child: &mut Child, limit: Duration) -> Option<std::process::ExitSt
         std::thread::sleep(Duration::from_millis(20));
     }
     None
+}
+
+/// The daemon's memory at one moment.
+#[derive(Debug, Clone, Copy)]
+struct MemSample {
+    rss_kib: u64,
+    /// Of which anonymous (heap, stacks): the part that grows with sessions and viewers.
+    anon_kib: u64,
+    threads: u64,
+}
+
+/// One scrape of `/metrics`.
+struct Metrics(HashMap<String, f64>);
+
+impl Metrics {
+    /// A sample by name (with labels, as written); 0 when absent.
+    fn get(&self, key: &str) -> u64 {
+        self.0.get(key).copied().unwrap_or(0.0) as u64
+    }
+
+    /// How much `key` grew since `before`.
+    fn since(&self, before: &Metrics, key: &str) -> u64 {
+        self.get(key).saturating_sub(before.get(key))
+    }
+}
+
+/// Sessions whose process, a child of `daemon`, now runs `program`.
+fn running_sessions(daemon: i32, program: &str) -> HashSet<Uuid> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashSet::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // "pid (comm) state ppid …": comm may hold spaces, so split around the parentheses.
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let comm = head.split_once('(').map_or("", |(_, c)| c);
+            let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+            comm == program && ppid == Some(daemon)
+        })
+        .filter_map(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            env.split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"PTYHUB_SESSION="))
+                .and_then(|v| Uuid::try_parse_ascii(v).ok())
+        })
+        .collect()
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit then in force.
+/// nix's `resource` feature is not enabled in this crate, so util-linux `prlimit` does it.
+fn raise_nofile() -> Option<u64> {
+    let read = || -> Option<(u64, u64)> {
+        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+        let mut v = line["Max open files".len()..].split_whitespace();
+        Some((v.next()?.parse().ok()?, v.next()?.parse().ok()?))
+    };
+    let (soft, hard) = read()?;
+    if soft < hard {
+        let status = Command::new("prlimit")
+            .arg(format!("--pid={}", std::process::id()))
+            .arg(format!("--nofile={hard}:{hard}"))
+            .stdout(Stdio::null())
+            .status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!("load: could not raise the open-file limit from {soft} to {hard} (prlimit)");
+        }
+    }
+    read().map(|(soft, _)| soft)
 }
 
 /// Pids of processes started for one of `sessions` (the daemon sets `PTYHUB_SESSION`).
@@ -911,7 +1190,10 @@ impl MarkerScan {
 /// How far one flood viewer got, readable while it runs (for a clear timeout message).
 #[derive(Default)]
 struct Progress {
+    /// Live output bytes (frame payloads).
     bytes: AtomicU64,
+    /// Snapshot chunk bytes (frame payloads, headers included).
+    snapshot_bytes: AtomicU64,
     snapshots: AtomicUsize,
 }
 
@@ -924,8 +1206,13 @@ struct FloodRow {
     /// Output bytes received, mean and minimum over the viewers (snapshots excluded).
     bytes_mean: u64,
     bytes_min: u64,
+    /// Everything delivered: output and snapshot bytes, summed over the viewers.
+    bytes_total: u64,
     /// Snapshots received after `ready`, all viewers together.
     snapshots: usize,
+    /// The daemon's own counts during the flood (`/metrics`, after minus before).
+    snapshots_sent: u64,
+    resyncs: u64,
     bare_seconds: f64,
     ratio: f64,
     daemon_resyncs: usize,
@@ -1011,6 +1298,7 @@ async fn flood_run(
         progress.push(p);
     }
 
+    let metrics_before = daemon.metrics().await?;
     let cpu_before = daemon.cpu_seconds()?;
     let start = Instant::now();
     let typing = sinks[0].send(Message::Binary(format!("{cmd}\r").into_bytes()));
@@ -1047,6 +1335,7 @@ async fn flood_run(
     }
     let seconds = last.duration_since(start).as_secs_f64();
     let daemon_cpu_s = daemon.cpu_seconds()? - cpu_before;
+    let metrics_after = daemon.metrics().await?;
 
     drop(tasks);
     drop(sinks);
@@ -1063,6 +1352,12 @@ async fn flood_run(
         daemon_cpu_s,
         bytes_mean: bytes.iter().sum::<u64>() / bytes.len() as u64,
         bytes_min: bytes.iter().copied().min().unwrap_or(0),
+        bytes_total: progress
+            .iter()
+            .map(|p| p.bytes.load(Ordering::Relaxed) + p.snapshot_bytes.load(Ordering::Relaxed))
+            .sum(),
+        snapshots_sent: metrics_after.since(&metrics_before, "ptyhub_snapshots_total"),
+        resyncs: metrics_after.since(&metrics_before, "ptyhub_resyncs_total"),
         snapshots: progress
             .iter()
             .map(|p| p.snapshots.load(Ordering::Relaxed))
@@ -1083,6 +1378,9 @@ async fn flood_reader(
     while let Some(msg) = stream.next().await {
         match msg.context("connection failed during the flood")? {
             Message::Binary(b) if is_snapshot_chunk(&b) => {
+                progress
+                    .snapshot_bytes
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
                 // A resync: the screen (which may already show the marker) replaces the backlog.
                 if let Some(ansi) = snaps.push(&b)? {
                     progress.snapshots.fetch_add(1, Ordering::Relaxed);
@@ -1250,7 +1548,368 @@ struct StallRow {
     ratio: f64,
     /// Snapshots the healthy viewers got in the stalled run (should be 0).
     snapshots: usize,
+    /// The daemon's counts in the stalled run (`/metrics`): the stalled viewer's resyncs.
+    snapshots_sent: u64,
+    resyncs: u64,
     daemon_resyncs: usize,
+}
+
+// ---------------------------------------------------------------------------------------------
+// join
+
+struct JoinRow {
+    joins: usize,
+    /// Connect to the last snapshot chunk and `ready`, sorted.
+    times: Vec<Duration>,
+    /// The snapshot as sent (gzip bytes, chunks) and its ANSI once unpacked.
+    gzip_bytes: usize,
+    chunks: usize,
+    ansi_bytes: usize,
+    /// Snapshots the daemon counted during the measured joins (`/metrics`; one per join).
+    snapshots_sent: u64,
+    daemon_resyncs: usize,
+}
+
+/// The text on screen once the session is full; typed as `$((2+2))` so the command's echo
+/// does not contain it.
+const FILLED: &str = "JOIN-4-FILLED";
+
+/// Writes `lines` lines of `cols` characters in runs of 256-colour SGR (bold or not, some with a
+/// background) over pseudo-random text, so the snapshot is a busy screen, not a blank one that
+/// gzip makes nothing of.
+fn make_fill_file(dir: &Path, lines: usize, cols: usize) -> Result<PathBuf> {
+    const TEXT: &[u8] =
+        b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;(){}[]<>=+-*/_";
+    // xorshift64: the same screen in every run.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut out = Vec::new();
+    for _ in 0..lines {
+        let mut col = 0;
+        while col < cols {
+            let run = (5 + next() % 30) as usize;
+            let run = run.min(cols - col);
+            let r = next();
+            let style = if r & 1 == 0 { "0" } else { "0;1" };
+            let bg = if r & 6 == 0 {
+                format!(";48;5;{}", (r >> 16) % 256)
+            } else {
+                String::new()
+            };
+            out.extend_from_slice(format!("\x1b[{style};38;5;{}{bg}m", (r >> 8) % 256).as_bytes());
+            out.extend((0..run).map(|_| TEXT[(next() % TEXT.len() as u64) as usize]));
+            col += run;
+        }
+        out.extend_from_slice(b"\x1b[0m\n");
+    }
+    let path = dir.join("join-fill.txt");
+    std::fs::write(&path, out).context("writing the fill file")?;
+    Ok(path)
+}
+
+/// A session showing a full coloured screen with scrollback, then `joins` viewers one after
+/// the other, each timed from connect to the whole snapshot and `ready`, then closed.
+async fn join_run(ctx: &Ctx, joins: usize, notes: &mut Vec<String>) -> Result<JoinRow> {
+    let fill = make_fill_file(
+        &ctx.dir,
+        JOIN_SCROLLBACK + usize::from(JOIN_ROWS),
+        usize::from(JOIN_COLS),
+    )?;
+    let mut daemon = Daemon::start(ctx, "join")?;
+    let id = daemon.new_session();
+    let url = daemon.ws(id, "");
+
+    // The joins and this set-up run on the driver's runtime: nothing else is going on.
+    let mut typist = Conn::open(daemon.ws(id, "?assistant=shell"))
+        .await
+        .context("creating the shell session")?;
+    typist.send(b"echo SHELL-$((1+1))-UP\r").await?;
+    typist
+        .wait_text("SHELL-2-UP")
+        .await
+        .context("waiting for the shell")?;
+    // The only viewer that sends a size sets the session's, which stays when it leaves.
+    let [rows_hi, rows_lo] = JOIN_ROWS.to_be_bytes();
+    let [cols_hi, cols_lo] = JOIN_COLS.to_be_bytes();
+    typist
+        .send(&[0x00, rows_hi, rows_lo, cols_hi, cols_lo])
+        .await?;
+    typist
+        .send(b"echo SIZE-$(stty size | tr ' ' x)-OK\r")
+        .await?;
+    typist
+        .wait_text(&format!("SIZE-{JOIN_ROWS}x{JOIN_COLS}-OK"))
+        .await
+        .context("resizing the session")?;
+    let fill_cmd = format!("cat '{}'; echo JOIN-$((2+2))-FILLED\r", fill.display());
+    typist.send(fill_cmd.as_bytes()).await?;
+    typist
+        .wait_text(FILLED)
+        .await
+        .context("filling the screen")?;
+    close_ws(typist.ws).await;
+    // Every join then finds the session with nobody else watching: one clean, repeatable case.
+    daemon.wait_viewer_gauge(0, STEP_TIMEOUT).await?;
+
+    // Warm-up, not measured: also waits (bounded) for the screen model to show the end marker,
+    // should it ever lag the live output.
+    let warm_deadline = Instant::now() + STEP_TIMEOUT;
+    let mut warm = 0;
+    loop {
+        let sample = join_once(&url).await.context("warm-up join")?;
+        warm += 1;
+        if warm >= 5 && contains(&sample.ansi()?, FILLED.as_bytes()) {
+            break;
+        }
+        if Instant::now() >= warm_deadline {
+            bail!("after {warm} joins the snapshot still does not show {FILLED:?}");
+        }
+    }
+
+    let before = daemon.metrics().await?;
+    let mut times = Vec::with_capacity(joins);
+    let mut last = None;
+    for j in 0..joins {
+        let sample = join_once(&url).await.with_context(|| format!("join {j}"))?;
+        // Checked outside the timing: the viewer has the full screen.
+        if !contains(&sample.ansi()?, FILLED.as_bytes()) {
+            bail!("join {j}: the snapshot does not show {FILLED:?}");
+        }
+        times.push(sample.time);
+        last = Some(sample);
+    }
+    let after = daemon.metrics().await?;
+    let last = last.context("no join measured")?;
+    let daemon_resyncs = daemon.finish("join", notes);
+    times.sort();
+    Ok(JoinRow {
+        joins,
+        times,
+        gzip_bytes: last.gzip.len(),
+        chunks: last.chunks,
+        ansi_bytes: last.ansi()?.len(),
+        snapshots_sent: after.since(&before, "ptyhub_snapshots_total"),
+        daemon_resyncs,
+    })
+}
+
+struct JoinSample {
+    time: Duration,
+    gzip: Vec<u8>,
+    chunks: usize,
+}
+
+impl JoinSample {
+    fn ansi(&self) -> Result<Vec<u8>> {
+        let mut ansi = Vec::new();
+        flate2::read::GzDecoder::new(&self.gzip[..])
+            .read_to_end(&mut ansi)
+            .context("gunzip of the snapshot")?;
+        Ok(ansi)
+    }
+}
+
+/// One join: connect, read every snapshot chunk and `ready` (the clock stops there), close.
+async fn join_once(url: &str) -> Result<JoinSample> {
+    let start = Instant::now();
+    let deadline = start + STEP_TIMEOUT;
+    let mut ws = connect(url).await?;
+    let mut gzip = Vec::new();
+    let mut chunks = 0;
+    let mut total = None;
+    let time = loop {
+        let msg = match timeout_at(deadline.into(), ws.next()).await {
+            Err(_) => bail!("no ready within {STEP_TIMEOUT:?}"),
+            Ok(None) => bail!("connection closed before ready"),
+            Ok(Some(Err(e))) => bail!("connection failed: {e}"),
+            Ok(Some(Ok(msg))) => msg,
+        };
+        match msg {
+            Message::Binary(b) if is_snapshot_chunk(&b) => {
+                let (index, of) = (usize::from(b[1]), usize::from(b[2]));
+                if index != chunks || total.is_some_and(|t| t != of) {
+                    bail!("snapshot chunk {index}/{of} arrived, expected chunk {chunks}");
+                }
+                total = Some(of);
+                chunks += 1;
+                gzip.extend_from_slice(&b[3..]);
+            }
+            Message::Text(t) => {
+                let v: Value =
+                    serde_json::from_str(&t).with_context(|| format!("bad JSON {t:?}"))?;
+                match v["type"].as_str() {
+                    Some("ready") => break start.elapsed(),
+                    Some("error") => bail!("server error {t}"),
+                    _ => {}
+                }
+            }
+            Message::Close(f) => bail!("server closed the connection: {f:?}"),
+            // Live output: none expected, the screen is still.
+            _ => {}
+        }
+    };
+    if total != Some(chunks) {
+        bail!("ready after {chunks} of {total:?} snapshot chunks");
+    }
+    close_ws(ws).await;
+    Ok(JoinSample { time, gzip, chunks })
+}
+
+/// Closes with a close frame and reads to the server's answer, bounded, so that the daemon sees
+/// a clean leave before the next join.
+async fn close_ws(mut ws: Ws) {
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = ws.close(None).await;
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// memory
+
+struct MemoryRow {
+    idle: MemSample,
+    sessions: usize,
+    with_sessions: MemSample,
+    viewers: usize,
+    /// With the viewers' session up and nobody in it.
+    before_viewers: MemSample,
+    with_viewers: MemSample,
+    /// Time to connect every viewer, `CONNECT_CONCURRENCY` at a time.
+    connect_seconds: f64,
+    daemon_resyncs: usize,
+}
+
+impl MemoryRow {
+    fn per_session_kib(&self) -> f64 {
+        self.with_sessions.rss_kib.saturating_sub(self.idle.rss_kib) as f64 / self.sessions as f64
+    }
+
+    fn per_viewer_kib(&self) -> f64 {
+        self.with_viewers
+            .rss_kib
+            .saturating_sub(self.before_viewers.rss_kib) as f64
+            / self.viewers as f64
+    }
+
+    fn per_viewer_anon_kib(&self) -> f64 {
+        self.with_viewers
+            .anon_kib
+            .saturating_sub(self.before_viewers.anon_kib) as f64
+            / self.viewers as f64
+    }
+}
+
+/// The daemon's RSS idle, with `sessions` idle sessions, and with `viewers` idle viewers of one
+/// more session; every figure read once RSS has settled.
+async fn memory_run(
+    ctx: &Ctx,
+    sessions: usize,
+    viewers: usize,
+    notes: &mut Vec<String>,
+) -> Result<MemoryRow> {
+    // Each viewer is a socket here and one in the daemon, which has the same limit as we do.
+    let needed = viewers as u64 + 256;
+    if let Some(limit) = ctx.nofile.filter(|&l| l < needed) {
+        bail!("the open-file limit is {limit}; {viewers} viewers need about {needed}");
+    }
+    let mut daemon = Daemon::start(ctx, "memory")?;
+    let idle = daemon.settled_memory().await?;
+
+    let mut ids = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let id = daemon
+            .create_session("idle")
+            .await
+            .with_context(|| format!("creating idle session {i}"))?;
+        ids.push(id);
+    }
+    let limit = STEP_TIMEOUT + Duration::from_millis(50 * sessions as u64);
+    daemon.wait_running(&ids, "sleep", limit).await?;
+    let with_sessions = daemon.settled_memory().await?;
+
+    // The viewers' session is one more idle one, counted in their baseline.
+    let id = daemon.create_session("idle").await?;
+    daemon.wait_running(&[id], "sleep", STEP_TIMEOUT).await?;
+    let before_viewers = daemon.settled_memory().await?;
+
+    let mut tasks = Tasks::default();
+    let gate = Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
+    // Viewers dropped or sent an error after joining: none expected.
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let start = Instant::now();
+    for v in 0..viewers {
+        let (url, gate, tx, dropped) =
+            (daemon.ws(id, ""), gate.clone(), tx.clone(), dropped.clone());
+        let task = ctx.pool.spawn(async move {
+            let joined = async {
+                let _permit = gate.acquire_owned().await?;
+                Conn::open(url).await
+            }
+            .await;
+            match joined {
+                Ok(conn) => {
+                    let _ = tx.send(Ok(()));
+                    idle_reader(conn.ws, dropped).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow!("viewer {v}: {e:#}")));
+                }
+            }
+        });
+        tasks.0.push(task.abort_handle());
+    }
+    drop(tx);
+    let limit = STEP_TIMEOUT + Duration::from_millis(50 * viewers as u64);
+    for joined in 0..viewers {
+        match timeout_at((start + limit).into(), rx.recv()).await {
+            Err(_) => bail!("{joined} of {viewers} viewers joined within {limit:?}"),
+            Ok(None) => bail!("a viewer task ended without reporting"),
+            Ok(Some(result)) => result?,
+        }
+    }
+    let connect_seconds = start.elapsed().as_secs_f64();
+    daemon
+        .wait_viewer_gauge(viewers as u64, STEP_TIMEOUT)
+        .await?;
+    let with_viewers = daemon.settled_memory().await?;
+    let dropped = dropped.load(Ordering::Relaxed);
+    if dropped > 0 {
+        bail!("{dropped} idle viewers were dropped or sent an error");
+    }
+
+    drop(tasks);
+    let daemon_resyncs = daemon.finish("memory", notes);
+    Ok(MemoryRow {
+        idle,
+        sessions,
+        with_sessions,
+        viewers,
+        before_viewers,
+        with_viewers,
+        connect_seconds,
+        daemon_resyncs,
+    })
+}
+
+/// Reads everything (status updates as others join), like an open browser tab; counts itself in
+/// `dropped` if the connection ends or the server sends an error.
+async fn idle_reader(mut ws: Ws, dropped: Arc<AtomicUsize>) {
+    while let Some(Ok(msg)) = ws.next().await {
+        match msg {
+            Message::Text(t) if t.contains("\"error\"") => break,
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    dropped.fetch_add(1, Ordering::Relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1348,13 +2007,18 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("flood: `cat` of base64 text to every viewer, against the same on a bare PTY");
         println!(
-            "{:>7} {:>4} {:>9} {:>9} {:>6} {:>8} {:>12} {:>12} {:>9} {:>8}",
+            "  (seconds: until every viewer has the end marker; delivered: output and snapshot bytes, \
+             all viewers; snapshots, resyncs: the daemon's /metrics during the flood)"
+        );
+        println!(
+            "{:>7} {:>4} {:>9} {:>9} {:>6} {:>8} {:>14} {:>12} {:>12} {:>9} {:>8}",
             "viewers",
             "MiB",
             "seconds",
             "bare_s",
             "ratio",
             "cpu_s",
+            "delivered",
             "bytes_mean",
             "bytes_min",
             "snapshots",
@@ -1363,17 +2027,18 @@ fn print_report(s: &Settings, r: &Report) {
         let mut rows = Vec::new();
         for f in &r.flood {
             println!(
-                "{:>7} {:>4} {:>9.3} {:>9.3} {:>6.2} {:>8.2} {:>12} {:>12} {:>9} {:>8}",
+                "{:>7} {:>4} {:>9.3} {:>9.3} {:>6.2} {:>8.2} {:>14} {:>12} {:>12} {:>9} {:>8}",
                 f.viewers,
                 f.mb,
                 f.seconds,
                 f.bare_seconds,
                 f.ratio,
                 f.daemon_cpu_s,
+                f.bytes_total,
                 f.bytes_mean,
                 f.bytes_min,
-                f.snapshots,
-                f.daemon_resyncs
+                f.snapshots_sent,
+                f.resyncs
             );
             rows.push(json!({
                 "viewers": f.viewers,
@@ -1383,6 +2048,9 @@ fn print_report(s: &Settings, r: &Report) {
                 "daemon_cpu_s": round3(f.daemon_cpu_s),
                 "bytes_per_viewer": f.bytes_mean,
                 "bytes_min": f.bytes_min,
+                "bytes_delivered": f.bytes_total,
+                "snapshots_used": f.snapshots_sent,
+                "resyncs_used": f.resyncs,
                 "snapshots": f.snapshots,
                 "bare_pty_seconds": round3(f.bare_seconds),
                 "ratio": round3(f.ratio),
@@ -1396,20 +2064,28 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("stall: flood time to the healthy viewers with one more viewer that never reads");
         println!(
-            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>9} {:>8}",
-            "viewers", "MiB", "without_s", "with_s", "ratio", "snapshots", "resyncs"
+            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>16} {:>9} {:>8}",
+            "viewers",
+            "MiB",
+            "without_s",
+            "with_s",
+            "ratio",
+            "healthy_snapshots",
+            "snapshots",
+            "resyncs"
         );
         let mut rows = Vec::new();
         for t in &r.stall {
             println!(
-                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>9} {:>8}",
+                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>16} {:>9} {:>8}",
                 t.viewers,
                 t.mb,
                 t.baseline_seconds,
                 t.stalled_seconds,
                 t.ratio,
                 t.snapshots,
-                t.daemon_resyncs
+                t.snapshots_sent,
+                t.resyncs
             );
             rows.push(json!({
                 "viewers": t.viewers,
@@ -1418,10 +2094,109 @@ fn print_report(s: &Settings, r: &Report) {
                 "seconds_with": round3(t.stalled_seconds),
                 "ratio": round3(t.ratio),
                 "healthy_snapshots": t.snapshots,
+                "snapshots_used": t.snapshots_sent,
+                "resyncs_used": t.resyncs,
                 "daemon_resyncs": t.daemon_resyncs,
             }));
         }
         out.insert("stall".into(), Value::Array(rows));
+    }
+
+    if let Some(j) = &r.join {
+        println!();
+        println!(
+            "join: connect to the whole snapshot and `ready`, {} joins one after the other, to a \
+             full {JOIN_ROWS}x{JOIN_COLS} coloured screen with {JOIN_SCROLLBACK} lines of scrollback",
+            j.joins
+        );
+        println!(
+            "{:>6} {:>7} {:>7} {:>7} {:>9} {:>7} {:>10} {:>9}",
+            "joins", "p50_ms", "p99_ms", "max_ms", "gzip_B", "chunks", "ansi_B", "snapshots"
+        );
+        println!(
+            "{:>6} {:>7} {:>7} {:>7} {:>9} {:>7} {:>10} {:>9}",
+            j.joins,
+            ms(pct_us(&j.times, 0.5)),
+            ms(pct_us(&j.times, 0.99)),
+            ms(pct_us(&j.times, 1.0)),
+            j.gzip_bytes,
+            j.chunks,
+            j.ansi_bytes,
+            j.snapshots_sent
+        );
+        out.insert(
+            "join".into(),
+            json!({
+                "joins": j.joins,
+                "rows": JOIN_ROWS,
+                "cols": JOIN_COLS,
+                "scrollback_lines": JOIN_SCROLLBACK,
+                "p50_us": pct_us(&j.times, 0.5),
+                "p99_us": pct_us(&j.times, 0.99),
+                "max_us": pct_us(&j.times, 1.0),
+                "snapshot_gzip_bytes": j.gzip_bytes,
+                "snapshot_chunks": j.chunks,
+                "snapshot_ansi_bytes": j.ansi_bytes,
+                "snapshots_sent": j.snapshots_sent,
+                "daemon_resyncs": j.daemon_resyncs,
+            }),
+        );
+    }
+
+    if let Some(m) = &r.memory {
+        println!();
+        println!(
+            "memory: daemon RSS in KiB once settled (anon: of which heap and stacks); viewers idle \
+             in one idle session, joined {CONNECT_CONCURRENCY} at a time"
+        );
+        println!(
+            "{:>9} {:>8} {:>10} {:>11} {:>8} {:>10} {:>11} {:>16} {:>9} {:>7}",
+            "idle_kib",
+            "sessions",
+            "total_kib",
+            "per_session",
+            "viewers",
+            "total_kib",
+            "per_viewer",
+            "per_viewer_anon",
+            "connect_s",
+            "threads"
+        );
+        println!(
+            "{:>9} {:>8} {:>10} {:>11.1} {:>8} {:>10} {:>11.1} {:>16.1} {:>9.2} {:>7}",
+            m.idle.rss_kib,
+            m.sessions,
+            m.with_sessions.rss_kib,
+            m.per_session_kib(),
+            m.viewers,
+            m.with_viewers.rss_kib,
+            m.per_viewer_kib(),
+            m.per_viewer_anon_kib(),
+            m.connect_seconds,
+            m.with_viewers.threads
+        );
+        out.insert(
+            "memory".into(),
+            json!({
+                "idle_rss_kib": m.idle.rss_kib,
+                "idle_anon_kib": m.idle.anon_kib,
+                "sessions": m.sessions,
+                "sessions_rss_kib": m.with_sessions.rss_kib,
+                "per_session_kib": (m.per_session_kib() * 10.0).round() / 10.0,
+                "viewers": m.viewers,
+                "viewers_base_rss_kib": m.before_viewers.rss_kib,
+                "viewers_rss_kib": m.with_viewers.rss_kib,
+                "per_viewer_kib": (m.per_viewer_kib() * 10.0).round() / 10.0,
+                "per_viewer_anon_kib": (m.per_viewer_anon_kib() * 10.0).round() / 10.0,
+                "viewers_connect_seconds": round3(m.connect_seconds),
+                "threads": {
+                    "idle": m.idle.threads,
+                    "sessions": m.with_sessions.threads,
+                    "viewers": m.with_viewers.threads,
+                },
+                "daemon_resyncs": m.daemon_resyncs,
+            }),
+        );
     }
 
     if !r.notes.is_empty() {
