@@ -9,6 +9,7 @@ pub mod output_log;
 pub mod process;
 pub mod queries;
 pub mod screen;
+pub mod screen_thread;
 pub mod size;
 pub mod snapshot;
 pub mod upload;
@@ -33,6 +34,7 @@ use crate::config::{Assistant, Config};
 use output_log::SharedLog;
 pub use process::ExitInfo;
 use screen::ScreenModel;
+use screen_thread::ScreenThread;
 use size::ViewerSize;
 pub use snapshot::EncodedSnapshot;
 
@@ -52,6 +54,25 @@ const READ_CHUNK: usize = 16 * 1024;
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// After leftover processes got SIGHUP at the program's exit, when they get SIGTERM.
 const LEFTOVER_TERM_AFTER: Duration = Duration::from_secs(1);
+/// Output bytes waiting for the screen thread before the actor stops reading the PTY (16 MiB:
+/// several seconds of a flood; chunks still in the output log cost nothing extra).
+const PARSE_BACKLOG: usize = 16 << 20;
+/// How long after a viewer's input its output counts as that viewer's echo, delivered to it
+/// before anyone else.
+const TYPIST_WINDOW: Duration = Duration::from_millis(500);
+
+/// How the actor hands new output to a viewer: straight onto its socket when that needs no
+/// waiting, else by waking the viewer's task, which catches up from the log.
+///
+/// Writing from the actor spares a task wake-up per viewer per chunk, and lets the viewer
+/// that typed get its echo first. Implemented by each dialect's connection.
+pub trait LiveOutput: Send + Sync {
+    /// Sends `chunk`, which starts at log offset `start`, if the viewer is caught up to
+    /// `start`, idle, and its socket takes it without blocking. False when it did not.
+    fn try_push(&self, start: u64, chunk: &[u8]) -> bool;
+    /// Wakes the viewer's task to catch up from the log.
+    fn wake(&self);
+}
 
 /// What a viewer is told by its session.
 #[derive(Debug, Clone)]
@@ -260,6 +281,9 @@ pub enum CreateError {
     /// Starting the program failed.
     #[error(transparent)]
     Spawn(#[from] process::SpawnError),
+    /// The screen model's thread could not be started.
+    #[error("could not start the screen thread: {0}")]
+    Thread(std::io::Error),
     /// The daemon is shutting down.
     #[error("ptyhub is shutting down")]
     ShuttingDown,
@@ -306,6 +330,7 @@ enum Command {
     Join {
         read_only: bool,
         events: mpsc::Sender<ViewerEvent>,
+        live: Arc<dyn LiveOutput>,
         reply: oneshot::Sender<Result<JoinReply, String>>,
     },
     Leave {
@@ -380,17 +405,19 @@ impl SessionHandle {
         self.commands.send(cmd).await.map_err(|_| SessionGone)
     }
 
-    /// Adds a viewer; `events` receives everything addressed to it. The inner `Err` says why
-    /// the session refused it (too many viewers).
+    /// Adds a viewer; `events` receives everything addressed to it, `live` its output. The
+    /// inner `Err` says why the session refused it (too many viewers).
     pub async fn join(
         &self,
         read_only: bool,
         events: mpsc::Sender<ViewerEvent>,
+        live: Arc<dyn LiveOutput>,
     ) -> Result<Result<JoinReply, String>, SessionGone> {
         let (reply, rx) = oneshot::channel();
         self.send(Command::Join {
             read_only,
             events,
+            live,
             reply,
         })
         .await?;
@@ -494,6 +521,10 @@ pub fn start(
     let argv = assistant.start_argv();
     let yolo_mode = assistant.starts_in_yolo();
     let (rows, cols) = size::clamp(cfg.session.rows, cfg.session.cols);
+    let model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
+    let thread_name = format!("screen-{}", &spec.id.simple().to_string()[..8]);
+    let (screen, answers) =
+        ScreenThread::start(model, PARSE_BACKLOG, thread_name).map_err(CreateError::Thread)?;
     let env = assistant.env_for(yolo_mode);
     let spawned = process::spawn(&process::SpawnSpec {
         argv: &argv,
@@ -510,7 +541,11 @@ pub fn start(
     let created_at = SystemTime::now();
     let mut session = Session {
         id: spec.id,
-        model: ScreenModel::new(rows, cols, cfg.session.scrollback_lines),
+        screen,
+        answers,
+        scan: queries::QueryScan::default(),
+        drawn: false,
+        typist: None,
         assistant_key: spec.assistant,
         assistant,
         name,
@@ -574,6 +609,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 
 struct ViewerEntry {
     events: mpsc::Sender<ViewerEvent>,
+    live: Arc<dyn LiveOutput>,
     size: ViewerSize,
     /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
     expected: queries::Expected,
@@ -609,7 +645,16 @@ struct Session {
     cwd: PathBuf,
     created_at: SystemTime,
     yolo_mode: bool,
-    model: ScreenModel,
+    /// The screen model, on its own thread.
+    screen: ScreenThread,
+    /// The model's answers to terminal queries, for the program.
+    answers: screen_thread::Answers,
+    /// Finds queries in the output before it is published, so replies are expected in time.
+    scan: queries::QueryScan,
+    /// Whether the program has drawn anything yet.
+    drawn: bool,
+    /// The viewer that typed last, and when: its echo goes to it first.
+    typist: Option<(ViewerId, Instant)>,
     log: Arc<SharedLog>,
     viewers: HashMap<ViewerId, ViewerEntry>,
     size: (u16, u16),
@@ -749,7 +794,12 @@ impl Session {
                     // Every handle is gone: nobody can reach this session any more.
                     None => self.begin_end(EndReason::Deleted, None),
                 },
-                read = read_pty(&mut self.proc.reader, &mut self.read_buf) => self.on_read(read),
+                read = read_pty(&mut self.proc.reader, &mut self.read_buf), if self.screen.has_room() => {
+                    self.on_read(read)
+                }
+                // The parser is a backlog behind: the PTY waits (and with it the program).
+                _ = self.screen.room(), if !self.screen.has_room() => {}
+                Some(found) = self.answers.recv() => self.answer_queries(found),
                 status = wait_child(&mut self.proc.child) => self.on_child_exit(status),
                 _ = sleep_until(self.proc.drain_until) => self.finish_exit(),
                 _ = sleep_until(self.kill_at) => self.kill_now(),
@@ -769,6 +819,7 @@ impl Session {
             Command::Join {
                 read_only,
                 events,
+                live,
                 reply,
             } => {
                 let max = self.cfg.limits.max_viewers_per_session;
@@ -785,12 +836,11 @@ impl Session {
                     exit: self.exit.clone(),
                     chat: self.chat.iter().skip(chat_from).cloned().collect(),
                 };
-                if self.model.has_output() {
-                    // Rendered and compressed off the actor; the offset is fixed now.
-                    let (render, offset) = self.snapshot_job();
-                    join.offset = offset;
-                    tokio::task::spawn_blocking(move || {
-                        join.snapshot = Some(render());
+                if self.drawn {
+                    // Rendered on the screen thread once it has parsed up to here.
+                    self.snapshot_then(move |snapshot, offset| {
+                        join.snapshot = Some(snapshot);
+                        join.offset = offset;
                         let _ = reply.send(Ok(join));
                     });
                 } else {
@@ -801,6 +851,7 @@ impl Session {
                     viewer,
                     ViewerEntry {
                         events,
+                        live,
                         size: ViewerSize {
                             read_only,
                             size: None,
@@ -836,13 +887,9 @@ impl Session {
                 entry.size.size = Some(size::clamp(rows, cols));
                 self.apply_size();
             }
-            Command::Resync { reply } => {
-                let (render, offset) = self.snapshot_job();
-                tokio::task::spawn_blocking(move || {
-                    let snapshot = render();
-                    let _ = reply.send(Resync { snapshot, offset });
-                });
-            }
+            Command::Resync { reply } => self.snapshot_then(move |snapshot, offset| {
+                let _ = reply.send(Resync { snapshot, offset });
+            }),
             Command::Chat {
                 viewer,
                 user_name,
@@ -881,14 +928,16 @@ impl Session {
         }
     }
 
-    /// A snapshot to render (off the actor: rendering and gzip take milliseconds on big
-    /// screens) and the exact log offset it belongs to: the model has consumed every byte
-    /// before it (bytes it holds back, an incomplete escape sequence, are streamed instead).
-    fn snapshot_job(&self) -> (impl FnOnce() -> EncodedSnapshot + Send + 'static, u64) {
-        let frozen = self.model.freeze();
+    /// Renders a snapshot of the screen as it stands after the output published so far, off
+    /// the actor (on the screen thread, which renders and compresses in milliseconds), and
+    /// hands it to `done` with the exact log offset it belongs to: the model has consumed every
+    /// byte before it (bytes it holds back, an incomplete escape sequence, are streamed instead).
+    fn snapshot_then(&self, done: impl FnOnce(EncodedSnapshot, u64) + Send + 'static) {
         let max = self.cfg.session.scrollback_lines;
-        let offset = self.log.head() - self.model.pending_len() as u64;
-        (move || snapshot::encode(&frozen, max), offset)
+        self.screen.snapshot(
+            self.log.head(),
+            Box::new(move |model, offset| done(snapshot::encode(model, max), offset)),
+        );
     }
 
     fn input(&mut self, viewer: ViewerId, data: Bytes) {
@@ -899,6 +948,7 @@ impl Session {
             self.tell(viewer, "read_only", "this link is read-only: input ignored");
             return;
         }
+        self.typist = Some((viewer, Instant::now()));
         let data = if entry.expected.is_empty() {
             data
         } else {
@@ -935,7 +985,7 @@ impl Session {
             return false;
         }
         self.size = new;
-        self.model.resize(new.0, new.1);
+        self.screen.resize(new.0, new.1);
         if let Some(size) = &self.proc.size {
             size.send_replace(new);
         }
@@ -1003,23 +1053,47 @@ impl Session {
         self.info.send_replace(info);
     }
 
-    /// Publishes output: first to the log (waking viewers, who copy it out on their own
-    /// tasks), then into the screen model.
+    /// Publishes output: to the screen thread, to the log, and to the viewers (straight onto
+    /// their sockets when they can take it now, the typist first; the others are woken to
+    /// copy it from the log on their own tasks).
     fn output(&mut self, chunk: Bytes) {
-        self.log.append(chunk.clone());
-        self.model.process(&chunk);
-        let found = self.model.take_queries();
-        if found.is_empty() {
-            return;
+        // Before anyone can see a query, its replies are expected from everyone who will.
+        let queries = self.scan.scan(&chunk);
+        if !queries.is_empty() {
+            let now = Instant::now();
+            for query in queries {
+                for viewer in self.viewers.values_mut() {
+                    viewer.expected.expect(query, now);
+                }
+            }
         }
-        let now = Instant::now();
+        self.drawn = true;
+        let start = self.log.head();
+        self.log.append(chunk.clone());
+        self.screen.output(chunk.clone());
+        let typist = self
+            .typist
+            .filter(|(_, at)| at.elapsed() < TYPIST_WINDOW)
+            .and_then(|(id, _)| self.viewers.get(&id).map(|v| (id, v)));
+        if let Some((_, v)) = typist {
+            if !v.live.try_push(start, &chunk) {
+                v.live.wake();
+            }
+        }
+        let typist = typist.map(|(id, _)| id);
+        for (id, v) in &self.viewers {
+            if Some(*id) != typist && !v.live.try_push(start, &chunk) {
+                v.live.wake();
+            }
+        }
+    }
+
+    /// The screen model's answers to queries in the output: each goes to the program once.
+    fn answer_queries(&mut self, found: Vec<(queries::Query, Vec<u8>)>) {
         for (query, answer) in found {
             debug!(session = %self.id, ?query, "answering terminal query");
             if let Some(input) = &self.proc.input {
                 queue_input(input, &self.proc.queued, Bytes::from(answer));
-            }
-            for viewer in self.viewers.values_mut() {
-                viewer.expected.expect(query, now);
             }
         }
     }

@@ -5,10 +5,10 @@
 //! silently and memory stays bounded whatever the viewers do.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use tokio::sync::watch;
 
 /// Output in arrival order, at most `capacity` bytes of it (a single chunk may exceed it).
 #[derive(Debug)]
@@ -91,12 +91,12 @@ impl OutputLog {
 
 /// The log as shared between the actor (writer) and the viewers (readers).
 ///
-/// The mutex is held only to append or copy bytes, never across an `.await`; `head` wakes
-/// viewers without any lock.
+/// The mutex is held only to append or copy bytes, never across an `.await`; `head` is read
+/// without it. The actor wakes the viewers that need it (see `session::LiveOutput`).
 #[derive(Debug)]
 pub struct SharedLog {
     log: Mutex<OutputLog>,
-    head: watch::Sender<u64>,
+    head: AtomicU64,
 }
 
 impl SharedLog {
@@ -104,18 +104,17 @@ impl SharedLog {
     pub fn new(capacity: usize) -> Self {
         Self {
             log: Mutex::new(OutputLog::new(capacity)),
-            head: watch::Sender::new(0),
+            head: AtomicU64::new(0),
         }
     }
 
-    /// Appends and wakes every viewer waiting for output.
+    /// Appends; returns the new head.
     pub fn append(&self, chunk: Bytes) -> u64 {
-        let head = {
-            let mut log = self.lock();
-            log.append(chunk);
-            log.head()
-        };
-        self.head.send_replace(head);
+        let mut log = self.lock();
+        log.append(chunk);
+        let head = log.head();
+        // Published under the lock, so a reader that sees the head can read up to it.
+        self.head.store(head, Ordering::Release);
         head
     }
 
@@ -126,12 +125,7 @@ impl SharedLog {
 
     /// Offset one past the newest byte.
     pub fn head(&self) -> u64 {
-        *self.head.borrow()
-    }
-
-    /// A receiver that changes whenever output is appended.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.head.subscribe()
+        self.head.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, OutputLog> {

@@ -70,6 +70,124 @@ impl vt100::Callbacks for QueryHook {
     }
 }
 
+/// Finds the same queries as [`QueryHook`] in the raw output, before it is parsed.
+///
+/// The screen model parses on its own thread, possibly behind the live stream, but a viewer
+/// can only reply to a query it has been sent: the actor scans each chunk before publishing
+/// it and marks the replies as expected, so no reply can arrive before its expectation. The
+/// grammar follows vte's for the CSI sequences `QueryHook` answers; state carries across
+/// chunks.
+#[derive(Debug, Default)]
+pub struct QueryScan {
+    state: ScanState,
+}
+
+#[derive(Debug, Default)]
+enum ScanState {
+    #[default]
+    Ground,
+    Esc,
+    Csi(Csi),
+}
+
+/// A CSI sequence being read: its private marker, its parameters so far, and whether
+/// anything made it something other than a query.
+#[derive(Debug, Default)]
+struct Csi {
+    marker: Option<u8>,
+    params: [u16; 2],
+    count: usize,
+    started_param: bool,
+    other: bool,
+}
+
+/// Parameters kept per sequence; a query has at most one.
+const SCAN_PARAMS: usize = 2;
+
+impl QueryScan {
+    /// Queries completed by `bytes`, in order.
+    pub fn scan(&mut self, bytes: &[u8]) -> Vec<Query> {
+        let mut found = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if matches!(self.state, ScanState::Ground) {
+                // Ordinary text: skip to the next ESC without looking at each byte.
+                match bytes[i..].iter().position(|&b| b == 0x1b) {
+                    Some(p) => i += p,
+                    None => break,
+                }
+            }
+            let b = bytes[i];
+            i += 1;
+            self.state = match std::mem::take(&mut self.state) {
+                _ if b == 0x1b => ScanState::Esc,
+                // CAN and SUB abort a sequence.
+                _ if b == 0x18 || b == 0x1a => ScanState::Ground,
+                ScanState::Ground => ScanState::Ground,
+                ScanState::Esc if b == b'[' => ScanState::Csi(Csi::default()),
+                ScanState::Esc => ScanState::Ground,
+                // Other C0 controls are executed inside a sequence without ending it.
+                ScanState::Csi(csi) if b < 0x20 => ScanState::Csi(csi),
+                ScanState::Csi(mut csi) => match b {
+                    b'0'..=b'9' => {
+                        if csi.count == 0 {
+                            csi.count = 1;
+                        }
+                        if let Some(p) = csi.params.get_mut(csi.count - 1) {
+                            *p = p.saturating_mul(10).saturating_add(u16::from(b - b'0'));
+                        }
+                        csi.started_param = true;
+                        ScanState::Csi(csi)
+                    }
+                    b';' | b':' => {
+                        // vte counts an empty first parameter too.
+                        csi.count = (csi.count.max(1) + 1).min(SCAN_PARAMS + 1);
+                        if b == b':' {
+                            csi.other = true;
+                        }
+                        csi.started_param = true;
+                        ScanState::Csi(csi)
+                    }
+                    0x3c..=0x3f if !csi.started_param && csi.marker.is_none() => {
+                        csi.marker = Some(b);
+                        ScanState::Csi(csi)
+                    }
+                    // vt100 passes on private markers only: plain intermediates don't count.
+                    0x20..=0x2f | 0x7f => ScanState::Csi(csi),
+                    0x3c..=0x3f => {
+                        csi.other = true;
+                        ScanState::Csi(csi)
+                    }
+                    0x40..=0x7e => {
+                        found.extend(csi.query(b));
+                        ScanState::Ground
+                    }
+                    _ => ScanState::Ground,
+                },
+            };
+        }
+        found
+    }
+}
+
+impl Csi {
+    /// The query this sequence is, ended by `fin`, with `QueryHook`'s rules.
+    fn query(&self, fin: u8) -> Option<Query> {
+        if self.other || self.count > SCAN_PARAMS {
+            return None;
+        }
+        let params = &self.params[..self.count];
+        let only_zero = params.iter().all(|&p| p == 0);
+        match (self.marker, fin) {
+            (None, b'n') if params == [6] => Some(Query::CursorPosition),
+            (None, b'n') if params == [5] => Some(Query::Status),
+            (None, b'c') if only_zero => Some(Query::PrimaryAttributes),
+            (Some(b'>'), b'c') if only_zero => Some(Query::SecondaryAttributes),
+            _ => None,
+        }
+    }
+}
+
 /// Replies still expected from one viewer, oldest first.
 #[derive(Debug, Default)]
 pub struct Expected {
@@ -178,6 +296,26 @@ mod tests {
                 b"\x1b[0n"
             ]
         );
+    }
+
+    /// The scanner finds exactly what the parser's hook answers, however the stream is cut.
+    #[test]
+    fn scanner_agrees_with_the_hook() {
+        let stream: &[u8] =
+            b"abc\x1b[6nmore\x1b[1;2R\r\n\x1b[6n\x1b[c\x1b[>c\x1b[0c\x1b[5n\x1b[?6n\
+            \x1b[06n\x1b[6;n\x1b[>1c\x1b[0;0c\x1b[31mred\x1b[m\x1b]0;title\x07\x1b[>0c\x1b[6\x18n\
+            \x1b[2J\x1b[1:2c\x1b[6 n";
+        let want: Vec<Query> = parse(stream).into_iter().map(|(q, _)| q).collect();
+        assert_eq!(want.len(), 10, "{want:?}");
+        for cut in 0..stream.len() {
+            let mut scan = QueryScan::default();
+            let mut got = scan.scan(&stream[..cut]);
+            got.extend(scan.scan(&stream[cut..]));
+            assert_eq!(got, want, "cut at {cut}");
+        }
+        let mut scan = QueryScan::default();
+        let bytewise: Vec<Query> = stream.iter().flat_map(|b| scan.scan(&[*b])).collect();
+        assert_eq!(bytewise, want);
     }
 
     #[test]

@@ -5,16 +5,21 @@
 //! The writer never holds the session up: it copies from the shared log at its own pace, and
 //! when it has fallen out of the log's window, stayed unwritable past the stall deadline, or
 //! used up its flow-control budget, it is resynced with a snapshot instead of the backlog.
+//! While it is idle and caught up, the session actor writes new output to its socket itself
+//! ([`live`]).
+
+pub mod live;
+pub mod socket;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocket, WebSocketError, WebSocketWrite};
+use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocket, WebSocketError};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::{ReadHalf, WriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
@@ -29,6 +34,7 @@ use crate::session::{
     ChatLine, EncodedSnapshot, JoinReply, SessionGone, SessionHandle, StatusInfo, ViewerEvent,
     ViewerId,
 };
+use live::Live;
 
 type Io = TokioIo<Upgraded>;
 
@@ -71,10 +77,10 @@ pub async fn refuse(mut ws: WebSocket<Io>, code: u16, error_code: &str, message:
 pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, opts: ViewerOptions) {
     // Split by hand rather than with `WebSocket::split`: the reader task keeps the raw read
     // half, so after refusing a message it can drain what the client is still sending and
-    // the close frame reaches it (closing with unread input would reset the connection).
-    let (read_half, write_half) = tokio::io::split(ws.into_inner());
-    let (_, writer) =
-        fastwebsockets::after_handshake_split(tokio::io::empty(), write_half, Role::Server);
+    // the close frame reaches it (closing with unread input would reset the connection). The
+    // writer builds its frames itself, to send a whole batch in one write.
+    let halves = socket::split(ws.into_inner());
+    let live = Live::new(halves.tcp, opts.flow_ack, cfg.viewer.flow_budget_bytes);
     let share_end = ShareEnd {
         revoked: opts.revoked.clone().unwrap_or_default(),
         at: opts.expires.map(|t| {
@@ -84,20 +90,17 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         }),
     };
     let mut writer = Writer {
-        ws: writer,
+        ws: halves.write,
+        live: live.clone(),
         session: session.clone(),
-        offset: 0,
         opts: opts.clone(),
-        budget: cfg.viewer.flow_budget_bytes,
-        sent: 0,
-        acked: 0,
         stall_deadline: cfg.viewer.stall_deadline,
         buf: Vec::with_capacity(BATCH_BYTES),
-        frames: Vec::new(),
+        out: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 512),
         share_end: share_end.clone(),
     };
     let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
-    let join = match session.join(opts.read_only, events_tx).await {
+    let join = match session.join(opts.read_only, events_tx, live).await {
         Ok(Ok(join)) => join,
         Ok(Err(full)) => {
             info!(session = %session.id(), reason = %full, "refused viewer");
@@ -122,7 +125,7 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
     let max_message = cfg.viewer.max_message_bytes;
     let read_task = tokio::spawn(read_loop(
-        read_half,
+        halves.read,
         session.clone(),
         viewer,
         local_tx,
@@ -165,7 +168,7 @@ enum Local {
 }
 
 async fn read_loop(
-    mut raw: ReadHalf<Io>,
+    mut raw: socket::ReadSide,
     session: SessionHandle,
     viewer: ViewerId,
     local: mpsc::Sender<Local>,
@@ -359,21 +362,25 @@ impl ShareEnd {
 type WriteResult = Result<(), WebSocketError>;
 
 struct Writer {
-    ws: WebSocketWrite<WriteHalf<Io>>,
+    ws: socket::WriteSide,
+    /// The position in the live stream, shared with the session actor.
+    live: Arc<Live>,
     session: SessionHandle,
-    /// Next log offset to send.
-    offset: u64,
     opts: ViewerOptions,
-    /// flow=ack: most live bytes sent but not acknowledged.
-    budget: u64,
-    /// Live output bytes sent in total.
-    sent: u64,
-    /// Live output bytes the client acknowledged in total.
-    acked: u64,
     stall_deadline: Duration,
+    /// Output copied from the log.
     buf: Vec<u8>,
-    frames: Vec<Vec<u8>>,
+    /// Frames to write, back to back.
+    out: Vec<u8>,
     share_end: ShareEnd,
+}
+
+/// What woke an idle writer.
+enum Woke {
+    Local(Option<Local>),
+    Event(Option<ViewerEvent>),
+    Output,
+    ShareEnd(&'static str),
 }
 
 impl Writer {
@@ -389,7 +396,7 @@ impl Writer {
         if let Some(snapshot) = snapshot {
             self.send_snapshot(&snapshot).await?;
         }
-        self.offset = offset;
+        self.live.lock().offset = offset;
         for line in chat {
             self.send_json(&chat_message(line)).await?;
         }
@@ -401,12 +408,39 @@ impl Writer {
     }
 
     fn budget_left(&self) -> u64 {
-        if self.opts.flow_ack {
-            self.budget
-                .saturating_sub(self.sent.saturating_sub(self.acked))
-        } else {
-            u64::MAX
+        self.live.lock().budget_left(&self.live)
+    }
+
+    fn offset(&self) -> u64 {
+        self.live.lock().offset
+    }
+
+    /// Takes the socket back from the actor: marks the writer busy and sends what the actor
+    /// left half-written.
+    async fn claim(&mut self) -> WriteResult {
+        let leftover = {
+            let mut st = self.live.lock();
+            st.busy = true;
+            std::mem::take(&mut st.leftover)
+        };
+        if !leftover.is_empty() {
+            self.write_out(&leftover).await?;
         }
+        Ok(())
+    }
+
+    /// Hands the socket to the actor unless output is already waiting; true when it did.
+    fn release(&self) -> bool {
+        let head = self.session.log().head();
+        let mut st = self.live.lock();
+        let waiting = head > st.offset && st.budget_left(&self.live) > 0;
+        st.busy = waiting;
+        !waiting
+    }
+
+    async fn write_out(&mut self, bytes: &[u8]) -> WriteResult {
+        self.ws.write_all(bytes).await?;
+        Ok(())
     }
 
     async fn write_loop(
@@ -414,8 +448,8 @@ impl Writer {
         events: &mut mpsc::Receiver<ViewerEvent>,
         local: &mut mpsc::Receiver<Local>,
     ) -> WriteResult {
-        let mut head: watch::Receiver<u64> = self.session.log().subscribe();
         loop {
+            self.claim().await?;
             // Control traffic first, so a flood cannot starve it.
             while let Ok(l) = local.try_recv() {
                 if self.on_local(l).await? {
@@ -433,26 +467,38 @@ impl Writer {
                 let why = self.share_end.wait().await;
                 return self.close(1008, why).await;
             }
-            let backlog = *head.borrow_and_update() > self.offset;
+            let backlog = self.session.log().head() > self.offset();
             if backlog && self.budget_left() > 0 {
                 self.send_output(u64::MAX).await?;
                 continue;
             }
-            tokio::select! {
-                l = local.recv() => match l {
-                    Some(l) => if self.on_local(l).await? { return Ok(()) },
-                    None => return Ok(()),
-                },
-                ev = events.recv() => match ev {
-                    Some(ev) => if self.on_event(ev).await? { return Ok(()) },
-                    None => return self.close(4003, "session ended").await,
-                },
-                changed = head.changed(), if self.budget_left() > 0 => {
-                    if changed.is_err() {
-                        return self.close(4003, "session ended").await;
+            if !self.release() {
+                continue;
+            }
+            let live = self.live.clone();
+            let can_send = self.budget_left() > 0;
+            let woke = tokio::select! {
+                l = local.recv() => Woke::Local(l),
+                ev = events.recv() => Woke::Event(ev),
+                _ = live.woken(), if can_send => Woke::Output,
+                why = self.share_end.wait() => Woke::ShareEnd(why),
+            };
+            self.claim().await?;
+            match woke {
+                Woke::Local(Some(l)) => {
+                    if self.on_local(l).await? {
+                        return Ok(());
                     }
                 }
-                why = self.share_end.wait() => return self.close(1008, why).await,
+                Woke::Local(None) => return Ok(()),
+                Woke::Event(Some(ev)) => {
+                    if self.on_event(ev).await? {
+                        return Ok(());
+                    }
+                }
+                Woke::Event(None) => return self.close(4003, "session ended").await,
+                Woke::Output => {}
+                Woke::ShareEnd(why) => return self.close(1008, why).await,
             }
         }
     }
@@ -463,13 +509,14 @@ impl Writer {
             Local::Send(msg) => self.send_json(&msg).await?,
             Local::Control(opcode, payload) => {
                 let done = opcode == OpCode::Close;
-                self.ws
-                    .write_frame(Frame::new(true, opcode, None, Payload::Owned(payload)))
-                    .await?;
+                self.send_frame(opcode, &payload).await?;
                 return Ok(done);
             }
             // Never more than was sent: an over-eager client cannot switch flow control off.
-            Local::Ack(bytes) => self.acked = self.acked.saturating_add(bytes).min(self.sent),
+            Local::Ack(bytes) => {
+                let mut st = self.live.lock();
+                st.acked = st.acked.saturating_add(bytes).min(st.sent);
+            }
             Local::Done(close) => {
                 if let Some((code, reason)) = close {
                     self.close(code, reason).await?;
@@ -513,7 +560,7 @@ impl Writer {
     /// Sends output up to `offset` before an event that belongs after it; a flow=ack viewer
     /// out of budget is resynced instead (the snapshot is past `offset`).
     async fn catch_up(&mut self, offset: u64) -> WriteResult {
-        while self.offset < offset {
+        while self.offset() < offset {
             if self.budget_left() == 0 {
                 return self.resync("flow-control budget used up").await;
             }
@@ -524,26 +571,30 @@ impl Writer {
 
     /// Sends the next batch of output (up to `until`), or a snapshot if this viewer fell behind.
     async fn send_output(&mut self, until: u64) -> WriteResult {
+        let offset = self.offset();
         let limit = (BATCH_BYTES as u64)
             .min(self.budget_left().max(1))
-            .min(until.saturating_sub(self.offset).max(1)) as usize;
+            .min(until.saturating_sub(offset).max(1)) as usize;
         self.buf.clear();
-        let next = match self.session.log().read(self.offset, limit, &mut self.buf) {
+        let next = match self.session.log().read(offset, limit, &mut self.buf) {
             Ok(next) => next,
             Err(FellBehind) => return self.resync("fell out of the output window").await,
         };
-        self.frames.clear();
-        swe::push_output_frames(&self.buf, &mut self.frames);
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        live::push_output(&mut out, &self.buf);
         let started = Instant::now();
-        for frame in self.frames.drain(..) {
-            self.ws
-                .write_frame(Frame::binary(Payload::Owned(frame)))
-                .await?;
+        // One write for the whole batch: a syscall per batch, not per frame.
+        let written = self.write_out(&out).await;
+        self.out = out;
+        written?;
+        METRICS.bytes_out.add(next - offset);
+        {
+            let mut st = self.live.lock();
+            st.sent += next - offset;
+            st.offset = next;
         }
-        METRICS.bytes_out.add(next - self.offset);
-        self.sent += next - self.offset;
-        self.offset = next;
-        if started.elapsed() > self.stall_deadline && self.session.log().head() > self.offset {
+        if started.elapsed() > self.stall_deadline && self.session.log().head() > next {
             return self
                 .resync("socket unwritable past the stall deadline")
                 .await;
@@ -558,7 +609,7 @@ impl Writer {
         info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
         METRICS.resyncs.inc();
         self.send_snapshot(&resync.snapshot).await?;
-        self.offset = resync.offset;
+        self.live.lock().offset = resync.offset;
         Ok(())
     }
 
@@ -567,27 +618,30 @@ impl Writer {
         // The session keeps the stream within what 255 chunks hold; an empty frame list would
         // mean a bug there, and the viewer then just goes on with live output.
         let frames = swe::snapshot_frames(&snapshot.gzip).unwrap_or_default();
-        for frame in frames {
-            self.ws
-                .write_frame(Frame::binary(Payload::Owned(frame)))
-                .await?;
+        let mut out = Vec::with_capacity(snapshot.gzip.len() + frames.len() * 8);
+        for frame in &frames {
+            live::push_frame(&mut out, OpCode::Binary, frame);
         }
-        Ok(())
+        self.write_out(&out).await
     }
 
     async fn send_json(&mut self, msg: &ServerMessage) -> WriteResult {
         if let ServerMessage::Error { code, .. } = msg {
             METRICS.error(code);
         }
-        self.ws
-            .write_frame(Frame::text(Payload::Owned(msg.to_json().into_bytes())))
+        self.send_frame(OpCode::Text, msg.to_json().as_bytes())
             .await
     }
 
+    async fn send_frame(&mut self, opcode: OpCode, payload: &[u8]) -> WriteResult {
+        let mut out = Vec::with_capacity(payload.len() + 10);
+        live::push_frame(&mut out, opcode, payload);
+        self.write_out(&out).await
+    }
+
     async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
-        self.ws
-            .write_frame(Frame::close(code, reason.as_bytes()))
-            .await
+        let frame = Frame::close(code, reason.as_bytes());
+        self.send_frame(OpCode::Close, &frame.payload).await
     }
 }
 

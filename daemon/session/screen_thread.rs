@@ -1,0 +1,138 @@
+//! The screen model's own thread: parses the session's output behind the actor, so the vt100
+//! parse (the costliest step of a flood) never delays reading the PTY or feeding viewers.
+//!
+//! Jobs run in stream order: output, resizes and snapshot requests. A snapshot request made
+//! when the log's head was `h` runs after every byte before `h` was parsed, so the snapshot
+//! and its offset still match exactly. The backlog is bounded in bytes: past it the actor
+//! stops reading the PTY until the parser catches up, so memory stays bounded and nothing is
+//! lost.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, Notify};
+use tracing::warn;
+
+use super::queries::Query;
+use super::screen::ScreenModel;
+
+/// Called on the screen thread with the model and the log offset it stands at.
+pub type SnapshotFn = Box<dyn FnOnce(&ScreenModel, u64) + Send>;
+
+/// Work for the screen thread, in stream order.
+enum Job {
+    Output(Bytes),
+    Resize(u16, u16),
+    Snapshot { head: u64, take: SnapshotFn },
+}
+
+/// What the actor and the thread share.
+struct Shared {
+    /// Output bytes handed to the thread and not parsed yet.
+    backlog: AtomicUsize,
+    /// Signalled when the backlog falls back under the limit.
+    room: Notify,
+    limit: usize,
+}
+
+/// The actor's handle on its screen thread; dropping it ends the thread once its jobs are done.
+pub struct ScreenThread {
+    jobs: std_mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+}
+
+/// Answers the model computed for queries met while parsing, in stream order.
+pub type Answers = mpsc::UnboundedReceiver<Vec<(Query, Vec<u8>)>>;
+
+impl ScreenThread {
+    /// Starts the thread for `model`; at most `backlog_limit` bytes wait to be parsed before
+    /// [`ScreenThread::has_room`] says no.
+    pub fn start(
+        model: ScreenModel,
+        backlog_limit: usize,
+        name: String,
+    ) -> std::io::Result<(ScreenThread, Answers)> {
+        let (jobs, rx) = std_mpsc::channel();
+        let (answers_tx, answers) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            backlog: AtomicUsize::new(0),
+            room: Notify::new(),
+            limit: backlog_limit.max(1),
+        });
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || run(model, rx, thread_shared, answers_tx))?;
+        Ok((ScreenThread { jobs, shared }, answers))
+    }
+
+    /// Queues output for parsing.
+    pub fn output(&self, chunk: Bytes) {
+        self.shared
+            .backlog
+            .fetch_add(chunk.len(), Ordering::Relaxed);
+        self.send(Job::Output(chunk));
+    }
+
+    /// Resizes the model after the output queued so far.
+    pub fn resize(&self, rows: u16, cols: u16) {
+        self.send(Job::Resize(rows, cols));
+    }
+
+    /// Runs `take` on the model once it has parsed everything before `head`, with the exact
+    /// offset it stands at (`head` less what it holds back of an unfinished sequence).
+    pub fn snapshot(&self, head: u64, take: SnapshotFn) {
+        self.send(Job::Snapshot { head, take });
+    }
+
+    /// Whether more output may be queued now.
+    pub fn has_room(&self) -> bool {
+        self.shared.backlog.load(Ordering::Relaxed) < self.shared.limit
+    }
+
+    /// Resolves once the backlog has fallen under the limit (or at once, if it has since).
+    pub async fn room(&self) {
+        if !self.has_room() {
+            self.shared.room.notified().await;
+        }
+    }
+
+    fn send(&self, job: Job) {
+        // The thread only stops when this handle is dropped, or if it panicked; then jobs are
+        // dropped and their reply channels tell the waiting viewers.
+        if self.jobs.send(job).is_err() {
+            warn!("screen thread is gone: job dropped");
+        }
+    }
+}
+
+fn run(
+    mut model: ScreenModel,
+    jobs: std_mpsc::Receiver<Job>,
+    shared: Arc<Shared>,
+    answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
+) {
+    while let Ok(job) = jobs.recv() {
+        match job {
+            Job::Output(chunk) => {
+                model.process(&chunk);
+                let found = model.take_queries();
+                if !found.is_empty() {
+                    let _ = answers.send(found);
+                }
+                let before = shared.backlog.fetch_sub(chunk.len(), Ordering::Relaxed);
+                if before >= shared.limit && before - chunk.len() < shared.limit {
+                    // Stored as a permit if the actor is not waiting yet: no lost wake-up.
+                    shared.room.notify_one();
+                }
+            }
+            Job::Resize(rows, cols) => model.resize(rows, cols),
+            Job::Snapshot { head, take } => {
+                let offset = head - model.pending_len() as u64;
+                take(&model, offset);
+            }
+        }
+    }
+}
