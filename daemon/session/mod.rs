@@ -523,8 +523,13 @@ pub fn start(
     let (rows, cols) = size::clamp(cfg.session.rows, cfg.session.cols);
     let model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
     let thread_name = format!("screen-{}", &spec.id.simple().to_string()[..8]);
-    let (screen, answers) =
-        ScreenThread::start(model, PARSE_BACKLOG, thread_name).map_err(CreateError::Thread)?;
+    let (screen, answers) = ScreenThread::start(
+        model,
+        cfg.session.scrollback_lines,
+        PARSE_BACKLOG,
+        thread_name,
+    )
+    .map_err(CreateError::Thread)?;
     let env = assistant.env_for(yolo_mode);
     let spawned = process::spawn(&process::SpawnSpec {
         argv: &argv,
@@ -929,15 +934,11 @@ impl Session {
     }
 
     /// Renders a snapshot of the screen as it stands after the output published so far, off
-    /// the actor (on the screen thread, which renders and compresses in milliseconds), and
-    /// hands it to `done` with the exact log offset it belongs to: the model has consumed every
-    /// byte before it (bytes it holds back, an incomplete escape sequence, are streamed instead).
+    /// the actor (on the screen thread), and hands it to `done` with the exact log offset it
+    /// belongs to: the model has consumed every byte before it (bytes it holds back, an
+    /// incomplete escape sequence, are streamed instead).
     fn snapshot_then(&self, done: impl FnOnce(EncodedSnapshot, u64) + Send + 'static) {
-        let max = self.cfg.session.scrollback_lines;
-        self.screen.snapshot(
-            self.log.head(),
-            Box::new(move |model, offset| done(snapshot::encode(model, max), offset)),
-        );
+        self.screen.snapshot(self.log.head(), Box::new(done));
     }
 
     fn input(&mut self, viewer: ViewerId, data: Bytes) {

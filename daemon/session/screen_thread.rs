@@ -5,7 +5,8 @@
 //! when the log's head was `h` runs after every byte before `h` was parsed, so the snapshot
 //! and its offset still match exactly. The backlog is bounded in bytes: past it the actor
 //! stops reading the PTY until the parser catches up, so memory stays bounded and nothing is
-//! lost.
+//! lost. The last snapshot is kept until output or a resize changes the model, so viewers
+//! joining an unchanged screen (a reconnect storm) cost one render between them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -17,9 +18,10 @@ use tracing::warn;
 
 use super::queries::Query;
 use super::screen::ScreenModel;
+use super::snapshot::{self, EncodedSnapshot};
 
-/// Called on the screen thread with the model and the log offset it stands at.
-pub type SnapshotFn = Box<dyn FnOnce(&ScreenModel, u64) + Send>;
+/// Called on the screen thread with a snapshot and the log offset it belongs to.
+pub type SnapshotFn = Box<dyn FnOnce(EncodedSnapshot, u64) + Send>;
 
 /// Work for the screen thread, in stream order.
 enum Job {
@@ -49,8 +51,10 @@ pub type Answers = mpsc::UnboundedReceiver<Vec<(Query, Vec<u8>)>>;
 impl ScreenThread {
     /// Starts the thread for `model`; at most `backlog_limit` bytes wait to be parsed before
     /// [`ScreenThread::has_room`] says no.
+    /// Snapshots keep at most `max_scrollback` lines.
     pub fn start(
         model: ScreenModel,
+        max_scrollback: usize,
         backlog_limit: usize,
         name: String,
     ) -> std::io::Result<(ScreenThread, Answers)> {
@@ -64,7 +68,7 @@ impl ScreenThread {
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name(name)
-            .spawn(move || run(model, rx, thread_shared, answers_tx))?;
+            .spawn(move || run(model, max_scrollback, rx, thread_shared, answers_tx))?;
         Ok((ScreenThread { jobs, shared }, answers))
     }
 
@@ -81,8 +85,9 @@ impl ScreenThread {
         self.send(Job::Resize(rows, cols));
     }
 
-    /// Runs `take` on the model once it has parsed everything before `head`, with the exact
-    /// offset it stands at (`head` less what it holds back of an unfinished sequence).
+    /// Renders a snapshot once the model has parsed everything before `head`, and hands it to
+    /// `take` with the exact offset it belongs to (`head` less what the model holds back of an
+    /// unfinished sequence).
     pub fn snapshot(&self, head: u64, take: SnapshotFn) {
         self.send(Job::Snapshot { head, take });
     }
@@ -110,13 +115,17 @@ impl ScreenThread {
 
 fn run(
     mut model: ScreenModel,
+    max_scrollback: usize,
     jobs: std_mpsc::Receiver<Job>,
     shared: Arc<Shared>,
     answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
 ) {
+    // The last snapshot and its offset, while the model has not changed since.
+    let mut last: Option<(EncodedSnapshot, u64)> = None;
     while let Ok(job) = jobs.recv() {
         match job {
             Job::Output(chunk) => {
+                last = None;
                 model.process(&chunk);
                 let found = model.take_queries();
                 if !found.is_empty() {
@@ -128,10 +137,21 @@ fn run(
                     shared.room.notify_one();
                 }
             }
-            Job::Resize(rows, cols) => model.resize(rows, cols),
+            Job::Resize(rows, cols) => {
+                last = None;
+                model.resize(rows, cols);
+            }
             Job::Snapshot { head, take } => {
                 let offset = head - model.pending_len() as u64;
-                take(&model, offset);
+                let snapshot = match &last {
+                    Some((snapshot, at)) if *at == offset => snapshot.clone(),
+                    _ => {
+                        let snapshot = snapshot::encode(&model, max_scrollback);
+                        last = Some((snapshot.clone(), offset));
+                        snapshot
+                    }
+                };
+                take(snapshot, offset);
             }
         }
     }

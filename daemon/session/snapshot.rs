@@ -18,6 +18,7 @@ pub const LIMIT: usize = MAX_SNAPSHOT_PAYLOAD * MAX_SNAPSHOT_CHUNKS;
 const MAX_TRIM_TRIES: usize = 6;
 
 /// One encoded snapshot: a single gzip stream of at most [`LIMIT`] bytes.
+#[derive(Clone)]
 pub struct EncodedSnapshot {
     /// The gzip stream.
     pub gzip: Bytes,
