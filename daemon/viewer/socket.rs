@@ -79,19 +79,30 @@ impl AsyncRead for SharedTcp {
     }
 }
 
+impl SharedTcp {
+    /// Waits until the socket is writable, then writes with `write`, which does not block.
+    fn poll_write_with(
+        &self,
+        cx: &mut Context<'_>,
+        write: impl Fn(&TcpStream) -> std::io::Result<usize>,
+    ) -> Poll<std::io::Result<usize>> {
+        loop {
+            ready!(self.0.poll_write_ready(cx))?;
+            match write(&self.0) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                done => return Poll::Ready(done),
+            }
+        }
+    }
+}
+
 impl AsyncWrite for SharedTcp {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        loop {
-            ready!(self.0.poll_write_ready(cx))?;
-            match self.0.try_write(buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                done => return Poll::Ready(done),
-            }
-        }
+        self.poll_write_with(cx, |tcp| tcp.try_write(buf))
     }
 
     fn poll_write_vectored(
@@ -99,13 +110,7 @@ impl AsyncWrite for SharedTcp {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        loop {
-            ready!(self.0.poll_write_ready(cx))?;
-            match self.0.try_write_vectored(bufs) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                done => return Poll::Ready(done),
-            }
-        }
+        self.poll_write_with(cx, |tcp| tcp.try_write_vectored(bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
