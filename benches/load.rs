@@ -4,10 +4,12 @@
 //! idle session and per idle viewer.
 //!
 //! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,flood,stall,join,memory]
-//! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--flood-viewers 1,10,100] [--flood-mb 50]
-//! [--stall-viewers 10] [--joins 200] [--mem-sessions 100] [--mem-viewers 1000]`. All scenarios run
-//! by default; `--quick` is a smoke run of all of them in about a minute. Prints a table, then one
-//! JSON line (the last line of stdout). Set `PTYHUB_BIN` to measure another daemon binary.
+//! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
+//! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
+//! [--mem-viewers 1000]`. All scenarios run by default; `--quick` is a smoke run of all of them in
+//! about a minute. Prints a table, then one JSON line (the last line of stdout). Set `PTYHUB_BIN` to
+//! measure another daemon binary. Generator and daemon share the machine's cores, so floods also
+//! report the generator's CPU and how busy the whole machine was.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -121,12 +123,19 @@ struct Args {
     /// echo: pause between two samples, in milliseconds.
     #[arg(long, default_value_t = 5)]
     pause_ms: u64,
+    /// echo: nice value of the idle viewers' threads (0: the typist's priority).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19))]
+    viewer_nice: i32,
     /// flood: viewers per run (the first one types the command) [default: 1,10,100; --quick: 1,3]
     #[arg(long, value_delimiter = ',')]
     flood_viewers: Option<Vec<usize>>,
     /// flood and stall: MiB of base64 text [default: 50; --quick: 2]
     #[arg(long)]
     flood_mb: Option<usize>,
+    /// flood: runs of each configuration, each with its own bare-PTY baseline; the run with the
+    /// median ratio is reported [default: 3; --quick: 1]
+    #[arg(long)]
+    flood_repeat: Option<usize>,
     /// stall: healthy viewers next to the stalled one [default: 10; --quick: 2]
     #[arg(long)]
     stall_viewers: Option<usize>,
@@ -153,8 +162,10 @@ struct Settings {
     viewers: Vec<usize>,
     samples: usize,
     pause: Duration,
+    viewer_nice: i32,
     flood_viewers: Vec<usize>,
     flood_mb: usize,
+    flood_repeat: usize,
     stall_viewers: usize,
     joins: usize,
     mem_sessions: usize,
@@ -171,10 +182,12 @@ impl Settings {
                 .unwrap_or(if q { vec![0, 5] } else { vec![0, 10, 100] }),
             samples: a.samples.unwrap_or(if q { 50 } else { 500 }),
             pause: Duration::from_millis(a.pause_ms),
+            viewer_nice: a.viewer_nice,
             flood_viewers: a
                 .flood_viewers
                 .unwrap_or(if q { vec![1, 3] } else { vec![1, 10, 100] }),
             flood_mb: a.flood_mb.unwrap_or(if q { 2 } else { 50 }),
+            flood_repeat: a.flood_repeat.unwrap_or(if q { 1 } else { 3 }),
             stall_viewers: a.stall_viewers.unwrap_or(if q { 2 } else { 10 }),
             joins: a.joins.unwrap_or(if q { 20 } else { 200 }),
             mem_sessions: a.mem_sessions.unwrap_or(if q { 10 } else { 100 }),
@@ -183,6 +196,7 @@ impl Settings {
         if [
             s.samples,
             s.flood_mb,
+            s.flood_repeat,
             s.stall_viewers,
             s.joins,
             s.mem_sessions,
@@ -191,8 +205,8 @@ impl Settings {
         .contains(&0)
         {
             bail!(
-                "--samples, --flood-mb, --stall-viewers, --joins, --mem-sessions and \
-                 --mem-viewers must be at least 1"
+                "--samples, --flood-mb, --flood-repeat, --stall-viewers, --joins, --mem-sessions \
+                 and --mem-viewers must be at least 1"
             );
         }
         if s.flood_viewers.contains(&0) {
@@ -211,6 +225,9 @@ struct Ctx {
     /// Viewer connections run here (multi-threaded); the scenario drivers and the echo writer run
     /// on the current-thread runtime of the main thread, so nothing else delays their wake-ups.
     pool: Handle,
+    /// echo's idle viewers: `pool`, or with `--viewer-nice` a runtime of their own whose threads
+    /// run at that nice value (see `run`).
+    echo_pool: Handle,
     /// The soft RLIMIT_NOFILE after raising it (`None`: unknown).
     nofile: Option<u64>,
 }
@@ -243,6 +260,31 @@ fn run(args: Args) -> Result<bool> {
         .enable_all()
         .build()
         .context("starting the viewer runtime")?;
+    // echo: the idle viewers stand for browsers on other machines. On 2 shared cores their reading
+    // must not delay the typist's reader (the driver thread), which is what the echo figure
+    // measures, so their threads run niced. They get a runtime of their own rather than `pool`
+    // being reniced around echo: floods time the viewers themselves (until the last one has the
+    // end marker), so flood readers must keep the default priority, and a thread can raise its
+    // nice value but, without CAP_SYS_NICE, never lower it back.
+    let nice_failures = Arc::new(AtomicUsize::new(0));
+    let echo_pool = if settings.viewer_nice > 0 && settings.scenarios.contains(&Scenario::Echo) {
+        let (nice, failures) = (settings.viewer_nice, nice_failures.clone());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("load-echo-view")
+            .on_thread_start(move || {
+                if let Err(e) = renice_this_thread(nice) {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("load: could not set nice {nice} on an echo viewer thread: {e}");
+                }
+            })
+            .enable_all()
+            .build()
+            .context("starting the echo viewers' runtime")?;
+        Some(runtime)
+    } else {
+        None
+    };
     let driver = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -252,11 +294,25 @@ fn run(args: Args) -> Result<bool> {
         dir: tmp.path().to_owned(),
         flood_file: None,
         pool: pool.handle().clone(),
+        echo_pool: echo_pool
+            .as_ref()
+            .map_or_else(|| pool.handle().clone(), |r| r.handle().clone()),
         nofile,
     };
     eprintln!("load: daemon {}", ctx.bin.display());
-    let report = driver.block_on(scenarios(&settings, &mut ctx))?;
+    let mut report = driver.block_on(scenarios(&settings, &mut ctx))?;
     pool.shutdown_timeout(Duration::from_secs(2));
+    if let Some(runtime) = echo_pool {
+        runtime.shutdown_timeout(Duration::from_secs(2));
+    }
+    let failures = nice_failures.load(Ordering::Relaxed);
+    if failures > 0 {
+        report.notes.push(format!(
+            "echo: nice {} could not be set on {failures} viewer threads (they ran at the \
+             typist's priority)",
+            settings.viewer_nice
+        ));
+    }
     print_report(&settings, &report);
     Ok(report.errors.is_empty())
 }
@@ -292,12 +348,35 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                 }
             }
             Scenario::Flood => {
-                for &k in &s.flood_viewers {
-                    eprintln!("load: flood, {k} viewers, {} MiB", s.flood_mb);
-                    match flood_run(ctx, k, false, s.flood_mb, &mut report.notes).await {
-                        Ok(row) => report.flood.push(row),
-                        Err(e) => fail(&mut report, format!("flood to {k} viewers: {e:#}")),
+                // The bare PTY alone varies by about ±20% from run to run on a 2-core machine,
+                // so one run's ratio says little: report the median run and the spread.
+                'config: for &k in &s.flood_viewers {
+                    let mut runs = Vec::with_capacity(s.flood_repeat);
+                    for r in 1..=s.flood_repeat {
+                        eprintln!(
+                            "load: flood, {k} viewers, {} MiB, run {r} of {}",
+                            s.flood_mb, s.flood_repeat
+                        );
+                        match flood_run(ctx, k, false, s.flood_mb, &mut report.notes).await {
+                            Ok(row) => {
+                                eprintln!(
+                                    "load:   {:.3} s, bare {:.3} s, ratio {:.2}, busy {:.2}, \
+                                     bare busy {:.2}",
+                                    row.seconds,
+                                    row.bare_seconds,
+                                    row.ratio,
+                                    row.busy,
+                                    row.bare_busy
+                                );
+                                runs.push(row);
+                            }
+                            Err(e) => {
+                                fail(&mut report, format!("flood to {k} viewers, run {r}: {e:#}"));
+                                continue 'config;
+                            }
+                        }
                     }
+                    report.flood.extend(median_run(runs));
                 }
             }
             Scenario::Stall => {
@@ -315,6 +394,10 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                         baseline_seconds: without.seconds,
                         stalled_seconds: with.seconds,
                         ratio: with.seconds / without.seconds,
+                        gen_cpu_without: without.gen_cpu_s,
+                        gen_cpu_with: with.gen_cpu_s,
+                        busy_without: without.busy,
+                        busy_with: with.busy,
                         snapshots: with.snapshots,
                         snapshots_sent: with.snapshots_sent,
                         resyncs: with.resyncs,
@@ -474,19 +557,7 @@ impl Daemon {
     /// CPU seconds (user + system, all threads) the daemon has used so far.
     fn cpu_seconds(&self) -> Result<f64> {
         let pid = self.pid().context("daemon not running")?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .context("reading the daemon's /proc stat")?;
-        // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let field = |i: usize| -> Result<f64> {
-            f.get(i)
-                .and_then(|v| v.parse().ok())
-                .context("unexpected /proc stat format")
-        };
-        // /proc counts in USER_HZ, which is 100 on Linux whatever the kernel's HZ (nix's sysconf
-        // needs a feature this crate does not enable).
-        Ok((field(11)? + field(12)?) / 100.0)
+        process_cpu_seconds(&pid.to_string()).context("the daemon's CPU time")
     }
 
     /// `GET /metrics`: every sample line, keyed by name and labels as written.
@@ -667,6 +738,85 @@ impl Drop for Daemon {
         for p in self.stop() {
             eprintln!("load: {p}");
         }
+    }
+}
+
+/// CPU seconds (user + system, all threads, ended ones included) process `pid` (or `self`) has
+/// used so far. For `self` this is what getrusage(RUSAGE_SELF) adds up, read from /proc because
+/// nix's `resource` feature is not enabled here; 10 ms resolution, fine for floods of seconds.
+fn process_cpu_seconds(pid: &str) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> Result<f64> {
+        f.get(i)
+            .and_then(|v| v.parse().ok())
+            .context("unexpected /proc stat format")
+    };
+    // /proc counts in USER_HZ, which is 100 on Linux whatever the kernel's HZ (nix's sysconf
+    // needs a feature this crate does not enable).
+    Ok((field(11)? + field(12)?) / 100.0)
+}
+
+/// The whole machine's CPU time so far (/proc/stat's aggregate `cpu` line, all cores), in ticks.
+#[derive(Debug, Clone, Copy)]
+struct CpuTimes {
+    total: u64,
+    /// Of which idle or waiting for IO.
+    idle: u64,
+}
+
+impl CpuTimes {
+    fn now() -> Result<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        let line = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu "))
+            .context("no cpu line in /proc/stat")?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .map(|x| x.parse().context("unexpected /proc/stat format"))
+            .collect::<Result<_>>()?;
+        if v.len() < 5 {
+            bail!("unexpected /proc/stat cpu line: {line:?}");
+        }
+        // user nice system idle iowait irq softirq steal; guest and guest_nice (9, 10) are
+        // already counted in user and nice.
+        Ok(CpuTimes {
+            total: v.iter().take(8).sum(),
+            idle: v[3] + v[4],
+        })
+    }
+
+    /// How busy all cores together were since `before`: 1.0 is every core busy all the time.
+    fn busy_since(&self, before: &CpuTimes) -> f64 {
+        let total = self.total.saturating_sub(before.total);
+        let idle = self.idle.saturating_sub(before.idle);
+        if total == 0 {
+            return 0.0;
+        }
+        total.saturating_sub(idle) as f64 / total as f64
+    }
+}
+
+/// Sets the calling thread's nice value. Linux keeps nice per thread, and `PRIO_PROCESS` with a
+/// thread id names that one thread.
+fn renice_this_thread(nice: i32) -> std::io::Result<()> {
+    use std::ffi::{c_int, c_uint};
+    // nix has no setpriority and this crate does not depend on libc; the C library is linked
+    // anyway.
+    extern "C" {
+        fn setpriority(which: c_int, who: c_uint, prio: c_int) -> c_int;
+    }
+    const PRIO_PROCESS: c_int = 0;
+    let tid = nix::unistd::gettid().as_raw() as c_uint;
+    // SAFETY: integers in and out, no memory shared; the thread id is our own thread's.
+    if unsafe { setpriority(PRIO_PROCESS, tid, nice) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -1014,12 +1164,14 @@ async fn echo_run(
     let mut joins = Vec::with_capacity(viewers);
     // One at a time, so the join times are not a thundering herd.
     for v in 0..viewers {
-        let conn = on_pool(&ctx.pool, Conn::open(daemon.ws(id, "")))
+        let conn = on_pool(&ctx.echo_pool, Conn::open(daemon.ws(id, "")))
             .await
             .with_context(|| format!("joining idle viewer {v}"))?;
         joins.push(conn.join_time);
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = ctx.pool.spawn(idle_viewer(conn.ws, tx, snapshots.clone()));
+        let task = ctx
+            .echo_pool
+            .spawn(idle_viewer(conn.ws, tx, snapshots.clone()));
         tasks.0.push(task.abort_handle());
         rxs.push(rx);
     }
@@ -1203,6 +1355,10 @@ struct FloodRow {
     file_bytes: u64,
     seconds: f64,
     daemon_cpu_s: f64,
+    /// The generator's own CPU seconds (all its threads) in the same window.
+    gen_cpu_s: f64,
+    /// How busy the whole machine was in that window, as a fraction of all cores.
+    busy: f64,
     /// Output bytes received, mean and minimum over the viewers (snapshots excluded).
     bytes_mean: u64,
     bytes_min: u64,
@@ -1213,9 +1369,42 @@ struct FloodRow {
     /// The daemon's own counts during the flood (`/metrics`, after minus before).
     snapshots_sent: u64,
     resyncs: u64,
+    /// Output bytes the daemon's screen model skipped (plain text that scrolled away unseen).
+    parse_skipped: u64,
     bare_seconds: f64,
+    /// `busy` during the bare-PTY run.
+    bare_busy: f64,
     ratio: f64,
+    /// The ratio of every run of this configuration (`--flood-repeat`), in run order; this row is
+    /// the run with the median.
+    ratios: Vec<f64>,
     daemon_resyncs: usize,
+}
+
+impl FloodRow {
+    fn ratio_min(&self) -> f64 {
+        self.ratios.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    fn ratio_max(&self) -> f64 {
+        self.ratios
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+}
+
+/// The run with the median ratio (the lower of the two middle ones for an even count), carrying
+/// every run's ratio.
+fn median_run(mut runs: Vec<FloodRow>) -> Option<FloodRow> {
+    let ratios: Vec<f64> = runs.iter().map(|r| r.ratio).collect();
+    runs.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
+    if runs.is_empty() {
+        return None;
+    }
+    let mut row = runs.swap_remove((runs.len() - 1) / 2);
+    row.ratios = ratios;
+    Some(row)
 }
 
 /// One flood to `viewers` viewers (the first types the command); with `stalled`, one more viewer
@@ -1234,9 +1423,9 @@ async fn flood_run(
 
     // The physical limit first, in the same run: the same command on a PTY of our own.
     let (bare_cmd, bare_marker) = flood_command(&file);
-    let bare_seconds = bare_pty(&bare_cmd, bare_marker, limit)
-        .context("the bare-PTY baseline")?
-        .as_secs_f64();
+    let (bare_time, bare_busy) =
+        bare_pty(&bare_cmd, bare_marker, limit).context("the bare-PTY baseline")?;
+    let bare_seconds = bare_time.as_secs_f64();
 
     let what = format!(
         "flood to {viewers} viewers{}",
@@ -1300,6 +1489,8 @@ async fn flood_run(
 
     let metrics_before = daemon.metrics().await?;
     let cpu_before = daemon.cpu_seconds()?;
+    let gen_cpu_before = process_cpu_seconds("self")?;
+    let machine_before = CpuTimes::now()?;
     let start = Instant::now();
     let typing = sinks[0].send(Message::Binary(format!("{cmd}\r").into_bytes()));
     tokio::time::timeout(STEP_TIMEOUT, typing)
@@ -1334,6 +1525,9 @@ async fn flood_run(
         last = last.max(done);
     }
     let seconds = last.duration_since(start).as_secs_f64();
+    // Read as the last reader is done (the driver wakes on it), before anything else runs.
+    let busy = CpuTimes::now()?.busy_since(&machine_before);
+    let gen_cpu_s = process_cpu_seconds("self")? - gen_cpu_before;
     let daemon_cpu_s = daemon.cpu_seconds()? - cpu_before;
     let metrics_after = daemon.metrics().await?;
 
@@ -1350,6 +1544,8 @@ async fn flood_run(
         file_bytes,
         seconds,
         daemon_cpu_s,
+        gen_cpu_s,
+        busy,
         bytes_mean: bytes.iter().sum::<u64>() / bytes.len() as u64,
         bytes_min: bytes.iter().copied().min().unwrap_or(0),
         bytes_total: progress
@@ -1358,12 +1554,15 @@ async fn flood_run(
             .sum(),
         snapshots_sent: metrics_after.since(&metrics_before, "ptyhub_snapshots_total"),
         resyncs: metrics_after.since(&metrics_before, "ptyhub_resyncs_total"),
+        parse_skipped: metrics_after.since(&metrics_before, "ptyhub_parse_skipped_bytes_total"),
         snapshots: progress
             .iter()
             .map(|p| p.snapshots.load(Ordering::Relaxed))
             .sum(),
         bare_seconds,
+        bare_busy,
         ratio: seconds / bare_seconds,
+        ratios: vec![seconds / bare_seconds],
         daemon_resyncs,
     })
 }
@@ -1442,8 +1641,9 @@ fn end_group(child: &mut Child, now: bool) {
 }
 
 /// Runs `cmd` on a bare PTY and reads the master until `marker`; returns the time from spawning
-/// to the marker.
-fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<Duration> {
+/// to the marker, and how busy the machine was meanwhile (`CpuTimes::busy_since`).
+fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<(Duration, f64)> {
+    let machine_before = CpuTimes::now()?;
     let start = Instant::now();
     let (mut child, master) = spawn_on_pty(cmd)?;
     let mut master = File::from(master);
@@ -1461,11 +1661,16 @@ fn bare_pty(cmd: &str, marker: Vec<u8>, limit: Duration) -> Result<Duration> {
         let _ = tx.send(result);
     });
     let result = rx.recv_timeout(limit);
+    // At the marker, not after reaping bash, whose polling would count idle time.
+    let machine_after = CpuTimes::now();
     // On a timeout, killing the group closes every copy of the slave, which unblocks the reader.
     end_group(&mut child, result.is_err());
     let _ = reader.join();
     match result {
-        Ok(Ok(at)) => Ok(at.duration_since(start)),
+        Ok(Ok(at)) => Ok((
+            at.duration_since(start),
+            machine_after?.busy_since(&machine_before),
+        )),
         Ok(Err(e)) => Err(e),
         Err(_) => bail!("no end marker within {limit:?}"),
     }
@@ -1546,6 +1751,11 @@ struct StallRow {
     baseline_seconds: f64,
     stalled_seconds: f64,
     ratio: f64,
+    /// The generator's CPU seconds and the machine's `busy`, without and with the stalled viewer.
+    gen_cpu_without: f64,
+    gen_cpu_with: f64,
+    busy_without: f64,
+    busy_with: f64,
     /// Snapshots the healthy viewers got in the stalled run (should be 0).
     snapshots: usize,
     /// The daemon's counts in the stalled run (`/metrics`): the stalled viewer's resyncs.
@@ -1942,6 +2152,12 @@ fn print_report(s: &Settings, r: &Report) {
     let kernel = kernel.trim();
     println!();
     println!("ptyhub load ({cores} cores, Linux {kernel}; generator and daemon share the machine)");
+    if s.scenarios.contains(&Scenario::Echo) {
+        println!(
+            "echo's idle viewers at nice {} (the typist and the daemon at the default priority)",
+            s.viewer_nice
+        );
+    }
     let mut out = serde_json::Map::new();
 
     if !r.echo.is_empty() {
@@ -1950,6 +2166,10 @@ fn print_report(s: &Settings, r: &Report) {
             "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart (bare_*: same on a bare PTY, µs)",
             s.samples,
             s.pause.as_millis()
+        );
+        println!(
+            "  (all_*: to the last idle viewer, whose threads ran at nice {})",
+            s.viewer_nice
         );
         println!(
             "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>7}",
@@ -1998,6 +2218,7 @@ fn print_report(s: &Settings, r: &Report) {
                 "join_max_us": join_max,
                 "viewer_snapshots": e.snapshots,
                 "daemon_resyncs": e.daemon_resyncs,
+                "viewer_nice": s.viewer_nice,
             }));
         }
         out.insert("echo".into(), Value::Array(rows));
@@ -2007,36 +2228,52 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("flood: `cat` of base64 text to every viewer, against the same on a bare PTY");
         println!(
-            "  (seconds: until every viewer has the end marker; delivered: output and snapshot bytes, \
-             all viewers; snapshots, resyncs: the daemon's /metrics during the flood)"
+            "  (seconds: until every viewer has the end marker; the median run by ratio of {}, \
+             ratio_min/max over them; cpu_s: the daemon's CPU seconds, gen_cpu_s: the \
+             generator's; busy, bare_busy: the whole machine, fraction of all cores; delivered: \
+             output and snapshot bytes, all viewers; skip_MiB: output the daemon's screen model \
+             did not need to parse; snapshots, resyncs: the daemon's /metrics during the flood)",
+            s.flood_repeat
         );
         println!(
-            "{:>7} {:>4} {:>9} {:>9} {:>6} {:>8} {:>14} {:>12} {:>12} {:>9} {:>8}",
+            "{:>7} {:>4} {:>9} {:>9} {:>6} {:>9} {:>9} {:>8} {:>9} {:>5} {:>9} {:>14} {:>12} {:>12} {:>8} {:>9} {:>8}",
             "viewers",
             "MiB",
             "seconds",
             "bare_s",
             "ratio",
+            "ratio_min",
+            "ratio_max",
             "cpu_s",
+            "gen_cpu_s",
+            "busy",
+            "bare_busy",
             "delivered",
             "bytes_mean",
             "bytes_min",
+            "skip_MiB",
             "snapshots",
             "resyncs"
         );
         let mut rows = Vec::new();
         for f in &r.flood {
             println!(
-                "{:>7} {:>4} {:>9.3} {:>9.3} {:>6.2} {:>8.2} {:>14} {:>12} {:>12} {:>9} {:>8}",
+                "{:>7} {:>4} {:>9.3} {:>9.3} {:>6.2} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>5.2} {:>9.2} {:>14} {:>12} {:>12} {:>8.1} {:>9} {:>8}",
                 f.viewers,
                 f.mb,
                 f.seconds,
                 f.bare_seconds,
                 f.ratio,
+                f.ratio_min(),
+                f.ratio_max(),
                 f.daemon_cpu_s,
+                f.gen_cpu_s,
+                f.busy,
+                f.bare_busy,
                 f.bytes_total,
                 f.bytes_mean,
                 f.bytes_min,
+                f.parse_skipped as f64 / f64::from(1 << 20),
                 f.snapshots_sent,
                 f.resyncs
             );
@@ -2046,14 +2283,21 @@ fn print_report(s: &Settings, r: &Report) {
                 "file_bytes": f.file_bytes,
                 "seconds": round3(f.seconds),
                 "daemon_cpu_s": round3(f.daemon_cpu_s),
+                "gen_cpu_s": round3(f.gen_cpu_s),
+                "busy": round3(f.busy),
                 "bytes_per_viewer": f.bytes_mean,
                 "bytes_min": f.bytes_min,
                 "bytes_delivered": f.bytes_total,
                 "snapshots_used": f.snapshots_sent,
                 "resyncs_used": f.resyncs,
+                "parse_skipped_bytes": f.parse_skipped,
                 "snapshots": f.snapshots,
                 "bare_pty_seconds": round3(f.bare_seconds),
+                "bare_busy": round3(f.bare_busy),
                 "ratio": round3(f.ratio),
+                "ratio_min": round3(f.ratio_min()),
+                "ratio_max": round3(f.ratio_max()),
+                "ratios": f.ratios.iter().map(|&r| round3(r)).collect::<Vec<_>>(),
                 "daemon_resyncs": f.daemon_resyncs,
             }));
         }
@@ -2064,12 +2308,20 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("stall: flood time to the healthy viewers with one more viewer that never reads");
         println!(
-            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>16} {:>9} {:>8}",
+            "  (gen_cpu_*: the generator's CPU seconds, busy_*: the whole machine, fraction of all \
+             cores; *_wo: without the stalled viewer, *_w: with it)"
+        );
+        println!(
+            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>10} {:>9} {:>7} {:>6} {:>16} {:>9} {:>8}",
             "viewers",
             "MiB",
             "without_s",
             "with_s",
             "ratio",
+            "gen_cpu_wo",
+            "gen_cpu_w",
+            "busy_wo",
+            "busy_w",
             "healthy_snapshots",
             "snapshots",
             "resyncs"
@@ -2077,12 +2329,16 @@ fn print_report(s: &Settings, r: &Report) {
         let mut rows = Vec::new();
         for t in &r.stall {
             println!(
-                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>16} {:>9} {:>8}",
+                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>10.2} {:>9.2} {:>7.2} {:>6.2} {:>16} {:>9} {:>8}",
                 t.viewers,
                 t.mb,
                 t.baseline_seconds,
                 t.stalled_seconds,
                 t.ratio,
+                t.gen_cpu_without,
+                t.gen_cpu_with,
+                t.busy_without,
+                t.busy_with,
                 t.snapshots,
                 t.snapshots_sent,
                 t.resyncs
@@ -2093,6 +2349,10 @@ fn print_report(s: &Settings, r: &Report) {
                 "seconds_without": round3(t.baseline_seconds),
                 "seconds_with": round3(t.stalled_seconds),
                 "ratio": round3(t.ratio),
+                "gen_cpu_s_without": round3(t.gen_cpu_without),
+                "gen_cpu_s_with": round3(t.gen_cpu_with),
+                "busy_without": round3(t.busy_without),
+                "busy_with": round3(t.busy_with),
                 "healthy_snapshots": t.snapshots,
                 "snapshots_used": t.snapshots_sent,
                 "resyncs_used": t.resyncs,
@@ -2216,6 +2476,10 @@ fn print_report(s: &Settings, r: &Report) {
     out.insert(
         "machine".into(),
         json!({ "cores": cores, "kernel": kernel }),
+    );
+    out.insert(
+        "settings".into(),
+        json!({ "echo_viewer_nice": s.viewer_nice, "flood_repeat": s.flood_repeat }),
     );
     out.insert("notes".into(), json!(r.notes));
     out.insert("errors".into(), json!(r.errors));

@@ -39,6 +39,9 @@ pub struct Metrics {
     pub snapshots: Counter,
     /// Viewers resynced with a snapshot because they fell behind.
     pub resyncs: Counter,
+    /// Output bytes the screen model did not need to parse (plain text that scrolled away
+    /// unseen while the parser was behind).
+    pub parse_skipped: Counter,
     /// Files saved by uploads.
     pub uploads: Counter,
     /// Uploads refused or failed.
@@ -108,6 +111,11 @@ impl Metrics {
                 "ptyhub_resyncs_total",
                 "Viewers resynced because they fell behind.",
                 &self.resyncs,
+            ),
+            (
+                "ptyhub_parse_skipped_bytes_total",
+                "Output bytes the screen model skipped: plain text that scrolled away unseen.",
+                &self.parse_skipped,
             ),
             (
                 "ptyhub_uploads_total",

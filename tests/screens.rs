@@ -165,6 +165,19 @@ async fn flood_file(d: &Daemon) {
     assert!(status.success());
 }
 
+/// A counter from `/metrics`.
+async fn metric(d: &Daemon, name: &str) -> u64 {
+    let text = reqwest::get(d.http("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+}
+
 #[tokio::test]
 async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
     let d = Daemon::start();
@@ -209,6 +222,25 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
     let mut fresh = sized(&d, id, "").await;
     fresh.wait_json("ready").await;
     assert_same_screen(&healthy, &fresh, "healthy viewer vs. the daemon's model");
+    // The model skipped most of the plain flood unparsed, and still has the same history.
+    let skipped = metric(&d, "ptyhub_parse_skipped_bytes_total").await;
+    assert!(
+        skipped > 1 << 20,
+        "skipped only {skipped} bytes of the flood"
+    );
+    for c in [&mut healthy, &mut fresh] {
+        c.term.screen_mut().set_scrollback(usize::MAX);
+    }
+    assert_eq!(
+        healthy.term.screen().scrollback(),
+        fresh.term.screen().scrollback(),
+        "scrollback length differs"
+    );
+    assert_eq!(
+        healthy.term.screen().contents(),
+        fresh.term.screen().contents(),
+        "oldest scrollback differs"
+    );
     assert!(
         d.log_text().contains("resyncing viewer"),
         "the resync is logged"

@@ -236,6 +236,11 @@ pub struct ScreenModel {
     /// Scrollback length of the main screen, kept up to date while the
     /// alternate screen hides it.
     main_scrollback_len: usize,
+    /// Scrollback lines the main screen keeps.
+    scrollback_lines: usize,
+    /// Whether the active grid's scroll region is the whole screen, as last probed. Only plain
+    /// text was fed since (an ESC or a resize forgets it): plain text cannot change the region.
+    full_region: Option<bool>,
 }
 
 impl ScreenModel {
@@ -253,6 +258,8 @@ impl ScreenModel {
             overflow: None,
             has_output: false,
             main_scrollback_len: 0,
+            scrollback_lines,
+            full_region: None,
         }
     }
 
@@ -275,7 +282,79 @@ impl ScreenModel {
             overflow: self.overflow,
             has_output: self.has_output,
             main_scrollback_len: self.main_scrollback_len,
+            scrollback_lines: 0,
+            full_region: None,
         }
+    }
+
+    /// Feed output bytes in stream order, like [`ScreenModel::process`], but first drop the
+    /// part of a leading run of plain text that cannot show in the result; returns how many
+    /// bytes were dropped. For a flood the parser has fallen behind on: `cat` of a big file
+    /// then costs a memchr instead of a parse, and the model ends exactly as if it had parsed
+    /// every byte.
+    pub fn process_bulk(&mut self, bytes: &[u8]) -> usize {
+        let skip = self.invisible_prefix(bytes);
+        if skip > 0 {
+            self.has_output = true;
+        }
+        self.process(&bytes[skip..]);
+        skip
+    }
+
+    /// How much of the start of `bytes` can be dropped without changing the model.
+    ///
+    /// Plain text (printable ASCII, CR, LF, TAB) only moves the cursor, writes cells and
+    /// scrolls. Say the run continues past a CR with at least `2 × rows + scrollback + 4` LFs.
+    /// From that CR on, the cursor's column no longer depends on what came before, and once
+    /// `rows` LFs have taken the cursor to the bottom, its row does not either. The LFs left
+    /// then scroll the whole screen and all of the scrollback away, so every line that is
+    /// left was written after the CR. That needs a scroll region spanning the screen (with a
+    /// partial one, rows outside it keep what was written there), and a printed character
+    /// after the CR (REP repeats the last one). The parser must be in the ground state: no
+    /// carry.
+    fn invisible_prefix(&mut self, bytes: &[u8]) -> usize {
+        /// Not worth probing the scroll region for less.
+        const MIN_SKIP: usize = 64 << 10;
+        if !self.carry.is_empty() || self.overflow.is_some() || bytes.len() < MIN_SKIP {
+            return 0;
+        }
+        let plain = bytes
+            .iter()
+            .position(|&b| !matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t'))
+            .unwrap_or(bytes.len());
+        let (rows, _) = self.size();
+        let need = 2 * usize::from(rows) + self.scrollback_lines + 4;
+        // Where the last `need` LFs of the run begin.
+        let Some(tail) = memchr::memrchr_iter(b'\n', &bytes[..plain]).nth(need - 1) else {
+            return 0;
+        };
+        let Some(cr) = memchr::memrchr(b'\r', &bytes[..tail]) else {
+            return 0;
+        };
+        let printed_after = bytes[cr..plain].iter().any(|b| (0x20..=0x7e).contains(b));
+        if cr < MIN_SKIP || !printed_after || !self.region_is_full() {
+            return 0;
+        }
+        cr
+    }
+
+    /// Whether the active grid's scroll region spans the screen. Probed on a copy (vt100 keeps
+    /// the region private): with origin mode on, home and "row 65535" land on the region's
+    /// first and last rows.
+    fn region_is_full(&mut self) -> bool {
+        if let Some(full) = self.full_region {
+            return full;
+        }
+        let (rows, cols) = self.size();
+        let mut probe = vt100::Parser::new(non_zero(rows), non_zero(cols), 0);
+        *probe.screen_mut() = self.parser.screen().clone();
+        probe.process(b"\x1b[?6h\x1b[H");
+        let top = probe.screen().cursor_position().0;
+        probe.process(b"\x1b[65535H");
+        let bottom = probe.screen().cursor_position().0;
+        let full = top == 0 && bottom == rows - 1;
+        self.full_region = Some(full);
+        full
     }
 
     /// Feed output bytes in stream order.
@@ -284,6 +363,9 @@ impl ScreenModel {
             return;
         }
         self.has_output = true;
+        if self.full_region.is_some() && memchr::memchr(ESC, bytes).is_some() {
+            self.full_region = None;
+        }
         let start = if self.carry.is_empty() {
             self.overflow.unwrap_or(Seq::Ground)
         } else {
@@ -375,6 +457,7 @@ impl ScreenModel {
 
     /// Resize both screens (vt100 resizes the hidden main screen too).
     pub fn resize(&mut self, rows: u16, cols: u16) {
+        self.full_region = None;
         self.parser.set_size(non_zero(rows), non_zero(cols));
         self.note_main_scrollback();
     }
@@ -1617,5 +1700,176 @@ mod tests {
                 .collect();
             assert_eq!(last_esc(&bytes), bytes.iter().rposition(|&b| b == ESC));
         }
+    }
+}
+
+#[cfg(test)]
+mod bulk_tests {
+    use super::*;
+
+    /// `n` lines of plain text of every kind the skip has to get right: tabs, lines longer
+    /// than the screen (wrapping), exactly as wide as it (pending wrap), empty ones, and runs
+    /// of bare LFs (no CR: the column carries over).
+    fn plain_lines(n: usize, cols: usize, seed: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let k = (i * 7 + seed) % 11;
+            let text = format!("{seed}:{i:05}");
+            match k {
+                0 => out.extend_from_slice(b"\r\n"),
+                1 => out.extend_from_slice(format!("{text}\tcol\ttab\r\n").as_bytes()),
+                2 => out.extend_from_slice(format!("{}\r\n", "w".repeat(cols * 2 + 3)).as_bytes()),
+                3 => out.extend_from_slice(format!("{}\r\n", "=".repeat(cols)).as_bytes()),
+                4 => out.extend_from_slice(format!("{text} bare\n").as_bytes()),
+                5 => out.extend_from_slice(format!("{text}\rover\r\n").as_bytes()),
+                _ => out.extend_from_slice(format!("{text} base64ish Zm9vYmFy+/=\r\n").as_bytes()),
+            }
+        }
+        out
+    }
+
+    /// Feeds `before`, then `flood` in one bulk call, then `after`, and compares the model
+    /// with a parser that saw every byte, also through probes of hidden state. Returns how
+    /// much was skipped.
+    fn bulk_matches(rows: u16, cols: u16, before: &[u8], flood: &[u8], after: &[u8]) -> usize {
+        const SB: usize = 50;
+        let mut model = ScreenModel::new(rows, cols, SB);
+        model.process(before);
+        let skipped = model.process_bulk(flood);
+        model.process(after);
+        let mut want = vt100::Parser::new(non_zero(rows), non_zero(cols), SB);
+        want.process(before);
+        want.process(flood);
+        want.process(after);
+        let what = format!("{rows}x{cols} after {:?}", String::from_utf8_lossy(before));
+        assert_same_screens(model.screen(), want.screen(), &what);
+        // Hidden state: REP (last printed character), the main screen, the saved cursor.
+        for probe in [
+            &b"\x1b[3bREP"[..],
+            b"\x1b[?1049l\x1b8X",
+            b"\x1b[999;1H\n\nend",
+        ] {
+            let mut got = vt100::Parser::new(non_zero(rows), non_zero(cols), SB);
+            *got.screen_mut() = model.screen().clone();
+            let mut w = vt100::Parser::new(non_zero(rows), non_zero(cols), SB);
+            *w.screen_mut() = want.screen().clone();
+            got.process(probe);
+            w.process(probe);
+            assert_same_screens(
+                got.screen(),
+                w.screen(),
+                &format!("{what}, probe {probe:?}"),
+            );
+        }
+        skipped
+    }
+
+    fn assert_same_screens(got: &vt100::Screen, want: &vt100::Screen, what: &str) {
+        assert_eq!(
+            got.contents_formatted(),
+            want.contents_formatted(),
+            "{what}"
+        );
+        assert_eq!(got.cursor_position(), want.cursor_position(), "{what}");
+        assert_eq!(
+            got.attributes_formatted(),
+            want.attributes_formatted(),
+            "{what}"
+        );
+        let (rows, _) = got.size();
+        for r in 0..rows.get() {
+            assert_eq!(got.row_wrapped(r), want.row_wrapped(r), "{what}: row {r}");
+        }
+        let mut g = vt100::Parser::default();
+        *g.screen_mut() = got.clone();
+        let mut w = vt100::Parser::default();
+        *w.screen_mut() = want.clone();
+        g.screen_mut().set_scrollback(usize::MAX);
+        w.screen_mut().set_scrollback(usize::MAX);
+        assert_eq!(
+            g.screen().scrollback(),
+            w.screen().scrollback(),
+            "{what}: scrollback"
+        );
+        assert_eq!(
+            g.screen().contents(),
+            w.screen().contents(),
+            "{what}: scrollback top"
+        );
+    }
+
+    #[test]
+    fn a_plain_flood_skipped_ends_as_if_parsed() {
+        for (rows, cols) in [(24u16, 80u16), (5, 17)] {
+            let c = usize::from(cols);
+            let flood = plain_lines(6000, c, 3);
+            let after = b"\x1b[31mtail\x1b[m\r\nlast";
+            // Starting states the skipped text must not leak through.
+            let starts: &[&[u8]] = &[
+                b"",
+                b"\x1b[1;44mcoloured attrs stay on\x1b[5;9H",
+                b"exactly-as-wide-as-the-screen.............................................",
+                b"\x1b[?6h\x1b[H origin mode",
+                b"\x1b[?1049h\x1b[Halternate screen",
+                b"\x1b[3g\x1b[1;30H\x1bH\r\ncustom tab stop",
+                b"\x1b7saved\x1b[2;2H",
+            ];
+            for start in starts {
+                let skipped = bulk_matches(rows, cols, start, &flood, after);
+                assert!(
+                    skipped > flood.len() / 2,
+                    "{start:?}: skipped only {skipped}"
+                );
+            }
+            // A scroll region that is not the whole screen: rows outside it keep text, so
+            // nothing may be skipped.
+            let partial: &[&[u8]] = &[b"\x1b[2;4r\x1b[3;1Hinside", b"\x1b[2;4r\x1b[999;1Hbelow"];
+            for start in partial {
+                assert_eq!(
+                    bulk_matches(rows, cols, start, &flood, after),
+                    0,
+                    "{start:?}"
+                );
+            }
+            // Back to a full region: skipping again.
+            assert!(bulk_matches(rows, cols, b"\x1b[2;4r\x1b[r", &flood, after) > 0);
+        }
+    }
+
+    #[test]
+    fn only_plain_text_long_enough_is_skipped() {
+        let (rows, cols) = (24, 80);
+        // Too few lines after the last CR for everything to scroll away.
+        let short = plain_lines(2 * 24 + 50, 80, 1);
+        assert_eq!(bulk_matches(rows, cols, b"", &short, b""), 0);
+        // An escape sequence early on: only what precedes it could go, and that is too short.
+        let mut esc = b"\x1b[32m".to_vec();
+        esc.extend_from_slice(&plain_lines(6000, 80, 2));
+        assert_eq!(bulk_matches(rows, cols, b"", &esc, b""), 0);
+        // An unfinished sequence held back from before: the parser is not in the ground state.
+        assert_eq!(
+            bulk_matches(
+                rows,
+                cols,
+                b"\x1b]0;title ",
+                &plain_lines(6000, 80, 4),
+                b"\x07"
+            ),
+            0
+        );
+        // No CR at all (bare LFs only): the column carries over, nothing may go.
+        let bare: Vec<u8> = (0..6000)
+            .flat_map(|i| format!("{i} x\n").into_bytes())
+            .collect();
+        assert_eq!(bulk_matches(rows, cols, b"", &bare, b""), 0);
+        // Only empty lines at the end: REP must still repeat the last character printed.
+        let mut empty = plain_lines(6000, 80, 7);
+        empty.extend_from_slice(&b"\r\n".repeat(3000));
+        assert_eq!(bulk_matches(rows, cols, b"", &empty, b""), 0);
+        // The part after an escape sequence in the middle is parsed, and the model is right.
+        let mut mid = plain_lines(6000, 80, 5);
+        mid.extend_from_slice(b"\x1b[7m");
+        mid.extend_from_slice(&plain_lines(6000, 80, 6));
+        assert!(bulk_matches(rows, cols, b"", &mid, b"") > 0);
     }
 }

@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
@@ -19,6 +20,17 @@ use tracing::warn;
 use super::queries::Query;
 use super::screen::ScreenModel;
 use super::snapshot::{self, EncodedSnapshot};
+use crate::metrics::METRICS;
+
+/// Most output gathered into one parse (a few hundred ms of parsing at worst; snapshot and
+/// resize jobs end a batch, so they wait no longer than before).
+const MAX_BATCH: usize = 4 << 20;
+/// Plain text is gathered until there is this much of it, or for `GATHER_WAIT`. The skip keeps
+/// the last `2 × rows + scrollback` lines of a run (about 80 KB at 24×80), so a flood gathered
+/// into runs of 1 MiB parses about a tenth of its bytes.
+const GATHER: usize = 1 << 20;
+const GATHER_WAIT: Duration = Duration::from_millis(10);
+const ESC: u8 = 0x1b;
 
 /// Called on the screen thread with a snapshot and the log offset it belongs to.
 pub type SnapshotFn = Box<dyn FnOnce(EncodedSnapshot, u64) + Send>;
@@ -122,17 +134,60 @@ fn run(
 ) {
     // The last snapshot and its offset, while the model has not changed since.
     let mut last: Option<(EncodedSnapshot, u64)> = None;
-    while let Ok(job) = jobs.recv() {
+    // A job taken from the queue while gathering output, to run next.
+    let mut next: Option<Job> = None;
+    let mut batch = Vec::new();
+    while let Some(job) = next.take().or_else(|| jobs.recv().ok()) {
         match job {
             Job::Output(chunk) => {
                 last = None;
-                model.process(&chunk);
+                // Parse the output queued up to the next other job as one run, so the part of
+                // a long plain flood that scrolls away unseen is skipped. Text without an ESC
+                // (so without a terminal query to answer) waits a moment for more to join it:
+                // the model may lag a few milliseconds, as a snapshot request makes it parse
+                // everything before its offset first.
+                let mut len = chunk.len();
+                let mut plain = memchr::memchr(ESC, &chunk).is_none();
+                let until = Instant::now() + GATHER_WAIT;
+                batch.clear();
+                while len < MAX_BATCH {
+                    let more = match jobs.try_recv() {
+                        Ok(job) => Some(job),
+                        Err(std_mpsc::TryRecvError::Empty) if plain && len < GATHER => jobs
+                            .recv_timeout(until.saturating_duration_since(Instant::now()))
+                            .ok(),
+                        Err(_) => None,
+                    };
+                    match more {
+                        Some(Job::Output(more)) => {
+                            if batch.is_empty() {
+                                batch.extend_from_slice(&chunk);
+                            }
+                            plain = plain && memchr::memchr(ESC, &more).is_none();
+                            batch.extend_from_slice(&more);
+                            len += more.len();
+                        }
+                        Some(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                let run = if batch.is_empty() { &chunk[..] } else { &batch };
+                let skipped = model.process_bulk(run);
+                if skipped > 0 {
+                    METRICS.parse_skipped.add(skipped as u64);
+                }
+                if batch.capacity() > MAX_BATCH * 2 {
+                    batch = Vec::new();
+                }
                 let found = model.take_queries();
                 if !found.is_empty() {
                     let _ = answers.send(found);
                 }
-                let before = shared.backlog.fetch_sub(chunk.len(), Ordering::Relaxed);
-                if before >= shared.limit && before - chunk.len() < shared.limit {
+                let before = shared.backlog.fetch_sub(len, Ordering::Relaxed);
+                if before >= shared.limit && before - len < shared.limit {
                     // Stored as a permit if the actor is not waiting yet: no lost wake-up.
                     shared.room.notify_one();
                 }
