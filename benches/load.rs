@@ -132,8 +132,9 @@ struct Args {
     /// flood and stall: MiB of base64 text [default: 50; --quick: 2]
     #[arg(long)]
     flood_mb: Option<usize>,
-    /// flood: runs of each configuration, each with its own bare-PTY baseline; the run with the
-    /// median ratio is reported [default: 3; --quick: 1]
+    /// flood and stall: runs of each configuration (flood: each with its own bare-PTY baseline;
+    /// stall: pairs without and with the stalled viewer); the median by ratio is reported
+    /// [default: 3; --quick: 1]
     #[arg(long)]
     flood_repeat: Option<usize>,
     /// stall: healthy viewers next to the stalled one [default: 10; --quick: 2]
@@ -381,29 +382,52 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             }
             Scenario::Stall => {
                 let k = s.stall_viewers;
-                eprintln!("load: stall, {k} healthy viewers, {} MiB", s.flood_mb);
-                let runs = async {
-                    let without = flood_run(ctx, k, false, s.flood_mb, &mut report.notes).await?;
-                    let with = flood_run(ctx, k, true, s.flood_mb, &mut report.notes).await?;
-                    anyhow::Ok((without, with))
-                };
-                match runs.await {
-                    Ok((without, with)) => report.stall.push(StallRow {
-                        viewers: k,
-                        mb: s.flood_mb,
-                        baseline_seconds: without.seconds,
-                        stalled_seconds: with.seconds,
-                        ratio: with.seconds / without.seconds,
-                        gen_cpu_without: without.gen_cpu_s,
-                        gen_cpu_with: with.gen_cpu_s,
-                        busy_without: without.busy,
-                        busy_with: with.busy,
-                        snapshots: with.snapshots,
-                        snapshots_sent: with.snapshots_sent,
-                        resyncs: with.resyncs,
-                        daemon_resyncs: with.daemon_resyncs,
-                    }),
-                    Err(e) => fail(&mut report, format!("stall with {k} viewers: {e:#}")),
+                // As for floods: pairs of runs, the median pair by ratio is reported.
+                let mut rows: Vec<StallRow> = Vec::with_capacity(s.flood_repeat);
+                for r in 1..=s.flood_repeat {
+                    eprintln!(
+                        "load: stall, {k} healthy viewers, {} MiB, pair {r} of {}",
+                        s.flood_mb, s.flood_repeat
+                    );
+                    let runs = async {
+                        let without =
+                            flood_run(ctx, k, false, s.flood_mb, &mut report.notes).await?;
+                        let with = flood_run(ctx, k, true, s.flood_mb, &mut report.notes).await?;
+                        anyhow::Ok((without, with))
+                    };
+                    match runs.await {
+                        Ok((without, with)) => rows.push(StallRow {
+                            viewers: k,
+                            mb: s.flood_mb,
+                            baseline_seconds: without.seconds,
+                            stalled_seconds: with.seconds,
+                            ratio: with.seconds / without.seconds,
+                            ratios: Vec::new(),
+                            gen_cpu_without: without.gen_cpu_s,
+                            gen_cpu_with: with.gen_cpu_s,
+                            busy_without: without.busy,
+                            busy_with: with.busy,
+                            snapshots: with.snapshots,
+                            snapshots_sent: with.snapshots_sent,
+                            resyncs: with.resyncs,
+                            daemon_resyncs: with.daemon_resyncs,
+                        }),
+                        Err(e) => {
+                            fail(
+                                &mut report,
+                                format!("stall with {k} viewers, pair {r}: {e:#}"),
+                            );
+                            rows.clear();
+                            break;
+                        }
+                    }
+                }
+                let ratios: Vec<f64> = rows.iter().map(|t| t.ratio).collect();
+                rows.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
+                let middle = rows.len().saturating_sub(1) / 2;
+                if let Some(mut row) = rows.into_iter().nth(middle) {
+                    row.ratios = ratios;
+                    report.stall.push(row);
                 }
             }
             Scenario::Join => {
@@ -1751,6 +1775,8 @@ struct StallRow {
     baseline_seconds: f64,
     stalled_seconds: f64,
     ratio: f64,
+    /// Every pair's ratio (`--flood-repeat`), in run order; this row is the median pair.
+    ratios: Vec<f64>,
     /// The generator's CPU seconds and the machine's `busy`, without and with the stalled viewer.
     gen_cpu_without: f64,
     gen_cpu_with: f64,
@@ -2308,16 +2334,20 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("stall: flood time to the healthy viewers with one more viewer that never reads");
         println!(
-            "  (gen_cpu_*: the generator's CPU seconds, busy_*: the whole machine, fraction of all \
-             cores; *_wo: without the stalled viewer, *_w: with it)"
+            "  (the median of {} pairs of runs by ratio, ratio_min/max over them; gen_cpu_*: the \
+             generator's CPU seconds, busy_*: the whole machine, fraction of all cores; *_wo: \
+             without the stalled viewer, *_w: with it)",
+            s.flood_repeat
         );
         println!(
-            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>10} {:>9} {:>7} {:>6} {:>16} {:>9} {:>8}",
+            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>9} {:>9} {:>10} {:>9} {:>7} {:>6} {:>16} {:>9} {:>8}",
             "viewers",
             "MiB",
             "without_s",
             "with_s",
             "ratio",
+            "ratio_min",
+            "ratio_max",
             "gen_cpu_wo",
             "gen_cpu_w",
             "busy_wo",
@@ -2329,12 +2359,14 @@ fn print_report(s: &Settings, r: &Report) {
         let mut rows = Vec::new();
         for t in &r.stall {
             println!(
-                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>10.2} {:>9.2} {:>7.2} {:>6.2} {:>16} {:>9} {:>8}",
+                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>9.3} {:>9.3} {:>10.2} {:>9.2} {:>7.2} {:>6.2} {:>16} {:>9} {:>8}",
                 t.viewers,
                 t.mb,
                 t.baseline_seconds,
                 t.stalled_seconds,
                 t.ratio,
+                t.ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                t.ratios.iter().copied().fold(0.0, f64::max),
                 t.gen_cpu_without,
                 t.gen_cpu_with,
                 t.busy_without,
@@ -2349,6 +2381,7 @@ fn print_report(s: &Settings, r: &Report) {
                 "seconds_without": round3(t.baseline_seconds),
                 "seconds_with": round3(t.stalled_seconds),
                 "ratio": round3(t.ratio),
+                "ratios": t.ratios.iter().map(|&r| round3(r)).collect::<Vec<_>>(),
                 "gen_cpu_s_without": round3(t.gen_cpu_without),
                 "gen_cpu_s_with": round3(t.gen_cpu_with),
                 "busy_without": round3(t.busy_without),
