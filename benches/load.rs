@@ -1554,6 +1554,31 @@ async fn flood_run(
     let gen_cpu_s = process_cpu_seconds("self")? - gen_cpu_before;
     let daemon_cpu_s = daemon.cpu_seconds()? - cpu_before;
     let metrics_after = daemon.metrics().await?;
+    // The right screen: what a joiner now gets (the daemon's model, which skipped most of the
+    // flood unparsed) ends with the file's last lines and the marker. Every viewer got the
+    // same byte count and no resync (checked by the caller's table), so the same stream.
+    let url = daemon.ws(id, "");
+    let joined = on_pool(&ctx.pool, async move { join_once(&url).await })
+        .await
+        .context("joining after the flood")?;
+    let mut term = vt100::Parser::new(
+        std::num::NonZeroU16::new(24).context("rows")?,
+        std::num::NonZeroU16::new(80).context("cols")?,
+        0,
+    );
+    term.process(&joined.ansi()?);
+    let contents = term.screen().contents();
+    let text = std::fs::read(&file)?;
+    let last_lines: Vec<&[u8]> = text.split(|&b| b == b'\n').rev().skip(1).take(3).collect();
+    let mut expect = String::new();
+    for line in last_lines.iter().rev() {
+        expect.push_str(&String::from_utf8_lossy(line));
+        expect.push('\n');
+    }
+    expect.push_str(&String::from_utf8_lossy(&marker));
+    if !contents.contains(&expect) {
+        bail!("after the flood a joiner sees the wrong screen:\n{contents}\nexpected it to contain:\n{expect}");
+    }
 
     drop(tasks);
     drop(sinks);
@@ -2254,7 +2279,8 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("flood: `cat` of base64 text to every viewer, against the same on a bare PTY");
         println!(
-            "  (seconds: until every viewer has the end marker; the median run by ratio of {}, \
+            "  (every run checks that a joiner then sees the file's last lines and the marker; \
+             seconds: until every viewer has the end marker; the median run by ratio of {}, \
              ratio_min/max over them; cpu_s: the daemon's CPU seconds, gen_cpu_s: the \
              generator's; busy, bare_busy: the whole machine, fraction of all cores; delivered: \
              output and snapshot bytes, all viewers; skip_MiB: output the daemon's screen model \
