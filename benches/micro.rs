@@ -277,6 +277,21 @@ mod screen {
         process(bencher, size, &PLAIN);
     }
 
+    /// The same 2 MiB of plain lines gathered into 1 MiB runs, as the screen thread does
+    /// when it falls behind a flood: `process_bulk` skips what scrolls away unseen.
+    #[divan::bench(args = SIZES, sample_count = 30, sample_size = 1)]
+    fn process_plain_bulk(bencher: Bencher, size: Size) {
+        bencher
+            .counter(BytesCount::of_slice(&*PLAIN))
+            .with_inputs(|| ScreenModel::new(size.rows, size.cols, SCROLLBACK))
+            .bench_local_values(|mut model| {
+                for run in PLAIN.chunks(1 << 20) {
+                    model.process_bulk(black_box(run));
+                }
+                model
+            });
+    }
+
     /// Parse 2 MiB of coloured text (SGR 256/true colour, bold, italic every few characters).
     #[divan::bench(args = SIZES, sample_count = 30, sample_size = 1)]
     fn process_coloured(bencher: Bencher, size: Size) {
