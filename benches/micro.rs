@@ -260,12 +260,25 @@ mod screen {
     /// Feed `stream` to a fresh model in PTY-read-sized chunks; the model is built and dropped
     /// outside the timing.
     fn process(bencher: Bencher, size: Size, stream: &[u8]) {
+        feed(bencher, size, stream, READ_CHUNK, |model, chunk| {
+            model.process(chunk)
+        });
+    }
+
+    /// Feed `stream` to a fresh model `chunk` bytes at a time through `step`.
+    fn feed(
+        bencher: Bencher,
+        size: Size,
+        stream: &[u8],
+        chunk: usize,
+        step: fn(&mut ScreenModel, &[u8]),
+    ) {
         bencher
             .counter(BytesCount::of_slice(stream))
             .with_inputs(|| ScreenModel::new(size.rows, size.cols, SCROLLBACK))
             .bench_local_values(|mut model| {
-                for chunk in stream.chunks(READ_CHUNK) {
-                    model.process(black_box(chunk));
+                for piece in stream.chunks(chunk) {
+                    step(&mut model, black_box(piece));
                 }
                 model
             });
@@ -281,15 +294,9 @@ mod screen {
     /// when it falls behind a flood: `process_bulk` skips what scrolls away unseen.
     #[divan::bench(args = SIZES, sample_count = 30, sample_size = 1)]
     fn process_plain_bulk(bencher: Bencher, size: Size) {
-        bencher
-            .counter(BytesCount::of_slice(&*PLAIN))
-            .with_inputs(|| ScreenModel::new(size.rows, size.cols, SCROLLBACK))
-            .bench_local_values(|mut model| {
-                for run in PLAIN.chunks(1 << 20) {
-                    model.process_bulk(black_box(run));
-                }
-                model
-            });
+        feed(bencher, size, &PLAIN, 1 << 20, |model, run| {
+            model.process_bulk(run);
+        });
     }
 
     /// Parse 2 MiB of coloured text (SGR 256/true colour, bold, italic every few characters).

@@ -1036,7 +1036,7 @@ mod tests {
     }
 
     /// Assert two screens look and behave the same.
-    fn assert_same(got: &vt100::Screen, want: &vt100::Screen, what: &str) {
+    pub(super) fn assert_same(got: &vt100::Screen, want: &vt100::Screen, what: &str) {
         assert_eq!(got.size(), want.size(), "{what}: size");
         assert_eq!(
             got.contents_formatted(),
@@ -1705,6 +1705,7 @@ mod tests {
 
 #[cfg(test)]
 mod bulk_tests {
+    use super::tests::assert_same;
     use super::*;
 
     /// `n` lines of plain text of every kind the skip has to get right: tabs, lines longer
@@ -1742,7 +1743,7 @@ mod bulk_tests {
         want.process(flood);
         want.process(after);
         let what = format!("{rows}x{cols} after {:?}", String::from_utf8_lossy(before));
-        assert_same_screens(model.screen(), want.screen(), &what);
+        assert_same(model.screen(), want.screen(), &what);
         // Hidden state: REP (last printed character), the main screen, the saved cursor.
         for probe in [
             &b"\x1b[3bREP"[..],
@@ -1755,47 +1756,13 @@ mod bulk_tests {
             *w.screen_mut() = want.screen().clone();
             got.process(probe);
             w.process(probe);
-            assert_same_screens(
+            assert_same(
                 got.screen(),
                 w.screen(),
                 &format!("{what}, probe {probe:?}"),
             );
         }
         skipped
-    }
-
-    fn assert_same_screens(got: &vt100::Screen, want: &vt100::Screen, what: &str) {
-        assert_eq!(
-            got.contents_formatted(),
-            want.contents_formatted(),
-            "{what}"
-        );
-        assert_eq!(got.cursor_position(), want.cursor_position(), "{what}");
-        assert_eq!(
-            got.attributes_formatted(),
-            want.attributes_formatted(),
-            "{what}"
-        );
-        let (rows, _) = got.size();
-        for r in 0..rows.get() {
-            assert_eq!(got.row_wrapped(r), want.row_wrapped(r), "{what}: row {r}");
-        }
-        let mut g = vt100::Parser::default();
-        *g.screen_mut() = got.clone();
-        let mut w = vt100::Parser::default();
-        *w.screen_mut() = want.clone();
-        g.screen_mut().set_scrollback(usize::MAX);
-        w.screen_mut().set_scrollback(usize::MAX);
-        assert_eq!(
-            g.screen().scrollback(),
-            w.screen().scrollback(),
-            "{what}: scrollback"
-        );
-        assert_eq!(
-            g.screen().contents(),
-            w.screen().contents(),
-            "{what}: scrollback top"
-        );
     }
 
     #[test]
