@@ -136,7 +136,6 @@ fn run(
     let mut last: Option<(EncodedSnapshot, u64)> = None;
     // A job taken from the queue while gathering output, to run next.
     let mut next: Option<Job> = None;
-    let mut batch = Vec::new();
     while let Some(job) = next.take().or_else(|| jobs.recv().ok()) {
         match job {
             Job::Output(chunk) => {
@@ -149,7 +148,8 @@ fn run(
                 let mut len = chunk.len();
                 let mut plain = memchr::memchr(ESC, &chunk).is_none();
                 let until = Instant::now() + GATHER_WAIT;
-                batch.clear();
+                // Allocated per run and freed after it, so an idle session keeps no buffer.
+                let mut batch = Vec::new();
                 while len < MAX_BATCH {
                     let more = match jobs.try_recv() {
                         Ok(job) => Some(job),
@@ -178,9 +178,6 @@ fn run(
                 let skipped = model.process_bulk(run);
                 if skipped > 0 {
                     METRICS.parse_skipped.add(skipped as u64);
-                }
-                if batch.capacity() > MAX_BATCH * 2 {
-                    batch = Vec::new();
                 }
                 let found = model.take_queries();
                 if !found.is_empty() {
