@@ -1,5 +1,5 @@
 //! Load generator for ptyhub: drives a real daemon over 127.0.0.1 and measures keystroke echo with
-//! idle viewers, floods to many viewers (against a bare PTY in the same run), the stalled-viewer
+//! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers (against a bare PTY in the same run), the stalled-viewer
 //! cost, joining a full screen (open to full snapshot), and the daemon's memory when idle, per
 //! idle session and per idle viewer.
 //!
@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -33,6 +33,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, Semaphore};
@@ -1150,6 +1151,9 @@ struct EchoRow {
     rtt: Vec<Duration>,
     /// The same round trip on a bare PTY, sorted.
     bare: Vec<Duration>,
+    /// The same round trip and time to the last viewer through a bare relay, sorted.
+    relay: Vec<Duration>,
+    relay_all: Vec<Duration>,
     /// Send to the last viewer having the byte, sorted (empty without viewers).
     all: Vec<Duration>,
     /// Viewers' connect-to-ready times, sorted.
@@ -1170,6 +1174,9 @@ async fn echo_run(
     let bare = bare_echo(samples, pause)
         .await
         .context("the bare-PTY baseline")?;
+    let (relay, relay_all) = relay_echo(ctx, viewers, samples, pause)
+        .await
+        .context("the bare-relay baseline")?;
     let mut daemon = Daemon::start(ctx, &format!("echo-{viewers}"))?;
     let id = daemon.new_session();
     let mut tasks = Tasks::default();
@@ -1222,21 +1229,7 @@ async fn echo_run(
                 Ok(Some(Ok(_))) => {}
             }
         };
-        let mut last: Option<Instant> = None;
-        for (v, rx) in rxs.iter_mut().enumerate() {
-            let at = loop {
-                match timeout_at(deadline.into(), rx.recv()).await {
-                    Err(_) => bail!(
-                        "sample {i}: viewer {v} did not get {:?} within {ECHO_TIMEOUT:?}",
-                        byte as char
-                    ),
-                    Ok(None) => bail!("sample {i}: viewer {v}'s connection closed"),
-                    Ok(Some((at, b))) if b.contains(&byte) => break at,
-                    Ok(Some(_)) => {}
-                }
-            };
-            last = Some(last.map_or(at, |l| l.max(at)));
-        }
+        let last = last_arrival(&mut rxs, byte, deadline, i).await?;
         if i >= ECHO_WARMUP {
             rtt.push(round_trip);
             if let Some(last) = last {
@@ -1257,11 +1250,39 @@ async fn echo_run(
         samples,
         rtt,
         bare,
+        relay,
+        relay_all,
         all,
         joins,
         snapshots: snapshots.load(Ordering::Relaxed),
         daemon_resyncs,
     })
+}
+
+/// Waits until every viewer has a frame containing `byte`; returns when the last one got it
+/// (`None` without viewers).
+async fn last_arrival(
+    rxs: &mut [mpsc::UnboundedReceiver<(Instant, Vec<u8>)>],
+    byte: u8,
+    deadline: Instant,
+    sample: usize,
+) -> Result<Option<Instant>> {
+    let mut last: Option<Instant> = None;
+    for (v, rx) in rxs.iter_mut().enumerate() {
+        let at = loop {
+            match timeout_at(deadline.into(), rx.recv()).await {
+                Err(_) => bail!(
+                    "sample {sample}: viewer {v} did not get {:?} within {ECHO_TIMEOUT:?}",
+                    byte as char
+                ),
+                Ok(None) => bail!("sample {sample}: viewer {v}'s connection closed"),
+                Ok(Some((at, b))) if b.contains(&byte) => break at,
+                Ok(Some(_)) => {}
+            }
+        };
+        last = Some(last.map_or(at, |l| l.max(at)));
+    }
+    Ok(last)
 }
 
 /// Reads all the time, like a browser tab; reports every output frame with its arrival time.
@@ -1791,6 +1812,161 @@ async fn read_fd(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Result<usize> {
     }
 }
 
+/// The echo round trip through the least any server sharing a terminal must do, in the same
+/// run: the typist on a plain TCP connection (no WebSocket, no HTTP), one thread copying its
+/// bytes into the PTY, another copying the PTY's output to the typist and then to every idle
+/// viewer's socket, and the same raw-mode cat. That is the bare PTY plus two loopback hops and
+/// the fan-out. Returns the typist's round trips and the times to the last viewer, sorted.
+async fn relay_echo(
+    ctx: &Ctx,
+    viewers: usize,
+    samples: usize,
+    pause: Duration,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the relay")?;
+    let addr = listener.local_addr()?;
+    let (mut child, master) = spawn_on_pty(ECHO_SCRIPT)?;
+    let relay = std::thread::spawn(move || relay_thread(listener, viewers, master));
+    let result = relay_echo_samples(ctx, addr, viewers, samples, pause).await;
+    // Killing cat gives the PTY reader EIO; the closed typist connection ends the other thread.
+    end_group(&mut child, true);
+    let relayed = tokio::task::spawn_blocking(move || relay.join())
+        .await
+        .map_err(|e| anyhow!("joining the relay: {e}"))?
+        .map_err(|_| anyhow!("the relay thread panicked"))?;
+    let (mut rtt, mut all) = result?;
+    relayed?;
+    rtt.sort();
+    all.sort();
+    Ok((rtt, all))
+}
+
+/// The relay: accepts the typist, then `viewers` connections, and copies until the typist
+/// leaves or cat ends.
+fn relay_thread(listener: std::net::TcpListener, viewers: usize, master: OwnedFd) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut conns = Vec::with_capacity(viewers + 1);
+    while conns.len() < viewers + 1 {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                conn.set_nonblocking(false)?;
+                conn.set_nodelay(true)?;
+                conns.push(conn);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    bail!("the relay's clients did not connect within {STEP_TIMEOUT:?}");
+                }
+                // Set-up only: the generator is connecting, nothing is being timed.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e).context("accepting a relay client"),
+        }
+    }
+    let mut pty_in = File::from(master.try_clone()?);
+    let mut typist_in = conns[0].try_clone()?;
+    let input = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = typist_in.read(&mut buf) {
+            if pty_in.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    let mut pty_out = File::from(master);
+    let mut buf = [0u8; 4096];
+    // Until EIO: cat has been killed.
+    while let Ok(n @ 1..) = pty_out.read(&mut buf) {
+        for conn in &conns {
+            // A viewer that left is the generator ending the run: keep serving the others.
+            let _ = (&*conn).write_all(&buf[..n]);
+        }
+    }
+    drop(conns);
+    let _ = input.join();
+    Ok(())
+}
+
+/// The relay's clients: the typist on this runtime, the viewers on `ctx.echo_pool`, measured
+/// as `echo_run` measures the daemon.
+async fn relay_echo_samples(
+    ctx: &Ctx,
+    addr: SocketAddr,
+    viewers: usize,
+    samples: usize,
+    pause: Duration,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let connect = |addr| async move {
+        let conn = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| anyhow!("connecting to the relay: no answer within {STEP_TIMEOUT:?}"))??;
+        conn.set_nodelay(true)?;
+        Ok::<_, anyhow::Error>(conn)
+    };
+    let mut typist = connect(addr).await?;
+    let mut tasks = Tasks::default();
+    let mut rxs = Vec::with_capacity(viewers);
+    for _ in 0..viewers {
+        let conn = on_pool(&ctx.echo_pool, connect(addr)).await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        tasks
+            .0
+            .push(ctx.echo_pool.spawn(raw_viewer(conn, tx)).abort_handle());
+        rxs.push(rx);
+    }
+    let mut buf = vec![0u8; 4096];
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    while !contains(&seen, b"ECHO-READY") {
+        let n = timeout_at(deadline.into(), typist.read(&mut buf))
+            .await
+            .map_err(|_| anyhow!("no ECHO-READY within {STEP_TIMEOUT:?}: {}", tail(&seen)))??;
+        if n == 0 {
+            bail!("the relay closed before ECHO-READY");
+        }
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let mut rtt = Vec::with_capacity(samples);
+    let mut all = Vec::with_capacity(samples);
+    for i in 0..ECHO_WARMUP + samples {
+        let byte = b'a' + (i % 26) as u8;
+        let sent = Instant::now();
+        typist.write_all(&[byte]).await?;
+        let deadline = sent + ECHO_TIMEOUT;
+        let round_trip = loop {
+            let n = timeout_at(deadline.into(), typist.read(&mut buf))
+                .await
+                .map_err(|_| anyhow!("sample {i}: no echo within {ECHO_TIMEOUT:?}"))??;
+            if n == 0 {
+                bail!("sample {i}: the relay closed");
+            }
+            if buf[..n].contains(&byte) {
+                break sent.elapsed();
+            }
+        };
+        let last = last_arrival(&mut rxs, byte, deadline, i).await?;
+        if i >= ECHO_WARMUP {
+            rtt.push(round_trip);
+            if let Some(last) = last {
+                all.push(last.saturating_duration_since(sent));
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+    Ok((rtt, all))
+}
+
+/// A relay viewer: reads all the time and reports every read with its arrival time.
+async fn raw_viewer(mut conn: TcpStream, tx: mpsc::UnboundedSender<(Instant, Vec<u8>)>) {
+    let mut buf = vec![0u8; 4096];
+    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+        if tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+            return;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // stall
 
@@ -2214,16 +2390,18 @@ fn print_report(s: &Settings, r: &Report) {
     if !r.echo.is_empty() {
         println!();
         println!(
-            "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart (bare_*: same on a bare PTY, µs)",
+            "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart (µs)",
             s.samples,
             s.pause.as_millis()
         );
         println!(
-            "  (all_*: to the last idle viewer, whose threads ran at nice {})",
+            "  (all_*: to the last idle viewer, whose threads ran at nice {}; bare_*: the same cat \
+             on a bare PTY; relay_*: through a bare relay, plain TCP and two copying threads, to \
+             as many viewers)",
             s.viewer_nice
         );
         println!(
-            "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>7}",
+            "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
             "viewers",
             "p50_us",
             "p99_us",
@@ -2232,6 +2410,9 @@ fn print_report(s: &Settings, r: &Report) {
             "all_p99_us",
             "bare_p50",
             "bare_p99",
+            "relay_p50",
+            "relay_p99",
+            "relay_all99",
             "join_p50_ms",
             "join_max_ms",
             "resyncs"
@@ -2240,7 +2421,7 @@ fn print_report(s: &Settings, r: &Report) {
         for e in &r.echo {
             let join_max = e.joins.last().map(|d| d.as_micros() as u64);
             println!(
-                "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>7}",
+                "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
                 e.viewers,
                 opt(pct_us(&e.rtt, 0.5)),
                 opt(pct_us(&e.rtt, 0.99)),
@@ -2249,6 +2430,9 @@ fn print_report(s: &Settings, r: &Report) {
                 opt(pct_us(&e.all, 0.99)),
                 opt(pct_us(&e.bare, 0.5)),
                 opt(pct_us(&e.bare, 0.99)),
+                opt(pct_us(&e.relay, 0.5)),
+                opt(pct_us(&e.relay, 0.99)),
+                opt(pct_us(&e.relay_all, 0.99)),
                 ms(pct_us(&e.joins, 0.5)),
                 ms(join_max),
                 e.snapshots + e.daemon_resyncs
@@ -2265,6 +2449,11 @@ fn print_report(s: &Settings, r: &Report) {
                 "bare_pty_p50_us": pct_us(&e.bare, 0.5),
                 "bare_pty_p99_us": pct_us(&e.bare, 0.99),
                 "bare_pty_max_us": pct_us(&e.bare, 1.0),
+                "relay_p50_us": pct_us(&e.relay, 0.5),
+                "relay_p99_us": pct_us(&e.relay, 0.99),
+                "relay_max_us": pct_us(&e.relay, 1.0),
+                "relay_all_p50_us": pct_us(&e.relay_all, 0.5),
+                "relay_all_p99_us": pct_us(&e.relay_all, 0.99),
                 "join_p50_us": pct_us(&e.joins, 0.5),
                 "join_max_us": join_max,
                 "viewer_snapshots": e.snapshots,
