@@ -404,6 +404,9 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                             stalled_seconds: with.seconds,
                             ratio: with.seconds / without.seconds,
                             ratios: Vec::new(),
+                            cpu_without: without.daemon_cpu_s,
+                            cpu_with: with.daemon_cpu_s,
+                            cpu_ratios: Vec::new(),
                             gen_cpu_without: without.gen_cpu_s,
                             gen_cpu_with: with.gen_cpu_s,
                             busy_without: without.busy,
@@ -424,10 +427,13 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                     }
                 }
                 let ratios: Vec<f64> = rows.iter().map(|t| t.ratio).collect();
+                let cpu_ratios: Vec<f64> =
+                    rows.iter().map(|t| t.cpu_with / t.cpu_without).collect();
                 rows.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
                 let middle = rows.len().saturating_sub(1) / 2;
                 if let Some(mut row) = rows.into_iter().nth(middle) {
                     row.ratios = ratios;
+                    row.cpu_ratios = cpu_ratios;
                     report.stall.push(row);
                 }
             }
@@ -1978,6 +1984,11 @@ struct StallRow {
     ratio: f64,
     /// Every pair's ratio (`--flood-repeat`), in run order; this row is the median pair.
     ratios: Vec<f64>,
+    /// The daemon's CPU seconds without and with the stalled viewer; every pair's ratio of the
+    /// two, in run order (CPU time varies less with the host's load than elapsed time does).
+    cpu_without: f64,
+    cpu_with: f64,
+    cpu_ratios: Vec<f64>,
     /// The generator's CPU seconds and the machine's `busy`, without and with the stalled viewer.
     gen_cpu_without: f64,
     gen_cpu_with: f64,
@@ -2549,13 +2560,14 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("stall: flood time to the healthy viewers with one more viewer that never reads");
         println!(
-            "  (the median of {} pairs of runs by ratio, ratio_min/max over them; gen_cpu_*: the \
-             generator's CPU seconds, busy_*: the whole machine, fraction of all cores; *_wo: \
-             without the stalled viewer, *_w: with it)",
+            "  (the median of {} pairs of runs by ratio, ratio_min/max over them; cpu_*: the \
+             daemon's CPU seconds, cpu_ratio: the median over the pairs of with/without; \
+             gen_cpu_*: the generator's CPU seconds, busy_*: the whole machine, fraction of all \
+             cores; *_wo: without the stalled viewer, *_w: with it)",
             s.flood_repeat
         );
         println!(
-            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>9} {:>9} {:>10} {:>9} {:>7} {:>6} {:>16} {:>9} {:>8}",
+            "{:>7} {:>4} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>6} {:>9} {:>10} {:>9} {:>7} {:>6} {:>16} {:>9} {:>8}",
             "viewers",
             "MiB",
             "without_s",
@@ -2563,6 +2575,9 @@ fn print_report(s: &Settings, r: &Report) {
             "ratio",
             "ratio_min",
             "ratio_max",
+            "cpu_wo",
+            "cpu_w",
+            "cpu_ratio",
             "gen_cpu_wo",
             "gen_cpu_w",
             "busy_wo",
@@ -2573,8 +2588,14 @@ fn print_report(s: &Settings, r: &Report) {
         );
         let mut rows = Vec::new();
         for t in &r.stall {
+            let mut cpu = t.cpu_ratios.clone();
+            cpu.sort_by(f64::total_cmp);
+            let cpu_ratio = cpu
+                .get(cpu.len().saturating_sub(1) / 2)
+                .copied()
+                .unwrap_or(f64::NAN);
             println!(
-                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>9.3} {:>9.3} {:>10.2} {:>9.2} {:>7.2} {:>6.2} {:>16} {:>9} {:>8}",
+                "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>9.3} {:>9.3} {:>6.2} {:>6.2} {:>9.3} {:>10.2} {:>9.2} {:>7.2} {:>6.2} {:>16} {:>9} {:>8}",
                 t.viewers,
                 t.mb,
                 t.baseline_seconds,
@@ -2582,6 +2603,9 @@ fn print_report(s: &Settings, r: &Report) {
                 t.ratio,
                 t.ratios.iter().copied().fold(f64::INFINITY, f64::min),
                 t.ratios.iter().copied().fold(0.0, f64::max),
+                t.cpu_without,
+                t.cpu_with,
+                cpu_ratio,
                 t.gen_cpu_without,
                 t.gen_cpu_with,
                 t.busy_without,
@@ -2597,6 +2621,10 @@ fn print_report(s: &Settings, r: &Report) {
                 "seconds_with": round3(t.stalled_seconds),
                 "ratio": round3(t.ratio),
                 "ratios": t.ratios.iter().map(|&r| round3(r)).collect::<Vec<_>>(),
+                "cpu_s_without": round3(t.cpu_without),
+                "cpu_s_with": round3(t.cpu_with),
+                "cpu_ratio": round3(cpu_ratio),
+                "cpu_ratios": t.cpu_ratios.iter().map(|&r| round3(r)).collect::<Vec<_>>(),
                 "gen_cpu_s_without": round3(t.gen_cpu_without),
                 "gen_cpu_s_with": round3(t.gen_cpu_with),
                 "busy_without": round3(t.busy_without),
