@@ -134,8 +134,8 @@ struct Args {
     #[arg(long)]
     flood_mb: Option<usize>,
     /// flood and stall: runs of each configuration (flood: each with its own bare-PTY baseline;
-    /// stall: pairs without and with the stalled viewer); the median by ratio is reported
-    /// [default: 3; --quick: 1]
+    /// stall: pairs without and with the stalled viewer, in alternating order); the median by
+    /// ratio is reported [default: 3; --quick: 1]
     #[arg(long)]
     flood_repeat: Option<usize>,
     /// stall: healthy viewers next to the stalled one [default: 10; --quick: 2]
@@ -390,11 +390,20 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                         "load: stall, {k} healthy viewers, {} MiB, pair {r} of {}",
                         s.flood_mb, s.flood_repeat
                     );
+                    // Every other pair runs the stalled case first, so a drift in the host's
+                    // load over the scenario favours neither.
+                    let stalled_first = r % 2 == 0;
                     let runs = async {
-                        let without =
-                            flood_run(ctx, k, false, s.flood_mb, &mut report.notes).await?;
-                        let with = flood_run(ctx, k, true, s.flood_mb, &mut report.notes).await?;
-                        anyhow::Ok((without, with))
+                        let first =
+                            flood_run(ctx, k, stalled_first, s.flood_mb, &mut report.notes).await?;
+                        let second =
+                            flood_run(ctx, k, !stalled_first, s.flood_mb, &mut report.notes)
+                                .await?;
+                        anyhow::Ok(if stalled_first {
+                            (second, first)
+                        } else {
+                            (first, second)
+                        })
                     };
                     match runs.await {
                         Ok((without, with)) => rows.push(StallRow {
@@ -2560,7 +2569,7 @@ fn print_report(s: &Settings, r: &Report) {
         println!();
         println!("stall: flood time to the healthy viewers with one more viewer that never reads");
         println!(
-            "  (the median of {} pairs of runs by ratio, ratio_min/max over them; cpu_*: the \
+            "  (the median of {} pairs of runs, in alternating order, by ratio; ratio_min/max over them; cpu_*: the \
              daemon's CPU seconds, cpu_ratio: the median over the pairs of with/without; \
              gen_cpu_*: the generator's CPU seconds, busy_*: the whole machine, fraction of all \
              cores; *_wo: without the stalled viewer, *_w: with it)",
