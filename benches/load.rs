@@ -1222,15 +1222,9 @@ async fn echo_run(
         rxs.push(rx);
     }
 
-    let mut rtt = Vec::with_capacity(samples);
-    let mut all = Vec::with_capacity(samples);
-    for i in 0..ECHO_WARMUP + samples {
-        // A byte that differs from the previous sample's, so a late frame is never taken for it.
-        let byte = b'a' + (i % 26) as u8;
-        let sent = Instant::now();
+    let (rtt, all) = echo_samples(samples, pause, &mut rxs, async |i, byte, deadline| {
         writer.send(&[byte]).await?;
-        let deadline = sent + ECHO_TIMEOUT;
-        let round_trip = loop {
+        loop {
             match timeout_at(deadline.into(), writer.ws.next()).await {
                 Err(_) => bail!(
                     "sample {i}: the writer got no echo of {:?} within {ECHO_TIMEOUT:?}",
@@ -1238,27 +1232,18 @@ async fn echo_run(
                 ),
                 Ok(None) | Ok(Some(Err(_))) => bail!("sample {i}: the writer's connection closed"),
                 Ok(Some(Ok(Message::Binary(b)))) if !is_snapshot_chunk(&b) && b.contains(&byte) => {
-                    break sent.elapsed()
+                    return Ok(())
                 }
                 Ok(Some(Ok(Message::Close(f)))) => bail!("sample {i}: server closed: {f:?}"),
                 Ok(Some(Ok(_))) => {}
             }
-        };
-        let last = last_arrival(&mut rxs, byte, deadline, i).await?;
-        if i >= ECHO_WARMUP {
-            rtt.push(round_trip);
-            if let Some(last) = last {
-                all.push(last.saturating_duration_since(sent));
-            }
         }
-        tokio::time::sleep(pause).await;
-    }
+    })
+    .await?;
 
     drop(tasks);
     drop(writer);
     let daemon_resyncs = daemon.finish(&format!("echo with {viewers} viewers"), notes);
-    rtt.sort();
-    all.sort();
     joins.sort();
     Ok(EchoRow {
         viewers,
@@ -1272,6 +1257,39 @@ async fn echo_run(
         snapshots: snapshots.load(Ordering::Relaxed),
         daemon_resyncs,
     })
+}
+
+/// An echo run's samples, after `ECHO_WARMUP` unmeasured ones: `round_trip(sample, byte,
+/// deadline)` sends the byte and returns once the typist has its echo, then every viewer must
+/// get it too. Returns the round trips and the times to the last viewer (empty without
+/// viewers), sorted.
+async fn echo_samples(
+    samples: usize,
+    pause: Duration,
+    rxs: &mut [mpsc::UnboundedReceiver<(Instant, Vec<u8>)>],
+    mut round_trip: impl AsyncFnMut(usize, u8, Instant) -> Result<()>,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let mut rtt = Vec::with_capacity(samples);
+    let mut all = Vec::with_capacity(samples);
+    for i in 0..ECHO_WARMUP + samples {
+        // A byte that differs from the previous sample's, so a late frame is never taken for it.
+        let byte = b'a' + (i % 26) as u8;
+        let sent = Instant::now();
+        let deadline = sent + ECHO_TIMEOUT;
+        round_trip(i, byte, deadline).await?;
+        let elapsed = sent.elapsed();
+        let last = last_arrival(rxs, byte, deadline, i).await?;
+        if i >= ECHO_WARMUP {
+            rtt.push(elapsed);
+            if let Some(last) = last {
+                all.push(last.saturating_duration_since(sent));
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+    rtt.sort();
+    all.sort();
+    Ok((rtt, all))
 }
 
 /// Waits until every viewer has a frame containing `byte`; returns when the last one got it
@@ -1767,9 +1785,7 @@ async fn bare_echo(samples: usize, pause: Duration) -> Result<Vec<Duration>> {
     let (mut child, master) = spawn_on_pty(ECHO_SCRIPT)?;
     let result = bare_echo_samples(master, samples, pause).await;
     end_group(&mut child, true);
-    let mut rtt = result?;
-    rtt.sort();
-    Ok(rtt)
+    result
 }
 
 async fn bare_echo_samples(
@@ -1791,24 +1807,18 @@ async fn bare_echo_samples(
             .map_err(|_| anyhow!("no ECHO-READY within {STEP_TIMEOUT:?}: {}", tail(&seen)))??;
         seen.extend_from_slice(&buf[..n]);
     }
-    let mut rtt = Vec::with_capacity(samples);
-    for i in 0..ECHO_WARMUP + samples {
-        let byte = b'a' + (i % 26) as u8;
-        let sent = Instant::now();
+    let (rtt, _) = echo_samples(samples, pause, &mut [], async |i, byte, deadline| {
         nix::unistd::write(fd.get_ref(), &[byte]).context("writing to the PTY")?;
         loop {
-            let n = timeout_at((sent + ECHO_TIMEOUT).into(), read_fd(&fd, &mut buf))
+            let n = timeout_at(deadline.into(), read_fd(&fd, &mut buf))
                 .await
                 .map_err(|_| anyhow!("sample {i}: no echo within {ECHO_TIMEOUT:?}"))??;
             if buf[..n].contains(&byte) {
-                break;
+                return Ok(());
             }
         }
-        if i >= ECHO_WARMUP {
-            rtt.push(sent.elapsed());
-        }
-        tokio::time::sleep(pause).await;
-    }
+    })
+    .await?;
     Ok(rtt)
 }
 
@@ -1849,11 +1859,9 @@ async fn relay_echo(
         .await
         .map_err(|e| anyhow!("joining the relay: {e}"))?
         .map_err(|_| anyhow!("the relay thread panicked"))?;
-    let (mut rtt, mut all) = result?;
+    let samples = result?;
     relayed?;
-    rtt.sort();
-    all.sort();
-    Ok((rtt, all))
+    Ok(samples)
 }
 
 /// The relay: accepts the typist, then `viewers` connections, and copies until the typist
@@ -1942,14 +1950,9 @@ async fn relay_echo_samples(
         }
         seen.extend_from_slice(&buf[..n]);
     }
-    let mut rtt = Vec::with_capacity(samples);
-    let mut all = Vec::with_capacity(samples);
-    for i in 0..ECHO_WARMUP + samples {
-        let byte = b'a' + (i % 26) as u8;
-        let sent = Instant::now();
+    echo_samples(samples, pause, &mut rxs, async |i, byte, deadline| {
         typist.write_all(&[byte]).await?;
-        let deadline = sent + ECHO_TIMEOUT;
-        let round_trip = loop {
+        loop {
             let n = timeout_at(deadline.into(), typist.read(&mut buf))
                 .await
                 .map_err(|_| anyhow!("sample {i}: no echo within {ECHO_TIMEOUT:?}"))??;
@@ -1957,19 +1960,11 @@ async fn relay_echo_samples(
                 bail!("sample {i}: the relay closed");
             }
             if buf[..n].contains(&byte) {
-                break sent.elapsed();
-            }
-        };
-        let last = last_arrival(&mut rxs, byte, deadline, i).await?;
-        if i >= ECHO_WARMUP {
-            rtt.push(round_trip);
-            if let Some(last) = last {
-                all.push(last.saturating_duration_since(sent));
+                return Ok(());
             }
         }
-        tokio::time::sleep(pause).await;
-    }
-    Ok((rtt, all))
+    })
+    .await
 }
 
 /// A relay viewer: reads all the time and reports every read with its arrival time.
