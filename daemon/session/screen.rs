@@ -27,7 +27,8 @@ use crate::session::queries::{Query, QueryHook};
 /// re-opening a string of the same kind so the joiner swallows its tail too.
 const MAX_CARRY: usize = 4096;
 
-const ESC: u8 = 0x1b;
+/// Starts every escape sequence; output without one is plain text.
+pub(super) const ESC: u8 = 0x1b;
 
 /// Every snapshot starts with a full reset (RIS) and clears the scrollback,
 /// so it can also resync a terminal that shows something (even one left
@@ -293,10 +294,9 @@ impl ScreenModel {
     /// then costs a memchr instead of a parse, and the model ends exactly as if it had parsed
     /// every byte.
     pub fn process_bulk(&mut self, bytes: &[u8]) -> usize {
+        // What is kept is never empty (the cut is at a CR with text after it), so `process`
+        // marks the output as seen.
         let skip = self.invisible_prefix(bytes);
-        if skip > 0 {
-            self.has_output = true;
-        }
         self.process(&bytes[skip..]);
         skip
     }

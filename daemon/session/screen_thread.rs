@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, Notify};
 use tracing::warn;
 
 use super::queries::Query;
-use super::screen::ScreenModel;
+use super::screen::{ScreenModel, ESC};
 use super::snapshot::{self, EncodedSnapshot};
 use crate::metrics::METRICS;
 
@@ -30,7 +30,6 @@ const MAX_BATCH: usize = 4 << 20;
 /// into runs of 1 MiB parses about a tenth of its bytes.
 const GATHER: usize = 1 << 20;
 const GATHER_WAIT: Duration = Duration::from_millis(10);
-const ESC: u8 = 0x1b;
 
 /// Called on the screen thread with a snapshot and the log offset it belongs to.
 pub type SnapshotFn = Box<dyn FnOnce(EncodedSnapshot, u64) + Send>;
