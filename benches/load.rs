@@ -1,7 +1,7 @@
 //! Load generator for ptyhub: drives a real daemon over 127.0.0.1 and measures keystroke echo with
-//! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers (against a bare PTY in the same run), the stalled-viewer
-//! cost, joining a full screen (open to full snapshot), and the daemon's memory when idle, per
-//! idle session and per idle viewer.
+//! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers
+//! (against a bare PTY in the same run), the stalled-viewer cost, joining a full screen (open to
+//! full snapshot), and the daemon's memory when idle, per idle session and per idle viewer.
 //!
 //! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,flood,stall,join,memory]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -223,7 +223,7 @@ struct Ctx {
     bin: PathBuf,
     dir: PathBuf,
     /// The flood file (base64 text), made once when a flood scenario runs.
-    flood_file: Option<PathBuf>,
+    flood_file: Option<FloodFile>,
     /// Viewer connections run here (multi-threaded); the scenario drivers and the echo writer run
     /// on the current-thread runtime of the main thread, so nothing else delays their wake-ups.
     pool: Handle,
@@ -435,12 +435,9 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
                         }
                     }
                 }
-                let ratios: Vec<f64> = rows.iter().map(|t| t.ratio).collect();
                 let cpu_ratios: Vec<f64> =
                     rows.iter().map(|t| t.cpu_with / t.cpu_without).collect();
-                rows.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
-                let middle = rows.len().saturating_sub(1) / 2;
-                if let Some(mut row) = rows.into_iter().nth(middle) {
+                if let Some((mut row, ratios)) = median_by(rows, |t| t.ratio) {
                     row.ratios = ratios;
                     row.cpu_ratios = cpu_ratios;
                     report.stall.push(row);
@@ -1343,8 +1340,17 @@ async fn idle_viewer(
 // ---------------------------------------------------------------------------------------------
 // flood
 
-/// Writes about `mb` MiB of base64 (76-char lines) of random bytes; returns its path.
-fn make_flood_file(dir: &Path, mb: usize) -> Result<PathBuf> {
+/// The text every flood `cat`s.
+#[derive(Clone)]
+struct FloodFile {
+    path: PathBuf,
+    len: u64,
+    /// Its last 3 lines, each with its newline: what the screen shows above the end marker.
+    last_lines: String,
+}
+
+/// Writes about `mb` MiB of base64 (76-char lines) of random bytes.
+fn make_flood_file(dir: &Path, mb: usize) -> Result<FloodFile> {
     // base64 makes one 77-byte line (76 chars and '\n') of each 57 raw bytes.
     let raw_len = (mb * 1024 * 1024 / 77) * 57;
     let raw = dir.join("flood.raw");
@@ -1364,7 +1370,23 @@ fn make_flood_file(dir: &Path, mb: usize) -> Result<PathBuf> {
         bail!("base64 failed: {status}");
     }
     std::fs::remove_file(&raw).ok();
-    Ok(out)
+    let mut file = File::open(&out).context("opening the flood file")?;
+    let len = file.metadata()?.len();
+    // Three 77-byte lines fit in the last KiB.
+    file.seek(SeekFrom::Start(len.saturating_sub(1024)))?;
+    let mut end = Vec::new();
+    file.read_to_end(&mut end)?;
+    let lines: Vec<&[u8]> = end.split(|&b| b == b'\n').rev().skip(1).take(3).collect();
+    let mut last_lines = String::new();
+    for line in lines.iter().rev() {
+        last_lines.push_str(&String::from_utf8_lossy(line));
+        last_lines.push('\n');
+    }
+    Ok(FloodFile {
+        path: out,
+        len,
+        last_lines,
+    })
 }
 
 /// The shell command of one flood and the end marker it prints last. The command computes the
@@ -1459,30 +1481,32 @@ struct FloodRow {
     daemon_resyncs: usize,
 }
 
-impl FloodRow {
-    fn ratio_min(&self) -> f64 {
-        self.ratios.iter().copied().fold(f64::INFINITY, f64::min)
-    }
-
-    fn ratio_max(&self) -> f64 {
-        self.ratios
-            .iter()
-            .copied()
-            .fold(f64::NEG_INFINITY, f64::max)
-    }
-}
-
-/// The run with the median ratio (the lower of the two middle ones for an even count), carrying
-/// every run's ratio.
-fn median_run(mut runs: Vec<FloodRow>) -> Option<FloodRow> {
-    let ratios: Vec<f64> = runs.iter().map(|r| r.ratio).collect();
-    runs.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
-    if runs.is_empty() {
-        return None;
-    }
-    let mut row = runs.swap_remove((runs.len() - 1) / 2);
+/// The run with the median ratio, carrying every run's ratio.
+fn median_run(runs: Vec<FloodRow>) -> Option<FloodRow> {
+    let (mut row, ratios) = median_by(runs, |r| r.ratio)?;
     row.ratios = ratios;
     Some(row)
+}
+
+/// The item with the median `key` (the lower of the two middle ones for an even count), and
+/// every item's key in the order given.
+fn median_by<T>(mut items: Vec<T>, key: impl Fn(&T) -> f64) -> Option<(T, Vec<f64>)> {
+    let keys: Vec<f64> = items.iter().map(&key).collect();
+    items.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    if items.is_empty() {
+        return None;
+    }
+    let middle = (items.len() - 1) / 2;
+    Some((items.swap_remove(middle), keys))
+}
+
+/// The smallest and the largest of `values`.
+fn spread(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        })
 }
 
 /// One flood to `viewers` viewers (the first types the command); with `stalled`, one more viewer
@@ -1494,8 +1518,8 @@ async fn flood_run(
     mb: usize,
     notes: &mut Vec<String>,
 ) -> Result<FloodRow> {
-    let file = ctx.flood_file.clone().context("no flood file")?;
-    let file_bytes = std::fs::metadata(&file)?.len();
+    let flood = ctx.flood_file.clone().context("no flood file")?;
+    let (file, file_bytes) = (flood.path, flood.len);
     // Generous: a 2-core box with 100 viewers may take minutes; the point is never to hang.
     let limit = Duration::from_secs(60 + (mb * viewers) as u64);
 
@@ -1622,14 +1646,7 @@ async fn flood_run(
     );
     term.process(&joined.ansi()?);
     let contents = term.screen().contents();
-    let text = std::fs::read(&file)?;
-    let last_lines: Vec<&[u8]> = text.split(|&b| b == b'\n').rev().skip(1).take(3).collect();
-    let mut expect = String::new();
-    for line in last_lines.iter().rev() {
-        expect.push_str(&String::from_utf8_lossy(line));
-        expect.push('\n');
-    }
-    expect.push_str(&String::from_utf8_lossy(&marker));
+    let expect = format!("{}{}", flood.last_lines, String::from_utf8_lossy(&marker));
     if !contents.contains(&expect) {
         bail!("after the flood a joiner sees the wrong screen:\n{contents}\nexpected it to contain:\n{expect}");
     }
@@ -1798,28 +1815,37 @@ async fn bare_echo_samples(
     // descriptor until the AsyncFd is dropped.
     let fd = unsafe { AsyncFd::register(master) }
         .map_err(|e| anyhow!("registering the PTY master: {e}"))?;
-    let mut buf = vec![0u8; 4096];
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + STEP_TIMEOUT;
-    while !contains(&seen, b"ECHO-READY") {
-        let n = timeout_at(deadline.into(), read_fd(&fd, &mut buf))
-            .await
-            .map_err(|_| anyhow!("no ECHO-READY within {STEP_TIMEOUT:?}: {}", tail(&seen)))??;
-        seen.extend_from_slice(&buf[..n]);
-    }
+    let ready = Instant::now() + STEP_TIMEOUT;
+    read_until(async |buf| read_fd(&fd, buf).await, b"ECHO-READY", ready).await?;
     let (rtt, _) = echo_samples(samples, pause, &mut [], async |i, byte, deadline| {
         nix::unistd::write(fd.get_ref(), &[byte]).context("writing to the PTY")?;
-        loop {
-            let n = timeout_at(deadline.into(), read_fd(&fd, &mut buf))
-                .await
-                .map_err(|_| anyhow!("sample {i}: no echo within {ECHO_TIMEOUT:?}"))??;
-            if buf[..n].contains(&byte) {
-                return Ok(());
-            }
-        }
+        read_until(async |buf| read_fd(&fd, buf).await, &[byte], deadline)
+            .await
+            .with_context(|| format!("sample {i}"))
     })
     .await?;
     Ok(rtt)
+}
+
+/// Reads with `read` (one read a call, 0 once closed) until `needle` has come, by `deadline`.
+async fn read_until(
+    mut read: impl AsyncFnMut(&mut [u8]) -> Result<usize>,
+    needle: &[u8],
+    deadline: Instant,
+) -> Result<()> {
+    let mut buf = [0u8; 4096];
+    let mut seen = Vec::new();
+    let what = || String::from_utf8_lossy(needle).into_owned();
+    while !contains(&seen, needle) {
+        let n = timeout_at(deadline.into(), read(&mut buf))
+            .await
+            .map_err(|_| anyhow!("no {:?} in time: {}", what(), tail(&seen)))??;
+        if n == 0 {
+            bail!("closed before {:?}: {}", what(), tail(&seen));
+        }
+        seen.extend_from_slice(&buf[..n]);
+    }
+    Ok(())
 }
 
 /// One read from a non-blocking fd, waiting for it to be readable.
@@ -1938,31 +1964,19 @@ async fn relay_echo_samples(
             .push(ctx.echo_pool.spawn(raw_viewer(conn, tx)).abort_handle());
         rxs.push(rx);
     }
-    let mut buf = vec![0u8; 4096];
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + STEP_TIMEOUT;
-    while !contains(&seen, b"ECHO-READY") {
-        let n = timeout_at(deadline.into(), typist.read(&mut buf))
-            .await
-            .map_err(|_| anyhow!("no ECHO-READY within {STEP_TIMEOUT:?}: {}", tail(&seen)))??;
-        if n == 0 {
-            bail!("the relay closed before ECHO-READY");
-        }
-        seen.extend_from_slice(&buf[..n]);
-    }
+    let ready = Instant::now() + STEP_TIMEOUT;
+    read_until(
+        async |buf| Ok(typist.read(buf).await?),
+        b"ECHO-READY",
+        ready,
+    )
+    .await
+    .context("the relay")?;
     echo_samples(samples, pause, &mut rxs, async |i, byte, deadline| {
         typist.write_all(&[byte]).await?;
-        loop {
-            let n = timeout_at(deadline.into(), typist.read(&mut buf))
-                .await
-                .map_err(|_| anyhow!("sample {i}: no echo within {ECHO_TIMEOUT:?}"))??;
-            if n == 0 {
-                bail!("sample {i}: the relay closed");
-            }
-            if buf[..n].contains(&byte) {
-                return Ok(());
-            }
-        }
+        read_until(async |buf| Ok(typist.read(buf).await?), &[byte], deadline)
+            .await
+            .with_context(|| format!("sample {i}: the relay"))
     })
     .await
 }
@@ -2513,6 +2527,7 @@ fn print_report(s: &Settings, r: &Report) {
         );
         let mut rows = Vec::new();
         for f in &r.flood {
+            let (ratio_min, ratio_max) = spread(&f.ratios);
             println!(
                 "{:>7} {:>4} {:>9.3} {:>9.3} {:>6.2} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>5.2} {:>9.2} {:>14} {:>12} {:>12} {:>8.1} {:>9} {:>8}",
                 f.viewers,
@@ -2520,8 +2535,8 @@ fn print_report(s: &Settings, r: &Report) {
                 f.seconds,
                 f.bare_seconds,
                 f.ratio,
-                f.ratio_min(),
-                f.ratio_max(),
+                ratio_min,
+                ratio_max,
                 f.daemon_cpu_s,
                 f.gen_cpu_s,
                 f.busy,
@@ -2551,8 +2566,8 @@ fn print_report(s: &Settings, r: &Report) {
                 "bare_pty_seconds": round3(f.bare_seconds),
                 "bare_busy": round3(f.bare_busy),
                 "ratio": round3(f.ratio),
-                "ratio_min": round3(f.ratio_min()),
-                "ratio_max": round3(f.ratio_max()),
+                "ratio_min": round3(ratio_min),
+                "ratio_max": round3(ratio_max),
                 "ratios": f.ratios.iter().map(|&r| round3(r)).collect::<Vec<_>>(),
                 "daemon_resyncs": f.daemon_resyncs,
             }));
@@ -2592,12 +2607,8 @@ fn print_report(s: &Settings, r: &Report) {
         );
         let mut rows = Vec::new();
         for t in &r.stall {
-            let mut cpu = t.cpu_ratios.clone();
-            cpu.sort_by(f64::total_cmp);
-            let cpu_ratio = cpu
-                .get(cpu.len().saturating_sub(1) / 2)
-                .copied()
-                .unwrap_or(f64::NAN);
+            let (ratio_min, ratio_max) = spread(&t.ratios);
+            let cpu_ratio = median_by(t.cpu_ratios.clone(), |&r| r).map_or(f64::NAN, |(r, _)| r);
             println!(
                 "{:>7} {:>4} {:>10.3} {:>10.3} {:>6.3} {:>9.3} {:>9.3} {:>6.2} {:>6.2} {:>9.3} {:>10.2} {:>9.2} {:>7.2} {:>6.2} {:>16} {:>9} {:>8}",
                 t.viewers,
@@ -2605,8 +2616,8 @@ fn print_report(s: &Settings, r: &Report) {
                 t.baseline_seconds,
                 t.stalled_seconds,
                 t.ratio,
-                t.ratios.iter().copied().fold(f64::INFINITY, f64::min),
-                t.ratios.iter().copied().fold(0.0, f64::max),
+                ratio_min,
+                ratio_max,
                 t.cpu_without,
                 t.cpu_with,
                 cpu_ratio,
