@@ -29,8 +29,6 @@ export function errorText(code, message) {
       return 'This is a read-only link: you can watch and chat, but not type or change the session.';
     case 'not_running':
       return 'The program has ended, so there is nothing to type into.';
-    case 'input_overflow':
-      return 'The program is not reading its input, so your last keystrokes were dropped.';
     case 'bad_signal':
     case 'signal_failed':
       return `The signal was not sent: ${detail}.`;

@@ -113,6 +113,38 @@ impl DecodeError {
     }
 }
 
+/// The close code and reason that tell a client why its session ended.
+pub fn end_close(reason: crate::session::EndReason) -> (u16, &'static str) {
+    use crate::session::EndReason;
+    match reason {
+        EndReason::Deleted | EndReason::Reaped => (4003, "session ended"),
+        EndReason::Shutdown => (1001, "ptyhub is shutting down"),
+    }
+}
+
+/// Largest `data` a ping may carry, as JSON bytes: it is echoed, so it is what a client could
+/// make the daemon hold for it.
+pub const MAX_PING_DATA_BYTES: usize = 1024;
+
+/// Length of `v` written as JSON, without building the text.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 fn bad(message: impl Into<String>) -> DecodeError {
     DecodeError::BadMessage(message.into())
 }
@@ -165,9 +197,18 @@ pub fn decode_text(text: &str) -> Result<ClientMessage, DecodeError> {
         None => return Err(bad("missing \"type\" field")),
     };
     match kind.as_str() {
-        "ping" => Ok(ClientMessage::Ping {
-            data: obj.remove("data"),
-        }),
+        "ping" => {
+            let data = obj.remove("data");
+            if data
+                .as_ref()
+                .is_some_and(|d| json_len(d) > MAX_PING_DATA_BYTES)
+            {
+                return Err(bad(format!(
+                    "ping data is at most {MAX_PING_DATA_BYTES} bytes of JSON"
+                )));
+            }
+            Ok(ClientMessage::Ping { data })
+        }
         "resize" => match (positive_u16(&obj, "rows"), positive_u16(&obj, "cols")) {
             (Some(rows), Some(cols)) => Ok(ClientMessage::Resize { rows, cols }),
             _ => Err(bad("resize needs positive integers cols and rows")),
@@ -621,6 +662,15 @@ mod tests {
                 data: Some(json!([1, "two", 3.5]))
             })
         );
+    }
+
+    #[test]
+    fn json_ping_data_is_capped() {
+        let fits = "x".repeat(MAX_PING_DATA_BYTES - 2);
+        assert!(decode_text(&json!({"type": "ping", "data": fits}).to_string()).is_ok());
+        let over = "x".repeat(MAX_PING_DATA_BYTES - 1);
+        let msg = bad_text(&json!({"type": "ping", "data": over}).to_string());
+        assert!(msg.contains("at most 1024 bytes"), "{msg}");
     }
 
     #[test]

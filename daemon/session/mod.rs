@@ -5,6 +5,7 @@
 //! bounded channel, replies come back on oneshot channels, events go out on each viewer's
 //! own channel, and output is published in the shared [`output_log`].
 
+pub mod event_queue;
 pub mod output_log;
 pub mod process;
 pub mod queries;
@@ -24,13 +25,14 @@ use bytes::{Bytes, BytesMut};
 use nix::sys::signal::Signal;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use crate::config::{Assistant, Config};
+use event_queue::EventSender;
 use output_log::SharedLog;
 pub use process::ExitInfo;
 use screen::ScreenModel;
@@ -43,11 +45,16 @@ pub type ViewerId = u64;
 
 /// Commands queued per session before senders wait.
 const COMMAND_QUEUE: usize = 256;
-/// Input messages queued for the PTY before further input is refused with an error.
-const INPUT_QUEUE: usize = 256;
-/// Input bytes queued for the PTY (a program not reading its input) before further input is
-/// refused with an error: the queue's memory bound.
+/// Input bytes in flight to the PTY (queued in commands or for the writer task) before writers
+/// wait: the input queue's memory bound. A writer that sends faster than the program reads is
+/// slowed (its socket is not read, so TCP pushes back); its input is never dropped.
 const INPUT_QUEUE_BYTES: usize = 1 << 20;
+/// What one input message costs against [`INPUT_QUEUE_BYTES`] beyond its bytes (its queue
+/// entry), so a flood of tiny messages is bounded in memory too.
+const INPUT_MESSAGE_OVERHEAD: usize = 64;
+/// Bytes of the daemon's own answers to terminal queries queued for a program that does not
+/// read its input; past it further answers are dropped (the program asked, and did not listen).
+const ANSWER_QUEUE_BYTES: usize = 64 * 1024;
 /// Bytes asked of the PTY per read; PTY reads return at most about 4 KiB anyway.
 const READ_CHUNK: usize = 16 * 1024;
 /// After the program exits, how long output still arriving from its PTY is collected.
@@ -101,13 +108,28 @@ pub enum ViewerEvent {
         /// For people.
         message: String,
     },
-    /// The session is gone; close the connection with this code.
-    Close {
-        /// WebSocket close code (4003 ended, 1001 daemon shutting down).
-        code: u16,
-        /// Close reason.
-        reason: &'static str,
-    },
+    /// The session is gone, for this reason; the connection ends.
+    Close(EndReason),
+}
+
+impl ViewerEvent {
+    /// About what the event costs while queued, in bytes: its text plus a fixed part. Bounds
+    /// a viewer's queue in memory ([`event_queue`]).
+    pub fn cost(&self) -> usize {
+        const FIXED: usize = 128;
+        FIXED
+            + match self {
+                ViewerEvent::Status { info, .. } => {
+                    info.assistant.len() + info.session_name.len() + info.work_dir.len()
+                }
+                ViewerEvent::Exit { info, .. } => info.signal.as_ref().map_or(0, String::len),
+                ViewerEvent::Chat(line) => {
+                    line.user_name.len() + line.text.len() + line.timestamp.len()
+                }
+                ViewerEvent::Error { message, .. } => message.len(),
+                ViewerEvent::Close(_) => 0,
+            }
+    }
 }
 
 /// The session's metadata as every viewer sees it (the viewer adds its own role).
@@ -244,15 +266,6 @@ pub enum EndReason {
     Reaped,
 }
 
-impl EndReason {
-    fn close(self) -> (u16, &'static str) {
-        match self {
-            EndReason::Deleted | EndReason::Reaped => (4003, "session ended"),
-            EndReason::Shutdown => (1001, "ptyhub is shutting down"),
-        }
-    }
-}
-
 /// The session no longer exists.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the session has ended")]
@@ -329,7 +342,7 @@ pub type OnEnd = Box<dyn FnOnce(Uuid) + Send>;
 enum Command {
     Join {
         read_only: bool,
-        events: mpsc::Sender<ViewerEvent>,
+        events: EventSender,
         live: Arc<dyn LiveOutput>,
         reply: oneshot::Sender<Result<JoinReply, String>>,
     },
@@ -339,6 +352,8 @@ enum Command {
     Input {
         viewer: ViewerId,
         data: Bytes,
+        /// Its share of the input budget, given back once it is written to the PTY.
+        permit: InputPermit,
     },
     Resize {
         viewer: ViewerId,
@@ -375,6 +390,8 @@ enum Command {
 pub struct SessionHandle {
     id: Uuid,
     commands: mpsc::Sender<Command>,
+    /// Input bytes that may be in flight to the PTY, shared by every writer of the session.
+    input_budget: Arc<Semaphore>,
     log: Arc<SharedLog>,
     info: watch::Receiver<SessionInfo>,
     ended: CancellationToken,
@@ -410,7 +427,7 @@ impl SessionHandle {
     pub async fn join(
         &self,
         read_only: bool,
-        events: mpsc::Sender<ViewerEvent>,
+        events: EventSender,
         live: Arc<dyn LiveOutput>,
     ) -> Result<Result<JoinReply, String>, SessionGone> {
         let (reply, rx) = oneshot::channel();
@@ -429,9 +446,23 @@ impl SessionHandle {
         let _ = self.send(Command::Leave { viewer }).await;
     }
 
-    /// Keystrokes or pasted bytes for the program.
+    /// Keystrokes or pasted bytes for the program. Waits while the program is
+    /// [`INPUT_QUEUE_BYTES`] behind in reading its input: the caller stops reading its client,
+    /// which is slowed by TCP instead of losing what it sent.
     pub async fn input(&self, viewer: ViewerId, data: Bytes) -> Result<(), SessionGone> {
-        self.send(Command::Input { viewer, data }).await
+        let cost = (data.len() + INPUT_MESSAGE_OVERHEAD).min(INPUT_QUEUE_BYTES) as u32;
+        let permit = self
+            .input_budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| SessionGone)?;
+        self.send(Command::Input {
+            viewer,
+            data,
+            permit: Some(permit),
+        })
+        .await
     }
 
     /// The viewer's terminal size.
@@ -579,6 +610,7 @@ pub fn start(
     let handle = SessionHandle {
         id: spec.id,
         commands,
+        input_budget: Arc::new(Semaphore::new(INPUT_QUEUE_BYTES)),
         log,
         info: session.info.subscribe(),
         ended: session.ended.clone(),
@@ -613,7 +645,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 }
 
 struct ViewerEntry {
-    events: mpsc::Sender<ViewerEvent>,
+    events: EventSender,
     live: Arc<dyn LiveOutput>,
     size: ViewerSize,
     /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
@@ -626,9 +658,9 @@ struct Proc {
     child: Option<tokio::process::Child>,
     pid: i32,
     reader: Option<pty_process::OwnedReadPty>,
-    input: Option<mpsc::Sender<Bytes>>,
-    /// Bytes sent to the writer task and not yet written to the PTY.
-    queued: Arc<std::sync::atomic::AtomicUsize>,
+    input: Option<mpsc::UnboundedSender<PtyInput>>,
+    /// Bytes of query answers sent to the writer task and not yet written to the PTY.
+    answers_queued: Arc<std::sync::atomic::AtomicUsize>,
     size: Option<watch::Sender<(u16, u16)>>,
     /// How it ended, once it has (its PTY may still be draining).
     status: Option<ExitInfo>,
@@ -712,34 +744,49 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Hands input to the PTY writer task unless its queue is full (in messages or bytes).
-fn queue_input(
-    input: &mpsc::Sender<Bytes>,
-    queued: &std::sync::atomic::AtomicUsize,
+/// A writer's share of the session's input budget; `None` for the daemon's own answers.
+type InputPermit = Option<OwnedSemaphorePermit>;
+
+/// Bytes for the PTY writer task and what they hold of a budget until written.
+struct PtyInput {
     data: Bytes,
-) -> bool {
-    let len = data.len();
-    // Counted before sending: the writer task subtracts as soon as it has written.
-    let before = queued.fetch_add(len, Ordering::Relaxed);
-    // One message always fits an empty queue; beyond that the queue is bounded in bytes.
-    let over = before > 0 && before + len > INPUT_QUEUE_BYTES;
-    if over || input.try_send(data).is_err() {
-        queued.fetch_sub(len, Ordering::Relaxed);
-        return false;
+    /// Returned to the input budget when dropped (after the last byte is written).
+    _permit: InputPermit,
+    /// For an answer: the answer-queue counter to give its bytes back to.
+    answer: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+impl PtyInput {
+    /// Marks the first `n` bytes written.
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.data.len());
+        let _ = self.data.split_to(n);
+        if let Some(queued) = &self.answer {
+            queued.fetch_sub(n, Ordering::Relaxed);
+        }
     }
-    true
+}
+
+impl Drop for PtyInput {
+    fn drop(&mut self) {
+        // Unwritten answer bytes (the program ended) leave the count too.
+        if let Some(queued) = &self.answer {
+            queued.fetch_sub(self.data.len(), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Writes input to the PTY and applies size changes, so a program that stops reading its
-/// input never blocks the actor (and a resize never waits behind queued input).
+/// input never blocks the actor (and a resize never waits behind queued input). Its queue is
+/// unbounded as a channel but bounded in bytes by the permits and counters its items hold.
 async fn pty_writer(
     mut pty: pty_process::OwnedWritePty,
-    mut input: mpsc::Receiver<Bytes>,
+    mut input: mpsc::UnboundedReceiver<PtyInput>,
     mut size: watch::Receiver<(u16, u16)>,
-    queued: Arc<std::sync::atomic::AtomicUsize>,
 ) {
-    let mut pending = Bytes::new();
+    let mut pending: Option<PtyInput> = None;
     loop {
+        let writing = pending.as_ref().map(|p| p.data.clone()).unwrap_or_default();
         tokio::select! {
             biased;
             changed = size.changed() => {
@@ -751,15 +798,21 @@ async fn pty_writer(
                     debug!("pty resize failed: {e}");
                 }
             }
-            written = pty.write(&pending), if !pending.is_empty() => match written {
+            written = pty.write(&writing), if !writing.is_empty() => match written {
                 Ok(n) => {
-                    let _ = pending.split_to(n);
-                    queued.fetch_sub(n, Ordering::Relaxed);
+                    if let Some(item) = &mut pending {
+                        item.consume(n);
+                        if item.data.is_empty() {
+                            // Gives the permit back: the next writer may go on.
+                            pending = None;
+                        }
+                    }
                 }
                 Err(e) => { debug!("pty write failed: {e}"); return; }
             },
-            next = input.recv(), if pending.is_empty() => match next {
-                Some(data) => pending = data,
+            next = input.recv(), if pending.is_none() => match next {
+                Some(item) if item.data.is_empty() => {}
+                Some(item) => pending = Some(item),
                 None => return,
             },
         }
@@ -768,22 +821,16 @@ async fn pty_writer(
 
 impl Session {
     fn attach(&mut self, spawned: process::Spawned) {
-        let (input_tx, input_rx) = mpsc::channel(INPUT_QUEUE);
+        let (input_tx, input_rx) = mpsc::unbounded_channel();
         let (size_tx, size_rx) = watch::channel(self.size);
         self.last_pid = spawned.pid;
-        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        tokio::spawn(pty_writer(
-            spawned.writer,
-            input_rx,
-            size_rx,
-            queued.clone(),
-        ));
+        tokio::spawn(pty_writer(spawned.writer, input_rx, size_rx));
         self.proc = Proc {
             child: Some(spawned.child),
             pid: spawned.pid,
             reader: Some(spawned.reader),
             input: Some(input_tx),
-            queued,
+            answers_queued: Default::default(),
             size: Some(size_tx),
             status: None,
             drain_until: None,
@@ -876,7 +923,11 @@ impl Session {
                     }
                 }
             }
-            Command::Input { viewer, data } => self.input(viewer, data),
+            Command::Input {
+                viewer,
+                data,
+                permit,
+            } => self.input(viewer, data, permit),
             Command::Resize { viewer, rows, cols } => {
                 let Some(entry) = self.viewers.get_mut(&viewer) else {
                     return;
@@ -941,7 +992,7 @@ impl Session {
         self.screen.snapshot(self.log.head(), Box::new(done));
     }
 
-    fn input(&mut self, viewer: ViewerId, data: Bytes) {
+    fn input(&mut self, viewer: ViewerId, data: Bytes, permit: InputPermit) {
         let Some(entry) = self.viewers.get_mut(&viewer) else {
             return;
         };
@@ -968,13 +1019,15 @@ impl Session {
             return;
         };
         let len = data.len();
-        if !queue_input(input, &self.proc.queued, data) {
-            self.tell(
-                viewer,
-                "input_overflow",
-                "the program is not reading its input: these keystrokes were dropped",
-            );
-        } else {
+        // The writer task ends only with the program, and then `proc.input` is gone too.
+        if input
+            .send(PtyInput {
+                data,
+                _permit: permit,
+                answer: None,
+            })
+            .is_ok()
+        {
             crate::metrics::METRICS.bytes_in.add(len as u64);
         }
     }
@@ -1018,17 +1071,17 @@ impl Session {
 
     fn broadcast(&self, event: ViewerEvent) {
         for (id, viewer) in &self.viewers {
-            if let Err(mpsc::error::TrySendError::Full(_)) = viewer.events.try_send(event.clone()) {
-                // Its writer has been stuck for a long time; it resyncs its screen when it
-                // wakes, but this event is lost to it.
-                warn!(session = %self.id, viewer = id, "viewer event queue full, event dropped");
+            if !viewer.events.push(event.clone()) {
+                // Its writer has been stuck for long: rather than buffer for it without
+                // bound, it is closed (its task sees the overrun) and may reconnect.
+                warn!(session = %self.id, viewer = id, "viewer event queue full: closing it");
             }
         }
     }
 
     fn tell(&self, viewer: ViewerId, code: &'static str, message: &str) {
         if let Some(v) = self.viewers.get(&viewer) {
-            let _ = v.events.try_send(ViewerEvent::Error {
+            v.events.push(ViewerEvent::Error {
                 code,
                 message: message.to_owned(),
             });
@@ -1093,9 +1146,20 @@ impl Session {
     fn answer_queries(&mut self, found: Vec<(queries::Query, Vec<u8>)>) {
         for (query, answer) in found {
             debug!(session = %self.id, ?query, "answering terminal query");
-            if let Some(input) = &self.proc.input {
-                queue_input(input, &self.proc.queued, Bytes::from(answer));
+            let Some(input) = &self.proc.input else {
+                continue;
+            };
+            let queued = &self.proc.answers_queued;
+            if queued.load(Ordering::Relaxed) + answer.len() > ANSWER_QUEUE_BYTES {
+                debug!(session = %self.id, "program is not reading its input: answer dropped");
+                continue;
             }
+            queued.fetch_add(answer.len(), Ordering::Relaxed);
+            let _ = input.send(PtyInput {
+                data: Bytes::from(answer),
+                _permit: None,
+                answer: Some(queued.clone()),
+            });
         }
     }
 
@@ -1334,9 +1398,8 @@ impl Session {
             // the session (the registry still holds this uuid, so no other session shares it).
             process::signal_session(self.last_pid, Some(self.id), Signal::SIGKILL);
         }
-        let (code, reason) = ending.reason.close();
         for viewer in self.viewers.values() {
-            let _ = viewer.events.try_send(ViewerEvent::Close { code, reason });
+            viewer.events.push(ViewerEvent::Close(ending.reason));
         }
         self.viewers.clear();
         if let Some(on_end) = self.on_end.take() {

@@ -8,6 +8,7 @@
 //! While it is idle and caught up, the session actor writes new output to its socket itself
 //! ([`live`]).
 
+pub mod frame_rules;
 pub mod live;
 pub mod socket;
 
@@ -28,11 +29,12 @@ use crate::metrics::METRICS;
 
 use crate::config::Config;
 use crate::protocol::swe::{self, ClientMessage, DecodeError, ServerMessage};
+use crate::session::event_queue::{self, EventReceiver};
 use crate::session::output_log::FellBehind;
 use crate::session::upload;
 use crate::session::{
-    ChatLine, EncodedSnapshot, JoinReply, SessionGone, SessionHandle, StatusInfo, ViewerEvent,
-    ViewerId,
+    ChatLine, EncodedSnapshot, EndReason, JoinReply, SessionGone, SessionHandle, StatusInfo,
+    ViewerEvent, ViewerId,
 };
 use live::Live;
 
@@ -40,10 +42,11 @@ type Io = TokioIo<Upgraded>;
 
 /// Bytes of output copied from the log per write batch.
 const BATCH_BYTES: usize = 64 * 1024;
-/// Session events queued for one viewer.
-const EVENT_QUEUE: usize = 1024;
-/// Replies queued from the reader task to the writer task.
+/// Replies queued from the reader task to the writer task. Each is small (a pong's data is
+/// capped, control payloads are at most 125 bytes), so this bounds them in bytes too.
 const LOCAL_QUEUE: usize = 64;
+/// Longest file name echoed back in an upload's reply, bytes.
+const MAX_ECHOED_NAME: usize = 255;
 /// After the session has ended, how long a stuck writer may take to deliver its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -98,8 +101,13 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         buf: Vec::with_capacity(BATCH_BYTES),
         out: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 512),
         share_end: share_end.clone(),
+        mid_frame: false,
     };
-    let (events_tx, mut events) = mpsc::channel(EVENT_QUEUE);
+    let (events_tx, mut events) =
+        event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
+    // Cancelled when this viewer lets what is addressed to it pile up (session events or its
+    // own replies): it is closed rather than buffered for.
+    let overrun = events.overrun();
     let join = match session.join(opts.read_only, events_tx, live).await {
         Ok(Ok(join)) => join,
         Ok(Err(full)) => {
@@ -111,7 +119,7 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
             return;
         }
         Err(SessionGone) => {
-            let _ = writer.close(4003, "session ended").await;
+            let _ = writer.close_for(EndReason::Deleted).await;
             return;
         }
     };
@@ -123,12 +131,17 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
     debug!(session = %session.id(), viewer, "viewer joined");
 
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
+    let replies = Replies {
+        tx: local_tx,
+        patience: cfg.viewer.stall_deadline,
+        overrun: overrun.clone(),
+    };
     let max_message = cfg.viewer.max_message_bytes;
     let read_task = tokio::spawn(read_loop(
         halves.read,
         session.clone(),
         viewer,
-        local_tx,
+        replies,
         max_message,
         upload_ctx,
     ));
@@ -142,6 +155,12 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         // A writer stuck on an unwritable socket cannot deliver the close frame: drop it.
         _ = async { ended.cancelled().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
         _ = async { share_end.wait().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
+        _ = overrun.cancelled() => {
+            info!(session = %session.id(), viewer, "closing a viewer that is not reading what it is sent");
+            METRICS.error("not_reading");
+            writer.try_close(1008, "not reading: too much queued for this connection").await;
+            Ok(())
+        }
     };
     if let Err(e) = result {
         debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
@@ -153,6 +172,26 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         abort.abort();
     }
     debug!(session = %session.id(), viewer, "viewer left");
+}
+
+/// The reader's way to the writer: waits for room while the writer is busy, but not past the
+/// stall deadline; a client that lets its replies pile up that long is overrun and closed.
+struct Replies {
+    tx: mpsc::Sender<Local>,
+    patience: Duration,
+    overrun: CancellationToken,
+}
+
+impl Replies {
+    async fn send(&self, l: Local) -> Result<(), SessionGone> {
+        match tokio::time::timeout(self.patience, self.tx.send(l)).await {
+            Ok(sent) => sent.map_err(|_| SessionGone),
+            Err(_) => {
+                self.overrun.cancel();
+                Err(SessionGone)
+            }
+        }
+    }
 }
 
 /// What the reader task hands the writer task.
@@ -171,38 +210,47 @@ async fn read_loop(
     mut raw: socket::ReadSide,
     session: SessionHandle,
     viewer: ViewerId,
-    local: mpsc::Sender<Local>,
+    replies: Replies,
     max_message: usize,
     upload_ctx: UploadContext,
 ) {
     let (mut reader, _) =
         fastwebsockets::after_handshake_split(&mut raw, tokio::io::sink(), Role::Server);
     reader.set_max_message_size(max_message);
-    reader.set_auto_close(true);
-    reader.set_auto_pong(true);
-    let obligated = local.clone();
-    let mut send_fn = move |frame: Frame<'_>| {
-        let obligated = obligated.clone();
-        let control = Local::Control(frame.opcode, frame.payload.to_vec());
-        async move { obligated.send(control).await.map_err(|_| SessionGone) }
-    };
+    // Close and ping are answered here, after the checks of `frame_rules`, so a violation
+    // gets its close code (the library would echo an unmasked or oversized close as is).
+    reader.set_auto_close(false);
+    reader.set_auto_pong(false);
+    let mut never_called = |_: Frame<'_>| async { Ok::<(), SessionGone>(()) };
     // A fragmented message being collected: its opcode and the bytes so far.
     let mut partial: Option<(OpCode, Vec<u8>)> = None;
     let done = loop {
-        let frame = match reader.read_frame(&mut send_fn).await {
+        let mut frame = match reader.read_frame(&mut never_called).await {
             Ok(frame) => frame,
-            Err(WebSocketError::FrameTooLarge) => break Some((1009, "message too large")),
-            Err(WebSocketError::InvalidUTF8) => {
-                break Some((1007, "invalid UTF-8 in a text frame"))
-            }
             Err(e) => {
                 debug!(%viewer, "read ended: {e}");
-                break None;
+                break frame_rules::read_error(&e);
             }
         };
+        if let Err(violation) = frame_rules::check(&mut frame) {
+            break Some(violation);
+        }
         let (opcode, payload) = match frame.opcode {
-            OpCode::Close => break None,
-            OpCode::Ping | OpCode::Pong => continue,
+            OpCode::Close => match frame_rules::close_reply(&frame.payload) {
+                Ok(code) => break Some((code, "")),
+                Err(violation) => break Some(violation),
+            },
+            OpCode::Ping => {
+                let pong = Local::Control(OpCode::Pong, frame.payload.to_vec());
+                if replies.send(pong).await.is_err() {
+                    break None;
+                }
+                continue;
+            }
+            OpCode::Pong => continue,
+            OpCode::Text | OpCode::Binary if partial.is_some() => {
+                break Some((1002, "a new message inside a fragmented one"));
+            }
             OpCode::Text | OpCode::Binary if frame.fin => (frame.opcode, frame.payload.to_vec()),
             OpCode::Text | OpCode::Binary => {
                 partial = Some((frame.opcode, frame.payload.to_vec()));
@@ -230,14 +278,14 @@ async fn read_loop(
             },
             _ => swe::decode_binary(Bytes::from(payload)),
         };
-        if dispatch(decoded, &session, viewer, &local, upload_ctx)
+        if dispatch(decoded, &session, viewer, &replies, upload_ctx)
             .await
             .is_err()
         {
             break None;
         }
     };
-    let _ = local.send(Local::Done(done)).await;
+    let _ = replies.send(Local::Done(done)).await;
     if done.is_some() {
         // Let the client finish sending (and read our close frame); its close ends this.
         let mut sink = tokio::io::sink();
@@ -250,17 +298,15 @@ async fn dispatch(
     decoded: Result<ClientMessage, DecodeError>,
     session: &SessionHandle,
     viewer: ViewerId,
-    local: &mpsc::Sender<Local>,
+    replies: &Replies,
     upload_ctx: UploadContext,
 ) -> Result<(), SessionGone> {
-    let reply = |msg| async { local.send(Local::Send(msg)).await.map_err(|_| SessionGone) };
+    let reply = |msg| replies.send(Local::Send(msg));
     match decoded {
         Ok(ClientMessage::Input(data)) => session.input(viewer, data).await,
         Ok(ClientMessage::Resize { rows, cols }) => session.resize(viewer, rows, cols).await,
         Ok(ClientMessage::Ping { data }) => reply(ServerMessage::Pong { data }).await,
-        Ok(ClientMessage::Ack { bytes }) => {
-            local.send(Local::Ack(bytes)).await.map_err(|_| SessionGone)
-        }
+        Ok(ClientMessage::Ack { bytes }) => replies.send(Local::Ack(bytes)).await,
         Ok(ClientMessage::Upload { name, data }) => {
             let outcome = save_upload(session, upload_ctx, &name, data).await;
             let (success, filename, error) = match outcome {
@@ -269,7 +315,10 @@ async fn dispatch(
                     session.input(viewer, Bytes::from(typed)).await?;
                     (true, filename, None)
                 }
-                Err(e) => (false, String::from_utf8_lossy(&name).into_owned(), Some(e)),
+                Err(e) => {
+                    let shown = &name[..name.len().min(MAX_ECHOED_NAME)];
+                    (false, String::from_utf8_lossy(shown).into_owned(), Some(e))
+                }
             };
             if success {
                 METRICS.uploads.inc();
@@ -373,6 +422,9 @@ struct Writer {
     /// Frames to write, back to back.
     out: Vec<u8>,
     share_end: ShareEnd,
+    /// A write was cut off part way (the connection is being dropped): no further frame may
+    /// follow it on the wire.
+    mid_frame: bool,
 }
 
 /// What woke an idle writer.
@@ -439,13 +491,15 @@ impl Writer {
     }
 
     async fn write_out(&mut self, bytes: &[u8]) -> WriteResult {
+        self.mid_frame = true;
         self.ws.write_all(bytes).await?;
+        self.mid_frame = false;
         Ok(())
     }
 
     async fn write_loop(
         &mut self,
-        events: &mut mpsc::Receiver<ViewerEvent>,
+        events: &mut EventReceiver,
         local: &mut mpsc::Receiver<Local>,
     ) -> WriteResult {
         loop {
@@ -456,7 +510,7 @@ impl Writer {
                     return Ok(());
                 }
             }
-            while let Ok(ev) = events.try_recv() {
+            while let Some(ev) = events.try_recv() {
                 if self.on_event(ev).await? {
                     return Ok(());
                 }
@@ -496,7 +550,7 @@ impl Writer {
                         return Ok(());
                     }
                 }
-                Woke::Event(None) => return self.close(4003, "session ended").await,
+                Woke::Event(None) => return self.close_for(EndReason::Deleted).await,
                 Woke::Output => {}
                 Woke::ShareEnd(why) => return self.close(1008, why).await,
             }
@@ -549,8 +603,8 @@ impl Writer {
                 })
                 .await?;
             }
-            ViewerEvent::Close { code, reason } => {
-                self.close(code, reason).await?;
+            ViewerEvent::Close(reason) => {
+                self.close_for(reason).await?;
                 return Ok(true);
             }
         }
@@ -604,7 +658,7 @@ impl Writer {
 
     async fn resync(&mut self, why: &str) -> WriteResult {
         let Ok(resync) = self.session.resync().await else {
-            return self.close(4003, "session ended").await;
+            return self.close_for(EndReason::Deleted).await;
         };
         info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
         METRICS.resyncs.inc();
@@ -642,6 +696,19 @@ impl Writer {
     async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
         let frame = Frame::close(code, reason.as_bytes());
         self.send_frame(OpCode::Close, &frame.payload).await
+    }
+
+    async fn close_for(&mut self, reason: EndReason) -> WriteResult {
+        let (code, why) = swe::end_close(reason);
+        self.close(code, why).await
+    }
+
+    /// Sends a close frame if the wire is at a frame boundary and the socket takes it soon;
+    /// for a connection about to be dropped.
+    async fn try_close(&mut self, code: u16, reason: &str) {
+        if !self.mid_frame {
+            let _ = tokio::time::timeout(CLOSE_GRACE, self.close(code, reason)).await;
+        }
     }
 }
 
