@@ -129,8 +129,12 @@ pub struct LimitsConfig {
     pub max_name_chars: usize,
     /// Failed authentications per client address per minute before it gets 429.
     pub failed_auth_per_minute: usize,
-    /// Most simultaneous connections from one client address.
+    /// Most simultaneous not-yet-authenticated connections from one client address (and,
+    /// separately, most authenticated WebSockets from it).
     pub max_connections_per_ip: usize,
+    /// How long a connection may take to send a request's headers, and may stay idle between
+    /// requests, before it is closed.
+    pub header_timeout: Duration,
 }
 
 /// `[assistants.KEY]`: a program a session can run. Commands are argument arrays, never split
@@ -517,6 +521,7 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
         max_name_chars: o.max_name_chars.or(b.max_name_chars),
         failed_auth_per_minute: o.failed_auth_per_minute.or(b.failed_auth_per_minute),
         max_connections_per_ip: o.max_connections_per_ip.or(b.max_connections_per_ip),
+        header_timeout: o.header_timeout.or(b.header_timeout),
     };
     RawConfig {
         listen: over.listen.or(base.listen),
@@ -603,6 +608,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         max_connections_per_ip: to_usize(
             need(l.max_connections_per_ip, "limits.max_connections_per_ip")?.0,
         ),
+        header_timeout: need(l.header_timeout, "limits.header_timeout")?.0,
     };
     let auth = AuthConfig {
         token: raw.auth.token.map(|t| t.0),
@@ -657,6 +663,7 @@ struct RawLimits {
     max_name_chars: Option<Int<1, 255>>,
     failed_auth_per_minute: Option<Int<1, 1_000_000>>,
     max_connections_per_ip: Option<Int<1, 1_000_000>>,
+    header_timeout: Option<Dur<1>>,
 }
 
 /// A configured token: long enough to be worth having.

@@ -12,6 +12,7 @@
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
+//! - [`connections`]: per-address connection limits that idle strangers cannot exhaust.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
@@ -19,6 +20,7 @@
 pub mod assets;
 pub mod auth;
 pub mod config;
+pub mod connections;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;

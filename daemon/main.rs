@@ -135,7 +135,7 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         cfg: cfg.clone(),
         shutdown: shutdown.clone(),
         tasks: TaskTracker::new(),
-        connections: Default::default(),
+        connections: ptyhub::connections::Connections::new(cfg.limits.max_connections_per_ip),
     });
     // Handlers first: a SIGTERM right after the URL is printed must shut down cleanly.
     let mut term = signal(SignalKind::terminate())?;

@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, Access, Auth, Denied, Role};
 use crate::config::Config;
+use crate::connections::{Connections, Slot};
 use crate::registry::{Found, Registry};
 use crate::session::{CreateError, CreateSpec, EndReason};
 use crate::shutdown::Shutdown;
@@ -44,7 +45,7 @@ pub struct AppState {
     /// Every connection task, so shutdown can wait for them.
     pub tasks: TaskTracker,
     /// Open connections per client address.
-    pub connections: dashmap::DashMap<std::net::IpAddr, usize>,
+    pub connections: Arc<Connections>,
 }
 
 /// Accepts connections until shutdown.
@@ -63,7 +64,7 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
             },
         };
         let _ = stream.set_nodelay(true);
-        let Some(slot) = ConnectionSlot::take(&state, peer.ip()) else {
+        let Some(slot) = state.connections.admit(peer.ip()) else {
             info!(%peer, "refused connection: too many from this address");
             crate::metrics::METRICS.refused(429);
             state.tasks.spawn(too_many_connections(stream));
@@ -72,6 +73,8 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
         let state2 = state.clone();
         // Shared with an upgraded WebSocket, which outlives the HTTP connection task.
         let slot = Arc::new(slot);
+        let evicted = slot.evicted();
+        let header_timeout = state.cfg.limits.header_timeout;
         state.tasks.spawn(async move {
             let service = service_fn(move |req| {
                 let state = state2.clone();
@@ -79,40 +82,19 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
                 async move { Ok::<_, Infallible>(route(req, peer, &state, slot).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                // Also bounds the idle time between requests: hyper starts it when it waits
+                // for the next request's head.
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
-            if let Err(e) = conn.await {
-                debug!(%peer, "http connection: {e}");
+            tokio::select! {
+                done = conn => if let Err(e) = done {
+                    debug!(%peer, "http connection: {e}");
+                },
+                // Only connections that never sent a request are evicted: nothing is lost.
+                _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
             }
-        });
-    }
-}
-
-/// One of a client address's connections; gives its place back when dropped.
-struct ConnectionSlot {
-    state: Arc<AppState>,
-    ip: std::net::IpAddr,
-}
-
-impl ConnectionSlot {
-    fn take(state: &Arc<AppState>, ip: std::net::IpAddr) -> Option<Self> {
-        let mut n = state.connections.entry(ip).or_insert(0);
-        if *n >= state.cfg.limits.max_connections_per_ip {
-            return None;
-        }
-        *n += 1;
-        Some(Self {
-            state: state.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.state.connections.remove_if_mut(&self.ip, |_, n| {
-            *n -= 1;
-            *n == 0
         });
     }
 }
@@ -152,8 +134,9 @@ async fn route(
     req: Request<Incoming>,
     peer: SocketAddr,
     state: &Arc<AppState>,
-    slot: Arc<ConnectionSlot>,
+    slot: Arc<Slot>,
 ) -> Response<Body> {
+    slot.requested();
     let path = req.uri().path().to_owned();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
@@ -277,9 +260,8 @@ async fn route(
                         error(StatusCode::NOT_FOUND, "no such share link")
                     }
                 }
-                (&Method::GET | &Method::PATCH | &Method::DELETE, [] | ["share", ..]) => {
-                    forbidden()
-                }
+                // Everything a share link may not do on its session is refused the same way.
+                (_, [] | ["share", ..]) if !full => forbidden(),
                 _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
             },
         },
@@ -382,7 +364,7 @@ async fn share(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
     if state.registry.get(&id).is_none() {
         return error(StatusCode::NOT_FOUND, "no such session");
     }
-    let request: ShareRequest = match read_json(req).await {
+    let request: ShareRequest = match read_json(req, state).await {
         Ok(r) => r,
         Err(e) => return e.response(),
     };
@@ -459,10 +441,18 @@ fn websocket(
     id: Uuid,
     access: Access,
     state: &Arc<AppState>,
-    slot: Arc<ConnectionSlot>,
+    slot: Arc<Slot>,
 ) -> Response<Body> {
     if !fastwebsockets::upgrade::is_upgrade_request(&req) {
         return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
+    }
+    // Authenticated now: it leaves the pool that strangers compete for.
+    if !slot.authenticate() {
+        crate::metrics::METRICS.refused(429);
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many WebSockets from this address",
+        );
     }
     let q = ws_query(&req);
     // Creation happens before the upgrade so two racing joiners start one program, but its
@@ -543,11 +533,21 @@ struct CreateRequest {
     id: Option<Uuid>,
 }
 
-/// Reads a JSON body of at most [`MAX_BODY`] bytes.
-async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
-    let body = Limited::new(req.into_body(), MAX_BODY)
-        .collect()
+/// Reads a JSON body of at most [`MAX_BODY`] bytes, sent within the header timeout (a body
+/// trickled in byte by byte would hold a connection place for ever).
+async fn read_json<T: serde::de::DeserializeOwned>(
+    req: Request<Incoming>,
+    state: &AppState,
+) -> Result<T, ApiError> {
+    let collect = Limited::new(req.into_body(), MAX_BODY).collect();
+    let body = tokio::time::timeout(state.cfg.limits.header_timeout, collect)
         .await
+        .map_err(|_| {
+            ApiError(
+                StatusCode::REQUEST_TIMEOUT,
+                "request body not received in time".into(),
+            )
+        })?
         .map_err(|_| {
             ApiError(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -570,7 +570,7 @@ async fn patch(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
     let Some(handle) = state.registry.get(&id) else {
         return error(StatusCode::NOT_FOUND, "no such session");
     };
-    let request: PatchRequest = match read_json(req).await {
+    let request: PatchRequest = match read_json(req, state).await {
         Ok(r) => r,
         Err(e) => return e.response(),
     };
@@ -582,7 +582,7 @@ async fn patch(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
 }
 
 async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
-    let request: CreateRequest = match read_json(req).await {
+    let request: CreateRequest = match read_json(req, state).await {
         Ok(r) => r,
         Err(e) => return e.response(),
     };

@@ -1,0 +1,229 @@
+//! Connections per client address: a bound on those not yet authenticated, a separate bound
+//! on authenticated WebSockets, and eviction of idle strangers so they never lock out a real
+//! client from the same address.
+//!
+//! Every local client is 127.0.0.1, so a plain per-address cap would let anyone on the host
+//! (or any web page, through a browser) hold every slot with idle sockets. Here a newcomer that
+//! finds the unauthenticated slots full takes the place of the oldest connection that has not
+//! sent a request yet; a connection that authenticates a WebSocket moves to its own pool.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+/// The connection table of the daemon.
+#[derive(Debug)]
+pub struct Connections {
+    table: Mutex<HashMap<IpAddr, PerAddress>>,
+    /// Most unauthenticated connections per address, and most authenticated WebSockets.
+    limit: usize,
+    next_id: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct PerAddress {
+    unauthenticated: usize,
+    authenticated: usize,
+    /// Connections that have not sent a request yet, oldest first: the ones to evict.
+    waiting: VecDeque<(u64, CancellationToken)>,
+}
+
+/// Where a connection stands; decides what its slot gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Accepted, no request yet: evictable.
+    Waiting,
+    /// Has sent a request, not (yet) an authenticated WebSocket.
+    Requested,
+    /// An authenticated WebSocket.
+    Authenticated,
+    /// Evicted: its place was already given to another.
+    Evicted,
+}
+
+/// One connection's place; gives it back when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    conns: Arc<Connections>,
+    ip: IpAddr,
+    id: u64,
+    state: Mutex<State>,
+    evicted: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section leaves the table consistent, so poisoning is harmless.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Connections {
+    /// A table allowing `limit` connections of each kind per address.
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            table: Mutex::new(HashMap::new()),
+            limit: limit.max(1),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// A place for a new connection from `ip`, evicting the oldest connection from there that
+    /// has sent nothing yet if the unauthenticated places are taken; `None` when all of them
+    /// are busy with requests.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+        let mut table = lock(&self.table);
+        let entry = table.entry(ip).or_default();
+        if entry.unauthenticated >= self.limit {
+            let (_, token) = entry.waiting.pop_front()?;
+            // Its slot sees the token and gives nothing back when dropped.
+            token.cancel();
+            entry.unauthenticated -= 1;
+        }
+        entry.unauthenticated += 1;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let evicted = CancellationToken::new();
+        entry.waiting.push_back((id, evicted.clone()));
+        Some(Slot {
+            conns: self.clone(),
+            ip,
+            id,
+            state: Mutex::new(State::Waiting),
+            evicted,
+        })
+    }
+
+    /// Connections open from `ip`: (unauthenticated, authenticated).
+    pub fn count(&self, ip: IpAddr) -> (usize, usize) {
+        lock(&self.table)
+            .get(&ip)
+            .map_or((0, 0), |e| (e.unauthenticated, e.authenticated))
+    }
+}
+
+impl Slot {
+    /// Cancelled when this connection was evicted for a newcomer.
+    pub fn evicted(&self) -> CancellationToken {
+        self.evicted.clone()
+    }
+
+    /// The connection sent a request: it is no longer idle, so no longer evictable.
+    pub fn requested(&self) {
+        let mut state = lock(&self.state);
+        if *state != State::Waiting {
+            return;
+        }
+        let mut table = lock(&self.conns.table);
+        if let Some(entry) = table.get_mut(&self.ip) {
+            entry.waiting.retain(|(id, _)| *id != self.id);
+        }
+        *state = State::Requested;
+    }
+
+    /// The connection is becoming an authenticated WebSocket: it moves to that pool. False
+    /// when that pool is full for this address.
+    pub fn authenticate(&self) -> bool {
+        let mut state = lock(&self.state);
+        if *state == State::Authenticated {
+            return true;
+        }
+        if *state == State::Evicted {
+            return false;
+        }
+        let mut table = lock(&self.conns.table);
+        let entry = table.entry(self.ip).or_default();
+        if entry.authenticated >= self.conns.limit {
+            return false;
+        }
+        if *state == State::Waiting {
+            entry.waiting.retain(|(id, _)| *id != self.id);
+        }
+        entry.unauthenticated = entry.unauthenticated.saturating_sub(1);
+        entry.authenticated += 1;
+        *state = State::Authenticated;
+        true
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let state = *lock(&self.state);
+        let mut table = lock(&self.conns.table);
+        let Some(entry) = table.get_mut(&self.ip) else {
+            return;
+        };
+        let evicted = self.evicted.is_cancelled() || state == State::Evicted;
+        match state {
+            _ if evicted => {}
+            State::Waiting => {
+                entry.waiting.retain(|(id, _)| *id != self.id);
+                entry.unauthenticated = entry.unauthenticated.saturating_sub(1);
+            }
+            State::Requested => entry.unauthenticated = entry.unauthenticated.saturating_sub(1),
+            State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
+            State::Evicted => {}
+        }
+        if entry.unauthenticated == 0 && entry.authenticated == 0 {
+            table.remove(&self.ip);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip() -> IpAddr {
+        IpAddr::from([127, 0, 0, 1])
+    }
+
+    #[test]
+    fn idle_strangers_are_evicted_for_a_newcomer() {
+        let conns = Connections::new(2);
+        let a = conns.admit(ip()).expect("first");
+        let b = conns.admit(ip()).expect("second");
+        let c = conns.admit(ip()).expect("third evicts the oldest idle one");
+        assert!(a.evicted().is_cancelled());
+        assert!(!b.evicted().is_cancelled());
+        assert_eq!(conns.count(ip()), (2, 0));
+        drop(a);
+        assert_eq!(
+            conns.count(ip()),
+            (2, 0),
+            "an evicted slot gives nothing back"
+        );
+        drop((b, c));
+        assert_eq!(conns.count(ip()), (0, 0));
+    }
+
+    #[test]
+    fn busy_connections_are_not_evicted() {
+        let conns = Connections::new(2);
+        let a = conns.admit(ip()).expect("first");
+        let b = conns.admit(ip()).expect("second");
+        a.requested();
+        b.requested();
+        assert!(conns.admit(ip()).is_none());
+        drop(a);
+        assert!(conns.admit(ip()).is_some());
+    }
+
+    #[test]
+    fn authenticated_websockets_have_their_own_pool() {
+        let conns = Connections::new(1);
+        let ws = conns.admit(ip()).expect("first");
+        ws.requested();
+        assert!(ws.authenticate());
+        assert_eq!(conns.count(ip()), (0, 1));
+        let other = conns
+            .admit(ip())
+            .expect("the unauthenticated pool is free again");
+        other.requested();
+        assert!(!other.authenticate(), "the authenticated pool is full");
+        drop(ws);
+        assert!(other.authenticate());
+        drop(other);
+        assert_eq!(conns.count(ip()), (0, 0));
+    }
+}
