@@ -3,6 +3,7 @@
 //!
 //! The components, outside in:
 //!
+//! - [`daemon`]: the whole daemon as one object: build, serve on a listener, end.
 //! - [`server`]: the listener, routing, REST API and the WebSocket upgrade.
 //! - [`viewer`]: one WebSocket connection; decodes frames into session commands and writes
 //!   the session's output from the viewer's own position in the output log.
@@ -21,6 +22,7 @@ pub mod assets;
 pub mod auth;
 pub mod config;
 pub mod connections;
+pub mod daemon;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;

@@ -1,4 +1,4 @@
-//! The `ptyhub` binary: flags, configuration, logging and signals around [`ptyhub::server::run`].
+//! The `ptyhub` binary: flags, configuration, logging and signals around [`ptyhub::daemon::Daemon`].
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -8,14 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use ptyhub::auth::Auth;
-use ptyhub::registry::Registry;
-use ptyhub::server::{self, AppState};
-use ptyhub::session::EndReason;
-use ptyhub::shutdown::Shutdown;
+use ptyhub::daemon::Daemon;
 
 /// Share live terminal sessions (shells and AI coding agents) with browser viewers.
 #[derive(Debug, Parser)]
@@ -82,9 +77,6 @@ fn token_source(args: &Args, cfg: &ptyhub::config::Config) -> anyhow::Result<Tok
     Ok(TokenSource::Generated(ptyhub::auth::generate_token()))
 }
 
-/// How long open connections get to finish after every session has ended.
-const CONNECTION_DRAIN: Duration = Duration::from_secs(2);
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
@@ -114,32 +106,19 @@ fn notify(state: sd_notify::NotifyState<'_>) {
 }
 
 async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
+    let listener = Daemon::bind(&cfg)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
-    let addr = listener.local_addr()?;
-    let shutdown = Shutdown::new();
     let (secret, generated) = match &token {
         TokenSource::Off => (None, false),
         TokenSource::Given(t) => (Some(t.clone()), false),
         TokenSource::Generated(t) => (Some(t.clone()), true),
     };
-    let auth = Arc::new(Auth::new(
-        secret.clone(),
-        cfg.limits.failed_auth_per_minute,
-        cfg.auth.allowed_origins.clone(),
-    ));
-    let state = Arc::new(AppState {
-        registry: Registry::new(cfg.clone(), auth.clone()),
-        auth,
-        cfg: cfg.clone(),
-        shutdown: shutdown.clone(),
-        tasks: TaskTracker::new(),
-        connections: ptyhub::connections::Connections::new(cfg.limits.max_connections_per_ip),
-    });
+    let mut daemon = Daemon::new(cfg.clone(), secret.clone());
     // Handlers first: a SIGTERM right after the URL is printed must shut down cleanly.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let addr = daemon.serve(listener)?;
     info!(%addr, config = %cfg.source, auth = secret.is_some(), "ptyhub listening");
     // stdout carries what to open (tests read the port from the first line). A generated token
     // is printed here once and never logged.
@@ -165,34 +144,13 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         });
     }
 
-    let server = tokio::spawn(server::run(listener, state.clone()));
     let which = tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
     };
-    info!(
-        signal = which,
-        sessions = state.registry.len(),
-        "shutting down"
-    );
+    info!(signal = which, sessions = daemon.sessions(), "shutting down");
     notify(sd_notify::NotifyState::Stopping);
-    shutdown.cancel();
-    let _ = server.await;
-    // Each session gets SIGHUP+SIGTERM, then SIGKILL after the grace period.
-    let limit = cfg.session.kill_grace + Duration::from_secs(3);
-    if tokio::time::timeout(limit, state.registry.end_all(EndReason::Shutdown))
-        .await
-        .is_err()
-    {
-        warn!("some sessions did not end in time");
-    }
-    state.tasks.close();
-    if tokio::time::timeout(CONNECTION_DRAIN, state.tasks.wait())
-        .await
-        .is_err()
-    {
-        info!("closing connections that did not finish");
-    }
+    daemon.end().await;
     info!("bye");
     Ok(())
 }
