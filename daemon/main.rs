@@ -148,7 +148,11 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
     };
-    info!(signal = which, sessions = daemon.sessions(), "shutting down");
+    info!(
+        signal = which,
+        sessions = daemon.sessions(),
+        "shutting down"
+    );
     notify(sd_notify::NotifyState::Stopping);
     daemon.end().await;
     info!("bye");

@@ -113,6 +113,21 @@ impl DecodeError {
     }
 }
 
+/// The `error` message that tells a client why the session refused what it asked.
+pub fn refusal(r: &crate::session::Refusal) -> ServerMessage {
+    use crate::session::Refusal;
+    let code = match r {
+        Refusal::ReadOnly(_) => "read_only",
+        Refusal::NotRunning(_) => "not_running",
+        Refusal::InvalidChat(_) => "invalid_chat",
+        Refusal::YoloUnsupported(_) => "yolo_unsupported",
+        Refusal::RestartInProgress => "restart_in_progress",
+        Refusal::BadSignal(_) => "bad_signal",
+        Refusal::SignalFailed(_) => "signal_failed",
+    };
+    ServerMessage::error(code, r.message())
+}
+
 /// The close code and reason that tell a client why its session ended.
 pub fn end_close(reason: crate::session::EndReason) -> (u16, &'static str) {
     use crate::session::EndReason;

@@ -9,6 +9,7 @@ pub mod event_queue;
 pub mod output_log;
 pub mod process;
 pub mod queries;
+pub mod refusal;
 pub mod screen;
 pub mod screen_thread;
 pub mod size;
@@ -35,6 +36,7 @@ use crate::config::{Assistant, Config};
 use event_queue::EventSender;
 use output_log::SharedLog;
 pub use process::ExitInfo;
+pub use refusal::{Action, Refusal};
 use screen::ScreenModel;
 use screen_thread::ScreenThread;
 use size::ViewerSize;
@@ -101,13 +103,8 @@ pub enum ViewerEvent {
     },
     /// A chat line, to every viewer.
     Chat(ChatLine),
-    /// Something this viewer sent was refused.
-    Error {
-        /// Short machine word.
-        code: &'static str,
-        /// For people.
-        message: String,
-    },
+    /// Something this viewer asked was refused.
+    Refused(Refusal),
     /// The session is gone, for this reason; the connection ends.
     Close(EndReason),
 }
@@ -126,7 +123,7 @@ impl ViewerEvent {
                 ViewerEvent::Chat(line) => {
                     line.user_name.len() + line.text.len() + line.timestamp.len()
                 }
-                ViewerEvent::Error { message, .. } => message.len(),
+                ViewerEvent::Refused(r) => r.message().len(),
                 ViewerEvent::Close(_) => 0,
             }
     }
@@ -933,11 +930,7 @@ impl Session {
                     return;
                 };
                 if entry.size.read_only {
-                    self.tell(
-                        viewer,
-                        "read_only",
-                        "this link is read-only: resize ignored",
-                    );
+                    self.refuse(viewer, Refusal::ReadOnly(Action::Resize));
                     return;
                 }
                 entry.size.size = Some(size::clamp(rows, cols));
@@ -965,7 +958,7 @@ impl Session {
                     }
                     self.broadcast(ViewerEvent::Chat(line));
                 }
-                Err(message) => self.tell(viewer, "invalid_chat", &message),
+                Err(message) => self.refuse(viewer, Refusal::InvalidChat(message)),
             },
             Command::Rename { name, reply } => {
                 let result = validate_name(&name, self.cfg.limits.max_name_chars).map(|name| {
@@ -997,7 +990,7 @@ impl Session {
             return;
         };
         if entry.size.read_only {
-            self.tell(viewer, "read_only", "this link is read-only: input ignored");
+            self.refuse(viewer, Refusal::ReadOnly(Action::Input));
             return;
         }
         self.typist = Some((viewer, Instant::now()));
@@ -1011,11 +1004,7 @@ impl Session {
             Bytes::from(kept)
         };
         let Some(input) = &self.proc.input else {
-            self.tell(
-                viewer,
-                "not_running",
-                "the program has exited: input ignored",
-            );
+            self.refuse(viewer, Refusal::NotRunning(Action::Input));
             return;
         };
         let len = data.len();
@@ -1079,12 +1068,10 @@ impl Session {
         }
     }
 
-    fn tell(&self, viewer: ViewerId, code: &'static str, message: &str) {
+    /// Tells one viewer why what it asked was refused.
+    fn refuse(&self, viewer: ViewerId, refusal: Refusal) {
         if let Some(v) = self.viewers.get(&viewer) {
-            v.events.push(ViewerEvent::Error {
-                code,
-                message: message.to_owned(),
-            });
+            v.events.push(ViewerEvent::Refused(refusal));
         }
     }
 
@@ -1250,29 +1237,17 @@ impl Session {
 
     fn toggle_yolo(&mut self, viewer: ViewerId) {
         if self.viewers.get(&viewer).is_some_and(|v| v.size.read_only) {
-            return self.tell(
-                viewer,
-                "read_only",
-                "this link is read-only: YOLO toggle ignored",
-            );
+            return self.refuse(viewer, Refusal::ReadOnly(Action::ToggleYolo));
         }
         if !self.assistant.yolo_supported() {
             let message = format!("{} has no YOLO mode", self.assistant.name);
-            return self.tell(viewer, "yolo_unsupported", &message);
+            return self.refuse(viewer, Refusal::YoloUnsupported(message));
         }
         if self.restarting {
-            return self.tell(
-                viewer,
-                "restart_in_progress",
-                "the agent is already restarting",
-            );
+            return self.refuse(viewer, Refusal::RestartInProgress);
         }
         if self.proc.child.is_none() || self.ending.is_some() {
-            return self.tell(
-                viewer,
-                "not_running",
-                "the program has exited: nothing to restart",
-            );
+            return self.refuse(viewer, Refusal::NotRunning(Action::ToggleYolo));
         }
         self.yolo_mode = !self.yolo_mode;
         self.restarting = true;
@@ -1310,11 +1285,7 @@ impl Session {
 
     fn send_signal(&mut self, viewer: ViewerId, name: &str) {
         if self.viewers.get(&viewer).is_some_and(|v| v.size.read_only) {
-            return self.tell(
-                viewer,
-                "read_only",
-                "this link is read-only: signal ignored",
-            );
+            return self.refuse(viewer, Refusal::ReadOnly(Action::Signal));
         }
         let Some(signal) = ALLOWED_SIGNALS.iter().copied().find(|s| s.as_str() == name) else {
             let allowed: Vec<&str> = ALLOWED_SIGNALS.iter().map(|s| s.as_str()).collect();
@@ -1322,30 +1293,24 @@ impl Session {
                 "signal {name:?} is not allowed (use one of {})",
                 allowed.join(", ")
             );
-            return self.tell(viewer, "bad_signal", &message);
+            return self.refuse(viewer, Refusal::BadSignal(message));
         };
         if self.proc.child.is_none() {
-            return self.tell(
-                viewer,
-                "not_running",
-                "the program has exited: no one to signal",
-            );
+            return self.refuse(viewer, Refusal::NotRunning(Action::Signal));
         }
         match process::foreground_group(self.proc.pid) {
             Some(pgrp) => {
                 debug!(session = %self.id, ?signal, pgrp, "signal from viewer");
                 if let Err(e) = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgrp), signal) {
-                    self.tell(
+                    self.refuse(
                         viewer,
-                        "signal_failed",
-                        &format!("could not send {name}: {e}"),
+                        Refusal::SignalFailed(format!("could not send {name}: {e}")),
                     );
                 }
             }
-            None => self.tell(
+            None => self.refuse(
                 viewer,
-                "signal_failed",
-                "the terminal has no foreground process group",
+                Refusal::SignalFailed("the terminal has no foreground process group".to_owned()),
             ),
         }
     }

@@ -33,8 +33,8 @@ use crate::session::event_queue::{self, EventReceiver};
 use crate::session::output_log::FellBehind;
 use crate::session::upload;
 use crate::session::{
-    ChatLine, EncodedSnapshot, EndReason, JoinReply, SessionGone, SessionHandle, StatusInfo,
-    ViewerEvent, ViewerId,
+    Action, ChatLine, EncodedSnapshot, EndReason, JoinReply, Refusal, SessionGone, SessionHandle,
+    StatusInfo, ViewerEvent, ViewerId,
 };
 use live::Live;
 
@@ -335,11 +335,7 @@ async fn dispatch(
         Ok(ClientMessage::Chat { user_name, text }) => session.chat(viewer, user_name, text).await,
         Ok(ClientMessage::Rename { name }) => {
             if upload_ctx.read_only {
-                return reply(ServerMessage::error(
-                    "read_only",
-                    "this link is read-only: rename ignored",
-                ))
-                .await;
+                return reply(swe::refusal(&Refusal::ReadOnly(Action::Rename))).await;
             }
             match session.rename(name).await? {
                 Ok(_) => Ok(()),
@@ -367,7 +363,7 @@ async fn save_upload(
     data: Bytes,
 ) -> Result<(std::path::PathBuf, String), String> {
     if ctx.read_only {
-        return Err("this link is read-only: uploads are refused".into());
+        return Err(Refusal::ReadOnly(Action::Upload).message());
     }
     let work_dir = std::path::PathBuf::from(session.info().work_dir);
     let name = name.to_vec();
@@ -596,13 +592,7 @@ impl Writer {
                 self.send_json(&exit_message(&info)).await?;
             }
             ViewerEvent::Chat(line) => self.send_json(&chat_message(line)).await?,
-            ViewerEvent::Error { code, message } => {
-                self.send_json(&ServerMessage::Error {
-                    code: code.to_owned(),
-                    message,
-                })
-                .await?;
-            }
+            ViewerEvent::Refused(refusal) => self.send_json(&swe::refusal(&refusal)).await?,
             ViewerEvent::Close(reason) => {
                 self.close_for(reason).await?;
                 return Ok(true);
