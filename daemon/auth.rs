@@ -184,13 +184,15 @@ impl Auth {
     }
 
     /// Checks the token presented (if any) from `peer`.
+    ///
+    /// A correct token always passes, even from an address over the failure limit: every local
+    /// client is 127.0.0.1, so limiting before the comparison would let any web page that makes
+    /// the browser send bad tokens lock the owner out. Only failures are limited, and a request
+    /// without a credential guesses nothing, so it is neither counted nor limited.
     pub fn authenticate(&self, presented: Option<&str>, peer: IpAddr) -> Result<Access, Denied> {
         let Some(token) = &self.token else {
             return Ok(Access::Full);
         };
-        if let Some(wait) = self.limited(peer) {
-            return Err(Denied::RateLimited(wait));
-        }
         let Some(presented) = presented else {
             return Err(Denied::Missing);
         };
@@ -202,17 +204,20 @@ impl Auth {
             .iter()
             .find(|s| bool::from(presented.ct_eq(s.token.as_bytes())))
             .cloned();
-        let result = match found {
+        let denied = match found {
             Some(share) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
-                Err(Denied::Expired)
+                Denied::Expired
             }
-            Some(share) => Ok(Access::Share(share)),
-            None => Err(Denied::Invalid),
+            Some(share) => return Ok(Access::Share(share)),
+            None => Denied::Invalid,
         };
-        if result.is_err() {
-            self.record_failure(peer);
+        // Failures while limited are not recorded, so the limit lifts a window after the
+        // failures that caused it, however fast the address keeps failing.
+        if let Some(wait) = self.limited(peer) {
+            return Err(Denied::RateLimited(wait));
         }
-        result
+        self.record_failure(peer);
+        Err(denied)
     }
 
     /// Seconds until `peer` may try again, when it is over the limit.
@@ -421,12 +426,59 @@ mod tests {
             );
         }
         assert!(
-            matches!(auth.authenticate(Some("s3cret-token-0123456789"), ip()), Err(Denied::RateLimited(s)) if (1..=61).contains(&s))
+            matches!(auth.authenticate(Some("bad"), ip()), Err(Denied::RateLimited(s)) if (1..=61).contains(&s))
         );
         let other = IpAddr::from([127, 0, 0, 2]);
-        assert!(auth
-            .authenticate(Some("s3cret-token-0123456789"), other)
-            .is_ok());
+        assert_eq!(
+            auth.authenticate(Some("bad"), other).unwrap_err(),
+            Denied::Invalid,
+            "another address is not limited"
+        );
+    }
+
+    #[test]
+    fn a_correct_token_passes_from_a_limited_address() {
+        let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
+        let id = Uuid::new_v4();
+        let share = auth.create_share(id, Role::Writer, None);
+        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO));
+        for _ in 0..12 {
+            let _ = auth.authenticate(Some("bad"), ip());
+        }
+        for _ in 0..3 {
+            assert!(matches!(
+                auth.authenticate(Some("s3cret-token-0123456789"), ip()),
+                Ok(Access::Full)
+            ));
+            assert!(matches!(
+                auth.authenticate(Some(share.token()), ip()),
+                Ok(Access::Share(s)) if s.session == id
+            ));
+            // Passing does not lift the limit for failures.
+            assert!(matches!(
+                auth.authenticate(Some("bad"), ip()),
+                Err(Denied::RateLimited(_))
+            ));
+            assert!(matches!(
+                auth.authenticate(Some(expired.token()), ip()),
+                Err(Denied::RateLimited(_))
+            ));
+        }
+        // No credential: nothing guessed, so not limited either (the login page still loads).
+        assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
+    }
+
+    #[test]
+    fn requests_without_a_credential_are_not_counted() {
+        let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
+        for _ in 0..20 {
+            assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
+        }
+        assert_eq!(
+            auth.authenticate(Some("bad"), ip()).unwrap_err(),
+            Denied::Invalid,
+            "the first wrong token after many bare requests is not limited"
+        );
     }
 
     #[test]

@@ -475,7 +475,8 @@ async fn limits_give_clear_errors_and_disturb_nobody() {
     })
     .await;
 
-    // Failed authentication: 3 per minute, then 429 with Retry-After, even with the right token.
+    // Failed authentication: 3 per minute, then 429 with Retry-After for wrong tokens; the
+    // right token still passes.
     for _ in 0..3 {
         let r = http
             .get(d.http("/api/sessions"))
@@ -485,9 +486,10 @@ async fn limits_give_clear_errors_and_disturb_nobody() {
             .unwrap();
         assert_eq!(r.status(), 401);
     }
+    assert_eq!(get_as(&http, d.http("/api/sessions"), TOKEN).await, 200);
     let r = http
         .get(d.http("/api/sessions"))
-        .bearer_auth(TOKEN)
+        .bearer_auth("bad-bad-bad-bad-bad")
         .send()
         .await
         .unwrap();
@@ -501,6 +503,126 @@ async fn limits_give_clear_errors_and_disturb_nobody() {
     // The sessions and viewers that were already there keep working.
     v1.run("echo still-$((5*5))", "still-25").await;
     v2.wait_screen("still-25").await;
+}
+
+/// Status and `Retry-After` of a GET of the session list with this bearer token.
+async fn list_as(d: &Daemon, http: &reqwest::Client, token: &str) -> (u16, Option<u64>) {
+    let r = http
+        .get(d.http("/api/sessions"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    (r.status().as_u16(), retry)
+}
+
+#[tokio::test]
+async fn wrong_tokens_never_lock_out_the_right_one() {
+    // The default limit (10 failures a minute); every client here is 127.0.0.1, like every
+    // local browser tab.
+    let d = secured("");
+    let http = no_redirect();
+    let id = create(&d).await;
+    let writer = share(&d, id, "writer", None).await["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Requests without a credential guess nothing: they are neither counted nor limited.
+    for _ in 0..15 {
+        let r = http.get(d.http("/api/sessions")).send().await.unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    // Wrong tokens: the first ten are plain failures, then the address is limited.
+    for i in 0..12 {
+        let (status, retry) = list_as(&d, &http, "wrong-token-xxxxxxxxxx").await;
+        if i < 10 {
+            assert_eq!((status, retry), (401, None), "failure {i}");
+        } else {
+            assert_eq!(status, 429, "failure {i}");
+            assert!(retry.is_some_and(|s| (1..=60).contains(&s)), "{retry:?}");
+        }
+    }
+
+    // The right tokens pass from the limited address, over REST and WebSocket.
+    assert_eq!(list_as(&d, &http, TOKEN).await, (200, None));
+    assert_eq!(
+        get_as(&http, d.http(&format!("/api/sessions/{id}")), &writer).await,
+        200,
+        "a valid share token"
+    );
+    assert_eq!(
+        ws_status(&d.ws(id, &format!("?token={TOKEN}")), None).await,
+        101
+    );
+    let mut c = Client::connect(&d.ws(id, &format!("?token={writer}"))).await;
+    c.run("echo in-$((6*7))", "in-42").await;
+
+    // Passing lifts nothing for failures: wrong tokens still get 429, over WebSocket too.
+    let (status, retry) = list_as(&d, &http, "wrong-token-xxxxxxxxxx").await;
+    assert_eq!(status, 429);
+    assert!(retry.is_some_and(|s| (1..=60).contains(&s)), "{retry:?}");
+    assert_eq!(
+        ws_status(&d.ws(id, "?token=wrong-token-xxxxxxxxxx"), None).await,
+        429
+    );
+    // A bare request still gets the login page, not 429.
+    assert_eq!(http.get(d.http("/")).send().await.unwrap().status(), 401);
+    assert_eq!(list_as(&d, &http, TOKEN).await, (200, None));
+}
+
+fn upload_frame(name: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x01, (name.len() >> 8) as u8, name.len() as u8];
+    f.extend_from_slice(name);
+    f.extend_from_slice(data);
+    f
+}
+
+#[tokio::test]
+async fn an_upload_never_goes_through_a_symlinked_uploads_directory() {
+    let d = secured("");
+    let work = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join(".ptyhub")).unwrap();
+    let link = work.path().join(".ptyhub/uploads");
+    std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+    let resp = no_redirect()
+        .post(d.http("/api/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"assistant":"shell","cwd": work.path()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let id: Uuid = resp.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let mut c = Client::connect(&d.ws(id, &format!("?token={TOKEN}"))).await;
+    c.wait_screen("$ ").await;
+    c.send_binary(upload_frame(b"planted.sh", b"echo owned\n"))
+        .await;
+    let r = c.wait_json("file_upload").await;
+    assert_eq!(r["success"], false, "{r}");
+    let err = r["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("is a symbolic link: refusing to write through it"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing lands outside the working directory"
+    );
+    // The session carries on, and nothing was typed for the refused file.
+    c.run("echo alive-$((3+4))", "alive-7").await;
+    assert!(!c.screen_text().contains("planted.sh"));
 }
 
 #[tokio::test]

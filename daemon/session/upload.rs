@@ -1,8 +1,16 @@
 //! File uploads into a session's working directory: name sanitising, a write that never
-//! leaves a partial file and never overwrites, and quoting the path for the shell.
+//! leaves a partial file, never overwrites and never goes through a symbolic link, and quoting
+//! the path for the shell.
 
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag};
+use nix::unistd::UnlinkatFlags;
 
 /// Where uploads land, under the session's working directory.
 pub const UPLOAD_DIR: &str = ".ptyhub/uploads";
@@ -10,6 +18,8 @@ pub const UPLOAD_DIR: &str = ".ptyhub/uploads";
 pub const MAX_NAME_BYTES: usize = 255;
 /// How many `name-N.ext` alternatives are tried before giving up.
 const MAX_SUFFIX: u32 = 10_000;
+/// How many random temporary names are tried before giving up (a clash is already unlikely).
+const MAX_TEMP_TRIES: u32 = 100;
 
 /// Why an upload was refused.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +35,13 @@ pub enum UploadError {
         /// The limit.
         limit: usize,
     },
+    /// A directory on the way to the uploads directory is a symbolic link: following it could
+    /// write anywhere the daemon may.
+    #[error("could not save the file: {} is a symbolic link: refusing to write through it", .0.display())]
+    Symlink(PathBuf),
+    /// Something other than a directory is where a directory on the way should be.
+    #[error("could not save the file: {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
     /// Writing failed (permission denied, disk full, ...); nothing was left behind.
     #[error("could not save the file: {0}")]
     Io(#[from] std::io::Error),
@@ -64,6 +81,10 @@ fn candidate(name: &str, n: u32) -> String {
 
 /// Writes `data` as `{work_dir}/.ptyhub/uploads/{name}` (or the first free `name-N.ext`)
 /// through a temporary file, and returns the absolute path. Blocking: run it off the runtime.
+///
+/// Everything below the working directory is reached through directory descriptors opened
+/// without following symbolic links, so a program in the session that replaces `.ptyhub` or
+/// `.ptyhub/uploads` with a link (even between two checks) cannot redirect the write.
 pub fn save(
     work_dir: &Path,
     raw_name: &[u8],
@@ -77,27 +98,139 @@ pub fn save(
             limit,
         });
     }
-    let dir = work_dir.join(UPLOAD_DIR);
-    std::fs::create_dir_all(&dir)?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".upload-")
-        .suffix(".part")
-        .tempfile_in(&dir)?;
-    temp.write_all(data)?;
-    temp.flush()?;
-    // A hard link fails if the target exists, so no upload ever replaces another file;
-    // dropping `temp` removes the temporary name either way.
+    // The working directory itself was resolved when the session started; it is followed.
+    let mut dir: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_DIRECTORY.bits())
+        .open(work_dir)?
+        .into();
+    let mut shown = work_dir.to_path_buf();
+    for component in Path::new(UPLOAD_DIR).iter() {
+        shown.push(component);
+        dir = open_child_dir(&dir, component, &shown)?;
+    }
+    let mut temp = TempFile::create(&dir)?;
+    temp.file.write_all(data)?;
+    temp.file.flush()?;
+    // A hard link fails if the target exists (even as a dangling symbolic link), so no upload
+    // ever replaces or writes through another file; dropping `temp` removes the temporary name.
     for n in 0..MAX_SUFFIX {
-        let target = dir.join(candidate(&name, n));
-        match std::fs::hard_link(temp.path(), &target) {
-            Ok(()) => return Ok(target),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e.into()),
+        let target = candidate(&name, n);
+        match nix::unistd::linkat(
+            Some(dir.as_raw_fd()),
+            temp.name.as_str(),
+            Some(dir.as_raw_fd()),
+            target.as_str(),
+            AtFlags::empty(),
+        ) {
+            Ok(()) => return Ok(shown.join(target)),
+            Err(Errno::EEXIST) => continue,
+            Err(e) => return Err(std::io::Error::from(e).into()),
         }
     }
     Err(UploadError::BadName(
         "too many files with this name already",
     ))
+}
+
+/// `openat`, its descriptor owned.
+fn open_at(
+    dir: &OwnedFd,
+    name: &(impl nix::NixPath + ?Sized),
+    flags: OFlag,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    let fd = nix::fcntl::openat(Some(dir.as_raw_fd()), name, flags | OFlag::O_CLOEXEC, mode)?;
+    // SAFETY: `openat` just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens (creating when missing) the directory `name` inside `parent`, refusing a symbolic
+/// link. `shown` is its full path, for the error.
+fn open_child_dir(
+    parent: &OwnedFd,
+    name: &std::ffi::OsStr,
+    shown: &Path,
+) -> Result<OwnedFd, UploadError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+    let mut created = false;
+    loop {
+        match open_at(parent, name, flags, Mode::empty()) {
+            Ok(fd) => return Ok(fd),
+            // Made here, or by a concurrent upload: open it (once more) either way.
+            Err(Errno::ENOENT) if !created => {
+                // 0o777 less the umask, as `create_dir_all` did.
+                match nix::sys::stat::mkdirat(
+                    Some(parent.as_raw_fd()),
+                    name,
+                    Mode::from_bits_truncate(0o777),
+                ) {
+                    Ok(()) | Err(Errno::EEXIST) => created = true,
+                    Err(e) => return Err(std::io::Error::from(e).into()),
+                }
+            }
+            // O_NOFOLLOW reports a link as ELOOP, or as ENOTDIR together with O_DIRECTORY:
+            // look at the entry itself to say which it is.
+            Err(e @ (Errno::ELOOP | Errno::ENOTDIR)) => {
+                let kind = nix::sys::stat::fstatat(
+                    Some(parent.as_raw_fd()),
+                    name,
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT);
+                return Err(match kind {
+                    Ok(SFlag::S_IFLNK) => UploadError::Symlink(shown.to_path_buf()),
+                    Ok(_) => UploadError::NotADirectory(shown.to_path_buf()),
+                    Err(_) => std::io::Error::from(e).into(),
+                });
+            }
+            Err(e) => return Err(std::io::Error::from(e).into()),
+        }
+    }
+}
+
+/// A temporary file inside the uploads directory, unlinked when dropped: once the upload is
+/// linked under its final name, or when anything failed, so no partial file stays.
+struct TempFile<'a> {
+    dir: &'a OwnedFd,
+    name: String,
+    file: std::fs::File,
+}
+
+impl<'a> TempFile<'a> {
+    fn create(dir: &'a OwnedFd) -> Result<Self, UploadError> {
+        // O_EXCL never opens an existing entry, a symbolic link included.
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW;
+        for _ in 0..MAX_TEMP_TRIES {
+            let mut random = [0u8; 8];
+            getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+            let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            let name = format!(".upload-{hex}.part");
+            // Owner-only, as before (an upload may be private); the final link keeps it.
+            match open_at(dir, name.as_str(), flags, Mode::from_bits_truncate(0o600)) {
+                Ok(fd) => {
+                    return Ok(TempFile {
+                        dir,
+                        name,
+                        file: fd.into(),
+                    })
+                }
+                Err(Errno::EEXIST) => continue,
+                Err(e) => return Err(std::io::Error::from(e).into()),
+            }
+        }
+        Err(std::io::Error::from(Errno::EEXIST).into())
+    }
+}
+
+impl Drop for TempFile<'_> {
+    fn drop(&mut self) {
+        let _ = nix::unistd::unlinkat(
+            Some(self.dir.as_raw_fd()),
+            self.name.as_str(),
+            UnlinkatFlags::NoRemoveDir,
+        );
+    }
 }
 
 /// The path as a POSIX shell reads it: bare when it holds only safe characters, otherwise in
@@ -173,6 +306,120 @@ mod tests {
             save(dir.path(), b"big", b"12345678901", 10),
             Err(UploadError::TooLarge { .. })
         ));
+    }
+
+    /// The names in `dir`, sorted (empty when it does not exist).
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_symlinked_uploads_directory_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join(".ptyhub")).unwrap();
+        let link = work.path().join(UPLOAD_DIR);
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        let err = save(work.path(), b"f.txt", b"secret", 10).unwrap_err();
+        assert!(
+            matches!(&err, UploadError::Symlink(p) if *p == link),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "could not save the file: {} is a symbolic link: refusing to write through it",
+                link.display()
+            )
+        );
+        assert!(listing(outside.path()).is_empty());
+        // A dangling link is refused the same way, and nothing is created at its target.
+        std::fs::remove_file(&link).unwrap();
+        let gone = outside.path().join("gone");
+        std::os::unix::fs::symlink(&gone, &link).unwrap();
+        let err = save(work.path(), b"f.txt", b"secret", 10).unwrap_err();
+        assert!(matches!(err, UploadError::Symlink(_)), "{err:?}");
+        assert!(!gone.exists());
+    }
+
+    #[test]
+    fn a_symlinked_ptyhub_directory_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(outside.path().join("uploads")).unwrap();
+        let link = work.path().join(".ptyhub");
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        let err = save(work.path(), b"f.txt", b"secret", 10).unwrap_err();
+        assert!(
+            matches!(&err, UploadError::Symlink(p) if *p == link),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("refusing to write through it"));
+        assert_eq!(listing(outside.path()), ["uploads"]);
+        assert!(listing(&outside.path().join("uploads")).is_empty());
+    }
+
+    #[test]
+    fn a_file_where_the_directory_goes_is_refused() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join(".ptyhub")).unwrap();
+        let in_the_way = work.path().join(UPLOAD_DIR);
+        std::fs::write(&in_the_way, b"in the way").unwrap();
+        let err = save(work.path(), b"f.txt", b"data", 10).unwrap_err();
+        assert!(
+            matches!(&err, UploadError::NotADirectory(p) if *p == in_the_way),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with("could not save the file: "));
+        assert_eq!(std::fs::read(&in_the_way).unwrap(), b"in the way");
+        assert_eq!(listing(&work.path().join(".ptyhub")), ["uploads"]);
+    }
+
+    #[test]
+    fn a_symlinked_file_name_is_never_written_through() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let uploads = work.path().join(UPLOAD_DIR);
+        std::fs::create_dir_all(&uploads).unwrap();
+        let target = outside.path().join("victim");
+        std::os::unix::fs::symlink(&target, uploads.join("f.txt")).unwrap();
+        let saved = save(work.path(), b"f.txt", b"data", 10).unwrap();
+        assert_eq!(saved, uploads.join("f-1.txt"));
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn concurrent_uploads_of_one_name_get_distinct_names() {
+        let work = tempfile::tempdir().unwrap();
+        let saved: Vec<(PathBuf, Vec<u8>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8u8)
+                .map(|i| {
+                    let work = work.path();
+                    s.spawn(move || {
+                        let data = vec![i; 100 + usize::from(i)];
+                        (save(work, b"same.txt", &data, 1000).unwrap(), data)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut paths: Vec<_> = saved.iter().map(|(p, _)| p.clone()).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), 8, "{paths:?}");
+        for (path, data) in &saved {
+            assert_eq!(&std::fs::read(path).unwrap(), data, "{}", path.display());
+        }
+        let names = listing(&work.path().join(UPLOAD_DIR));
+        assert_eq!(names.len(), 8, "no temporary file left: {names:?}");
+        assert!(names.contains(&"same.txt".to_owned()));
     }
 
     #[test]
