@@ -18,6 +18,9 @@
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod assets;
 pub mod auth;
 pub mod config;

@@ -3,7 +3,7 @@
 //! the path for the shell.
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -140,9 +140,12 @@ fn open_at(
     flags: OFlag,
     mode: Mode,
 ) -> Result<OwnedFd, Errno> {
-    let fd = nix::fcntl::openat(Some(dir.as_raw_fd()), name, flags | OFlag::O_CLOEXEC, mode)?;
-    // SAFETY: `openat` just returned this descriptor and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    // rustix hands back an owned descriptor (nix 0.29 only a raw number), so no `unsafe`.
+    let flags = rustix::fs::OFlags::from_bits_retain((flags | OFlag::O_CLOEXEC).bits() as _);
+    let mode = rustix::fs::Mode::from_bits_retain(mode.bits() as _);
+    name.with_nix_path(|path| rustix::fs::openat(dir, path, flags, mode))
+        .map_err(|_| Errno::ENAMETOOLONG)?
+        .map_err(|e| Errno::from_raw(e.raw_os_error()))
 }
 
 /// Opens (creating when missing) the directory `name` inside `parent`, refusing a symbolic
