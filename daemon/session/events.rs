@@ -1,0 +1,213 @@
+//! What a session tells the outside, in domain words: events for its viewers, its metadata,
+//! what a joiner gets, why it ended or refused; dialects turn these into their own frames.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::*;
+
+/// Identifies one viewer within the daemon.
+pub type ViewerId = u64;
+
+/// How the actor hands new output to a viewer: straight onto its socket when that needs no
+/// waiting, else by waking the viewer's task, which catches up from the log.
+///
+/// Writing from the actor spares a task wake-up per viewer per chunk, and lets the viewer
+/// that typed get its echo first. Implemented by each dialect's connection.
+pub trait LiveOutput: Send + Sync {
+    /// Sends `chunk`, which starts at log offset `start`, if the viewer is caught up to
+    /// `start`, idle, and its socket takes it without blocking. False when it did not.
+    fn try_push(&self, start: u64, chunk: &[u8]) -> bool;
+    /// Wakes the viewer's task to catch up from the log.
+    fn wake(&self);
+}
+
+/// What a viewer is told by its session.
+#[derive(Debug, Clone)]
+pub enum ViewerEvent {
+    /// The session's metadata changed (or the viewer just joined); output before `offset`
+    /// was produced before the change (at the old size) and is sent first.
+    Status {
+        /// The metadata.
+        info: StatusInfo,
+        /// Log offset of the change.
+        offset: u64,
+    },
+    /// The program ended; the exit notice ends at `offset` in the output log.
+    Exit {
+        /// How it ended.
+        info: ExitInfo,
+        /// Output up to this offset comes before the exit message.
+        offset: u64,
+    },
+    /// A chat line, to every viewer.
+    Chat(ChatLine),
+    /// Something this viewer asked was refused.
+    Refused(Refusal),
+    /// The session is gone, for this reason; the connection ends.
+    Close(EndReason),
+}
+
+impl ViewerEvent {
+    /// About what the event costs while queued, in bytes: its text plus a fixed part. Bounds
+    /// a viewer's queue in memory ([`event_queue`]).
+    pub fn cost(&self) -> usize {
+        const FIXED: usize = 128;
+        FIXED
+            + match self {
+                ViewerEvent::Status { info, .. } => {
+                    info.assistant.len() + info.session_name.len() + info.work_dir.len()
+                }
+                ViewerEvent::Exit { info, .. } => info.signal.as_ref().map_or(0, String::len),
+                ViewerEvent::Chat(line) => {
+                    line.user_name.len() + line.text.len() + line.timestamp.len()
+                }
+                ViewerEvent::Refused(r) => r.message().len(),
+                ViewerEvent::Close(_) => 0,
+            }
+    }
+}
+
+/// The session's metadata as every viewer sees it (the viewer adds its own role).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusInfo {
+    /// Connected viewers.
+    pub viewers: usize,
+    /// Session height.
+    pub rows: u16,
+    /// Session width.
+    pub cols: u16,
+    /// Display name of the assistant.
+    pub assistant: String,
+    /// User-given name, possibly empty.
+    pub session_name: String,
+    /// The session id.
+    pub session_uuid: Uuid,
+    /// Working directory of the program.
+    pub work_dir: String,
+    /// Whether the program runs in YOLO mode.
+    pub yolo_mode: bool,
+    /// Whether the assistant has a YOLO command.
+    pub yolo_supported: bool,
+    /// Whether the agent is being restarted (YOLO toggle) right now.
+    pub restarting: bool,
+}
+
+/// A session as the REST API lists it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: Uuid,
+    /// User-given name, possibly empty.
+    pub name: String,
+    /// Assistant key in the config.
+    pub assistant: String,
+    /// Assistant display name.
+    pub assistant_name: String,
+    /// Connected viewers.
+    pub viewers: usize,
+    /// Session width.
+    pub cols: u16,
+    /// Session height.
+    pub rows: u16,
+    /// Whether the program still runs.
+    pub alive: bool,
+    /// Exit status once it ended.
+    pub exit_code: Option<i32>,
+    /// Signal name if a signal ended it.
+    pub exit_signal: Option<String>,
+    /// Creation time, RFC 3339 UTC.
+    pub created_at: String,
+    /// Working directory.
+    pub work_dir: String,
+    /// Whether the program runs in YOLO mode.
+    pub yolo_mode: bool,
+}
+
+/// What a joining viewer receives before any live output.
+pub struct JoinReply {
+    /// The viewer's id within the session.
+    pub viewer: ViewerId,
+    /// The screen, when the session has drawn anything.
+    pub snapshot: Option<EncodedSnapshot>,
+    /// Live output for this viewer starts at this log offset.
+    pub offset: u64,
+    /// Set when the program has already ended.
+    pub exit: Option<ExitInfo>,
+    /// The latest chat lines, oldest first.
+    pub chat: Vec<ChatLine>,
+}
+
+/// A fresh snapshot for a viewer that fell behind, and where its stream resumes.
+pub struct Resync {
+    /// The screen now.
+    pub snapshot: EncodedSnapshot,
+    /// Live output resumes at this log offset.
+    pub offset: u64,
+}
+
+/// Why a session is being ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// Deleted through the API.
+    Deleted,
+    /// The daemon is shutting down.
+    Shutdown,
+    /// Exited and unwatched for the configured time.
+    Reaped,
+}
+
+/// The session no longer exists.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the session has ended")]
+pub struct SessionGone;
+
+/// Why a session could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// No such assistant in the config.
+    #[error("unknown assistant `{0}`")]
+    UnknownAssistant(String),
+    /// The assistant's program is not installed.
+    #[error("assistant `{key}` is unavailable: {reason}")]
+    Unavailable {
+        /// Assistant key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The requested name breaks the naming rule.
+    #[error("{0}")]
+    BadName(String),
+    /// The working directory does not exist.
+    #[error("working directory {0} does not exist or is not a directory")]
+    BadWorkDir(String),
+    /// Starting the program failed.
+    #[error(transparent)]
+    Spawn(#[from] process::SpawnError),
+    /// The screen model's thread could not be started.
+    #[error("could not start the screen thread: {0}")]
+    Thread(std::io::Error),
+    /// The daemon is shutting down.
+    #[error("ptyhub is shutting down")]
+    ShuttingDown,
+    /// The daemon already runs its maximum of sessions.
+    #[error("session limit reached: this server runs at most {0} sessions")]
+    TooMany(usize),
+}
+
+/// What to create.
+#[derive(Debug, Clone, Default)]
+pub struct CreateSpec {
+    /// The client's uuid, which the session keeps.
+    pub id: Uuid,
+    /// Assistant key.
+    pub assistant: String,
+    /// Optional name (validated like a rename).
+    pub name: Option<String>,
+    /// Optional working directory (must exist); default the daemon's.
+    pub cwd: Option<PathBuf>,
+}

@@ -1,0 +1,192 @@
+//! The only way into a session: a cheap, cloneable handle whose calls become commands on the
+//! actor's bounded queue, with replies on oneshot channels.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::*;
+
+/// Called once when a session has ended, with its id (the registry removes it).
+pub type OnEnd = Box<dyn FnOnce(Uuid) + Send>;
+
+pub(super) enum Command {
+    Join {
+        read_only: bool,
+        events: EventSender,
+        live: Arc<dyn LiveOutput>,
+        reply: oneshot::Sender<Result<JoinReply, String>>,
+    },
+    Leave {
+        viewer: ViewerId,
+    },
+    Input {
+        viewer: ViewerId,
+        data: Bytes,
+        /// Its share of the input budget, given back once it is written to the PTY.
+        permit: InputPermit,
+    },
+    Resize {
+        viewer: ViewerId,
+        rows: u16,
+        cols: u16,
+    },
+    Resync {
+        reply: oneshot::Sender<Resync>,
+    },
+    Chat {
+        viewer: ViewerId,
+        user_name: String,
+        text: String,
+    },
+    Rename {
+        name: String,
+        reply: oneshot::Sender<Result<SessionInfo, String>>,
+    },
+    ToggleYolo {
+        viewer: ViewerId,
+    },
+    Signal {
+        viewer: ViewerId,
+        signal: String,
+    },
+    End {
+        reason: EndReason,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// A cheap, cloneable reference to a running session actor.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(super) id: Uuid,
+    pub(super) commands: mpsc::Sender<Command>,
+    /// Input bytes that may be in flight to the PTY, shared by every writer of the session.
+    pub(super) input_budget: Arc<Semaphore>,
+    pub(super) log: Arc<SharedLog>,
+    pub(super) info: watch::Receiver<SessionInfo>,
+    pub(super) ended: CancellationToken,
+}
+
+impl SessionHandle {
+    /// Cancelled once the session has ended and told its viewers to close.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// The session id.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The session's output log, which viewers read from their own offsets.
+    pub fn log(&self) -> &Arc<SharedLog> {
+        &self.log
+    }
+
+    /// The session's current metadata.
+    pub fn info(&self) -> SessionInfo {
+        self.info.borrow().clone()
+    }
+
+    async fn send(&self, cmd: Command) -> Result<(), SessionGone> {
+        self.commands.send(cmd).await.map_err(|_| SessionGone)
+    }
+
+    /// Adds a viewer; `events` receives everything addressed to it, `live` its output. The
+    /// inner `Err` says why the session refused it (too many viewers).
+    pub async fn join(
+        &self,
+        read_only: bool,
+        events: EventSender,
+        live: Arc<dyn LiveOutput>,
+    ) -> Result<Result<JoinReply, String>, SessionGone> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Join {
+            read_only,
+            events,
+            live,
+            reply,
+        })
+        .await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+
+    /// Removes a viewer.
+    pub async fn leave(&self, viewer: ViewerId) {
+        let _ = self.send(Command::Leave { viewer }).await;
+    }
+
+    /// Keystrokes or pasted bytes for the program. Waits while the program is
+    /// [`INPUT_QUEUE_BYTES`] behind in reading its input: the caller stops reading its client,
+    /// which is slowed by TCP instead of losing what it sent.
+    pub async fn input(&self, viewer: ViewerId, data: Bytes) -> Result<(), SessionGone> {
+        let cost = (data.len() + INPUT_MESSAGE_OVERHEAD).min(INPUT_QUEUE_BYTES) as u32;
+        let permit = self
+            .input_budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| SessionGone)?;
+        self.send(Command::Input {
+            viewer,
+            data,
+            permit: Some(permit),
+        })
+        .await
+    }
+
+    /// The viewer's terminal size.
+    pub async fn resize(&self, viewer: ViewerId, rows: u16, cols: u16) -> Result<(), SessionGone> {
+        self.send(Command::Resize { viewer, rows, cols }).await
+    }
+
+    /// A fresh snapshot and the offset the stream resumes from.
+    pub async fn resync(&self) -> Result<Resync, SessionGone> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Resync { reply }).await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+
+    /// A chat message from a viewer, for everyone.
+    pub async fn chat(
+        &self,
+        viewer: ViewerId,
+        user_name: String,
+        text: String,
+    ) -> Result<(), SessionGone> {
+        self.send(Command::Chat {
+            viewer,
+            user_name,
+            text,
+        })
+        .await
+    }
+
+    /// Renames the session; `Err` carries why the name was refused.
+    pub async fn rename(&self, name: String) -> Result<Result<SessionInfo, String>, SessionGone> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Rename { name, reply }).await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+
+    /// Restarts the agent with or without its YOLO command.
+    pub async fn toggle_yolo(&self, viewer: ViewerId) -> Result<(), SessionGone> {
+        self.send(Command::ToggleYolo { viewer }).await
+    }
+
+    /// Sends a signal (by name) to the program's foreground process group.
+    pub async fn signal(&self, viewer: ViewerId, signal: String) -> Result<(), SessionGone> {
+        self.send(Command::Signal { viewer, signal }).await
+    }
+
+    /// Ends the session (signalling its processes, closing its viewers) and waits until it is gone.
+    pub async fn end(&self, reason: EndReason) -> Result<(), SessionGone> {
+        let (done, rx) = oneshot::channel();
+        self.send(Command::End { reason, done }).await?;
+        rx.await.map_err(|_| SessionGone)
+    }
+}

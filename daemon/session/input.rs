@@ -1,0 +1,162 @@
+//! Input on its way to the PTY: a byte budget shared by the session's writers (a writer that
+//! outpaces the program waits, nothing is dropped), and the writer task that owns the PTY's
+//! write half.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::actor::Session;
+use super::*;
+
+/// Input bytes in flight to the PTY (queued in commands or for the writer task) before writers
+/// wait: the input queue's memory bound. A writer that sends faster than the program reads is
+/// slowed (its socket is not read, so TCP pushes back); its input is never dropped.
+pub(super) const INPUT_QUEUE_BYTES: usize = 1 << 20;
+
+/// What one input message costs against [`INPUT_QUEUE_BYTES`] beyond its bytes (its queue
+/// entry), so a flood of tiny messages is bounded in memory too.
+pub(super) const INPUT_MESSAGE_OVERHEAD: usize = 64;
+
+/// Bytes of the daemon's own answers to terminal queries queued for a program that does not
+/// read its input; past it further answers are dropped (the program asked, and did not listen).
+pub(super) const ANSWER_QUEUE_BYTES: usize = 64 * 1024;
+
+/// A writer's share of the session's input budget; `None` for the daemon's own answers.
+pub(super) type InputPermit = Option<OwnedSemaphorePermit>;
+
+/// Bytes for the PTY writer task and what they hold of a budget until written.
+pub(super) struct PtyInput {
+    pub(super) data: Bytes,
+    /// Returned to the input budget when dropped (after the last byte is written).
+    pub(super) _permit: InputPermit,
+    /// For an answer: the answer-queue counter to give its bytes back to.
+    pub(super) answer: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+impl PtyInput {
+    /// Marks the first `n` bytes written.
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.data.len());
+        let _ = self.data.split_to(n);
+        if let Some(queued) = &self.answer {
+            queued.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for PtyInput {
+    fn drop(&mut self) {
+        // Unwritten answer bytes (the program ended) leave the count too.
+        if let Some(queued) = &self.answer {
+            queued.fetch_sub(self.data.len(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes input to the PTY and applies size changes, so a program that stops reading its
+/// input never blocks the actor (and a resize never waits behind queued input). Its queue is
+/// unbounded as a channel but bounded in bytes by the permits and counters its items hold.
+pub(super) async fn pty_writer(
+    mut pty: pty_process::OwnedWritePty,
+    mut input: mpsc::UnboundedReceiver<PtyInput>,
+    mut size: watch::Receiver<(u16, u16)>,
+) {
+    let mut pending: Option<PtyInput> = None;
+    loop {
+        let writing = pending.as_ref().map(|p| p.data.clone()).unwrap_or_default();
+        tokio::select! {
+            biased;
+            changed = size.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let (rows, cols) = *size.borrow_and_update();
+                if let Err(e) = pty.resize(pty_process::Size::new(rows, cols)) {
+                    debug!("pty resize failed: {e}");
+                }
+            }
+            written = pty.write(&writing), if !writing.is_empty() => match written {
+                Ok(n) => {
+                    if let Some(item) = &mut pending {
+                        item.consume(n);
+                        if item.data.is_empty() {
+                            // Gives the permit back: the next writer may go on.
+                            pending = None;
+                        }
+                    }
+                }
+                Err(e) => { debug!("pty write failed: {e}"); return; }
+            },
+            next = input.recv(), if pending.is_none() => match next {
+                Some(item) if item.data.is_empty() => {}
+                Some(item) => pending = Some(item),
+                None => return,
+            },
+        }
+    }
+}
+
+impl Session {
+    pub(super) fn input(&mut self, viewer: ViewerId, data: Bytes, permit: InputPermit) {
+        let Some(entry) = self.viewers.get_mut(&viewer) else {
+            return;
+        };
+        if entry.size.read_only {
+            self.refuse(viewer, Refusal::ReadOnly(Action::Input));
+            return;
+        }
+        self.typist = Some((viewer, Instant::now()));
+        let data = if entry.expected.is_empty() {
+            data
+        } else {
+            let kept = entry.expected.filter(&data, Instant::now());
+            if kept.is_empty() {
+                return;
+            }
+            Bytes::from(kept)
+        };
+        let Some(input) = &self.proc.input else {
+            self.refuse(viewer, Refusal::NotRunning(Action::Input));
+            return;
+        };
+        let len = data.len();
+        // The writer task ends only with the program, and then `proc.input` is gone too.
+        if input
+            .send(PtyInput {
+                data,
+                _permit: permit,
+                answer: None,
+            })
+            .is_ok()
+        {
+            crate::metrics::METRICS.bytes_in.add(len as u64);
+        }
+    }
+
+    /// The screen model's answers to queries in the output: each goes to the program once.
+    pub(super) fn answer_queries(&mut self, found: Vec<(queries::Query, Vec<u8>)>) {
+        for (query, answer) in found {
+            debug!(session = %self.id, ?query, "answering terminal query");
+            let Some(input) = &self.proc.input else {
+                continue;
+            };
+            let queued = &self.proc.answers_queued;
+            if queued.load(Ordering::Relaxed) + answer.len() > ANSWER_QUEUE_BYTES {
+                debug!(session = %self.id, "program is not reading its input: answer dropped");
+                continue;
+            }
+            queued.fetch_add(answer.len(), Ordering::Relaxed);
+            let _ = input.send(PtyInput {
+                data: Bytes::from(answer),
+                _permit: None,
+                answer: Some(queued.clone()),
+            });
+        }
+    }
+}

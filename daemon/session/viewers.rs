@@ -1,0 +1,47 @@
+//! The session's viewers: the size policy applied, and what is sent to all or one of them.
+
+use tracing::warn;
+
+use super::actor::Session;
+use super::*;
+
+impl Session {
+    /// Recomputes the session size; returns whether it changed (status already sent).
+    pub(super) fn apply_size(&mut self) -> bool {
+        let new = size::session_size(self.viewers.values().map(|v| &v.size), self.size);
+        if new == self.size {
+            return false;
+        }
+        self.size = new;
+        self.screen.resize(new.0, new.1);
+        if let Some(size) = &self.proc.size {
+            size.send_replace(new);
+        }
+        self.broadcast_status();
+        true
+    }
+
+    pub(super) fn broadcast_status(&mut self) {
+        let info = self.status();
+        let offset = self.log.head();
+        self.broadcast(ViewerEvent::Status { info, offset });
+        self.publish_info();
+    }
+
+    pub(super) fn broadcast(&self, event: ViewerEvent) {
+        for (id, viewer) in &self.viewers {
+            if !viewer.events.push(event.clone()) {
+                // Its writer has been stuck for long: rather than buffer for it without
+                // bound, it is closed (its task sees the overrun) and may reconnect.
+                warn!(session = %self.id, viewer = id, "viewer event queue full: closing it");
+            }
+        }
+    }
+
+    /// Tells one viewer why what it asked was refused.
+    pub(super) fn refuse(&self, viewer: ViewerId, refusal: Refusal) {
+        if let Some(v) = self.viewers.get(&viewer) {
+            v.events.push(ViewerEvent::Refused(refusal));
+        }
+    }
+}
