@@ -23,7 +23,7 @@ use crate::auth::{self, Access, Auth, Denied, Role};
 use crate::config::Config;
 use crate::connections::{Connections, Slot};
 use crate::registry::{Found, Registry};
-use crate::session::{CreateError, CreateSpec, EndReason};
+use crate::session::{CreateError, CreateSpec, EndReason, RenameError};
 use crate::shutdown::Shutdown;
 use crate::viewer::{self, ViewerOptions};
 
@@ -574,10 +574,11 @@ async fn patch(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Respo
         Ok(r) => r,
         Err(e) => return e.response(),
     };
-    match handle.rename(request.name).await {
-        Ok(Ok(info)) => json(StatusCode::OK, &info),
-        Ok(Err(message)) => error(StatusCode::BAD_REQUEST, &message),
-        Err(_) => error(StatusCode::NOT_FOUND, "no such session"),
+    // The share link's role was checked by the route (`may_write`).
+    match handle.rename(None, request.name).await {
+        Ok(info) => json(StatusCode::OK, &info),
+        Err(RenameError::Gone(_)) => error(StatusCode::NOT_FOUND, "no such session"),
+        Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -21,7 +20,9 @@ use crate::config::{Assistant, Config};
 pub(super) struct ViewerEntry {
     pub(super) events: EventSender,
     pub(super) live: Arc<dyn LiveOutput>,
-    pub(super) size: ViewerSize,
+    pub(super) role: Role,
+    /// `(rows, cols)` as last sent, clamped; `None` until the viewer sends one.
+    pub(super) size: Option<(u16, u16)>,
     /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
     pub(super) expected: queries::Expected,
 }
@@ -48,6 +49,10 @@ pub(super) struct Ending {
 }
 
 pub(super) struct Session {
+    /// The actor's own queue, for work it finishes later (an upload's typed path).
+    pub(super) me: mpsc::WeakSender<Command>,
+    /// Input bytes in flight to the PTY; shared with every handle.
+    pub(super) input_budget: Arc<tokio::sync::Semaphore>,
     pub(super) id: Uuid,
     pub(super) cfg: Arc<Config>,
     pub(super) assistant_key: String,
@@ -86,8 +91,6 @@ pub(super) struct Session {
     pub(super) ended: CancellationToken,
     pub(super) read_buf: BytesMut,
 }
-
-pub(super) static NEXT_VIEWER: AtomicU64 = AtomicU64::new(1);
 
 pub(super) async fn read_pty(
     reader: &mut Option<pty_process::OwnedReadPty>,
@@ -168,20 +171,19 @@ impl Session {
     pub(super) fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Join {
-                read_only,
+                viewer,
+                role,
                 events,
                 live,
                 reply,
             } => {
                 let max = self.cfg.limits.max_viewers_per_session;
                 if self.viewers.len() >= max {
-                    let _ = reply.send(Err(format!("this session already has {max} viewers")));
+                    let _ = reply.send(Err(JoinError::TooManyViewers(max)));
                     return;
                 }
-                let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
                 let chat_from = self.chat.len().saturating_sub(CHAT_REPLAY);
                 let mut join = JoinReply {
-                    viewer,
                     snapshot: None,
                     offset: self.log.head(),
                     exit: self.exit.clone(),
@@ -203,10 +205,8 @@ impl Session {
                     ViewerEntry {
                         events,
                         live,
-                        size: ViewerSize {
-                            read_only,
-                            size: None,
-                        },
+                        role,
+                        size: None,
                         expected: queries::Expected::default(),
                     },
                 );
@@ -228,15 +228,13 @@ impl Session {
                 permit,
             } => self.input(viewer, data, permit),
             Command::Resize { viewer, rows, cols } => {
-                let Some(entry) = self.viewers.get_mut(&viewer) else {
-                    return;
-                };
-                if entry.size.read_only {
-                    self.refuse(viewer, Refusal::ReadOnly(Action::Resize));
+                if !self.permitted(viewer, Action::Resize) {
                     return;
                 }
-                entry.size.size = Some(size::clamp(rows, cols));
-                self.apply_size();
+                if let Some(entry) = self.viewers.get_mut(&viewer) {
+                    entry.size = Some(size::clamp(rows, cols));
+                    self.apply_size();
+                }
             }
             Command::Resync { reply } => self.snapshot_then(move |snapshot, offset| {
                 let _ = reply.send(Resync { snapshot, offset });
@@ -262,17 +260,33 @@ impl Session {
                 }
                 Err(message) => self.refuse(viewer, Refusal::InvalidChat(message)),
             },
-            Command::Rename { name, reply } => {
-                let result = validate_name(&name, self.cfg.limits.max_name_chars).map(|name| {
-                    if name != self.name {
-                        info!(session = %self.id, %name, "session renamed");
-                        self.name = name;
-                        self.broadcast_status();
-                    }
-                    self.info.borrow().clone()
-                });
+            Command::Rename {
+                viewer,
+                name,
+                reply,
+            } => {
+                if let Some(Err(refusal)) = viewer.map(|v| self.permit(v, Action::Rename)) {
+                    let _ = reply.send(Err(RenameError::Refused(refusal)));
+                    return;
+                }
+                let result = validate_name(&name, self.cfg.limits.max_name_chars)
+                    .map(|name| {
+                        if name != self.name {
+                            info!(session = %self.id, %name, "session renamed");
+                            self.name = name;
+                            self.broadcast_status();
+                        }
+                        self.info.borrow().clone()
+                    })
+                    .map_err(RenameError::BadName);
                 let _ = reply.send(result);
             }
+            Command::Upload {
+                viewer,
+                name,
+                data,
+                reply,
+            } => self.upload(viewer, name, data, reply),
             Command::ToggleYolo { viewer } => self.toggle_yolo(viewer),
             Command::Signal { viewer, signal } => self.send_signal(viewer, &signal),
             Command::End { reason, done } => self.begin_end(reason, Some(done)),

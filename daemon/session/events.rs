@@ -129,8 +129,6 @@ pub struct SessionInfo {
 
 /// What a joining viewer receives before any live output.
 pub struct JoinReply {
-    /// The viewer's id within the session.
-    pub viewer: ViewerId,
     /// The screen, when the session has drawn anything.
     pub snapshot: Option<EncodedSnapshot>,
     /// Live output for this viewer starts at this log offset.
@@ -210,4 +208,68 @@ pub struct CreateSpec {
     pub name: Option<String>,
     /// Optional working directory (must exist); default the daemon's.
     pub cwd: Option<PathBuf>,
+}
+
+/// What a viewer may do to its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Watches and chats; changes nothing, and its size does not count.
+    Viewer,
+    /// Types, resizes, renames, uploads, restarts and signals.
+    Writer,
+}
+
+impl Role {
+    /// Whether this role may do `action` (every [`Action`] changes the session).
+    pub fn may(self, _action: Action) -> bool {
+        self == Role::Writer
+    }
+}
+
+/// Why a viewer could not join.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The session has its configured maximum of viewers.
+    #[error("this session already has {0} viewers")]
+    TooManyViewers(usize),
+    /// The session ended.
+    #[error(transparent)]
+    Gone(#[from] SessionGone),
+}
+
+/// Why a rename did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RenameError {
+    /// The viewer's role does not allow it.
+    #[error("{}", .0.message())]
+    Refused(Refusal),
+    /// The name breaks the naming rule; says how.
+    #[error("{0}")]
+    BadName(String),
+    /// The session ended.
+    #[error(transparent)]
+    Gone(#[from] SessionGone),
+}
+
+/// A file saved into the session's working directory (and its path typed for the program).
+#[derive(Debug, Clone)]
+pub struct Uploaded {
+    /// Where it was saved, absolute.
+    pub path: PathBuf,
+    /// The name it was saved under (`name-N.ext` when the name was taken).
+    pub filename: String,
+}
+
+/// Why an upload did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadFailed {
+    /// The viewer's role does not allow it.
+    #[error("{}", .0.message())]
+    Refused(Refusal),
+    /// Saving failed (bad name, too large, disk full...); nothing was left behind.
+    #[error(transparent)]
+    Save(#[from] super::upload::UploadError),
+    /// The session ended.
+    #[error(transparent)]
+    Gone(#[from] SessionGone),
 }

@@ -1,6 +1,7 @@
 //! The only way into a session: a cheap, cloneable handle whose calls become commands on the
 //! actor's bounded queue, with replies on oneshot channels.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,10 +16,11 @@ pub type OnEnd = Box<dyn FnOnce(Uuid) + Send>;
 
 pub(super) enum Command {
     Join {
-        read_only: bool,
+        viewer: ViewerId,
+        role: Role,
         events: EventSender,
         live: Arc<dyn LiveOutput>,
-        reply: oneshot::Sender<Result<JoinReply, String>>,
+        reply: oneshot::Sender<Result<JoinReply, JoinError>>,
     },
     Leave {
         viewer: ViewerId,
@@ -43,8 +45,16 @@ pub(super) enum Command {
         text: String,
     },
     Rename {
+        /// `None` when the caller checked the permission itself (REST, by token).
+        viewer: Option<ViewerId>,
         name: String,
-        reply: oneshot::Sender<Result<SessionInfo, String>>,
+        reply: oneshot::Sender<Result<SessionInfo, RenameError>>,
+    },
+    Upload {
+        viewer: ViewerId,
+        name: Vec<u8>,
+        data: Bytes,
+        reply: oneshot::Sender<Result<Uploaded, UploadFailed>>,
     },
     ToggleYolo {
         viewer: ViewerId,
@@ -96,28 +106,32 @@ impl SessionHandle {
         self.commands.send(cmd).await.map_err(|_| SessionGone)
     }
 
-    /// Adds a viewer; `events` receives everything addressed to it, `live` its output. The
-    /// inner `Err` says why the session refused it (too many viewers).
+    /// Adds a viewer with `role`; `events` receives everything addressed to it, `live` its
+    /// output. The viewer stays a member until the returned [`Membership`] is dropped.
     pub async fn join(
         &self,
-        read_only: bool,
+        role: Role,
         events: EventSender,
         live: Arc<dyn LiveOutput>,
-    ) -> Result<Result<JoinReply, String>, SessionGone> {
+    ) -> Result<(Membership, JoinReply), JoinError> {
+        let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
         self.send(Command::Join {
-            read_only,
+            viewer,
+            role,
             events,
             live,
             reply,
         })
         .await?;
-        rx.await.map_err(|_| SessionGone)
-    }
-
-    /// Removes a viewer.
-    pub async fn leave(&self, viewer: ViewerId) {
-        let _ = self.send(Command::Leave { viewer }).await;
+        // From here on the session may have registered it: leaving is the guard's job, even if
+        // this future is dropped before the reply.
+        let membership = Membership {
+            handle: self.clone(),
+            viewer,
+        };
+        let join = rx.await.map_err(|_| SessionGone)??;
+        Ok((membership, join))
     }
 
     /// Keystrokes or pasted bytes for the program. Waits while the program is
@@ -166,11 +180,39 @@ impl SessionHandle {
         .await
     }
 
-    /// Renames the session; `Err` carries why the name was refused.
-    pub async fn rename(&self, name: String) -> Result<Result<SessionInfo, String>, SessionGone> {
+    /// Renames the session on behalf of `viewer` (its role is checked), or of a caller that
+    /// checked the permission itself (`None`).
+    pub async fn rename(
+        &self,
+        viewer: Option<ViewerId>,
+        name: String,
+    ) -> Result<SessionInfo, RenameError> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Rename { name, reply }).await?;
-        rx.await.map_err(|_| SessionGone)
+        self.send(Command::Rename {
+            viewer,
+            name,
+            reply,
+        })
+        .await?;
+        rx.await.map_err(|_| SessionGone)?
+    }
+
+    /// Saves a file into the working directory and types its quoted path for the program.
+    pub async fn upload(
+        &self,
+        viewer: ViewerId,
+        name: Vec<u8>,
+        data: Bytes,
+    ) -> Result<Uploaded, UploadFailed> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Upload {
+            viewer,
+            name,
+            data,
+            reply,
+        })
+        .await?;
+        rx.await.map_err(|_| SessionGone)?
     }
 
     /// Restarts the agent with or without its YOLO command.
@@ -188,5 +230,43 @@ impl SessionHandle {
         let (done, rx) = oneshot::channel();
         self.send(Command::End { reason, done }).await?;
         rx.await.map_err(|_| SessionGone)
+    }
+}
+
+/// Gives out viewer ids, unique within the daemon.
+static NEXT_VIEWER: AtomicU64 = AtomicU64::new(1);
+
+/// A viewer's place in its session. Dropping it leaves, so a connection task that ends in any
+/// way, a panic included, never stays counted (or shapes the size) after it is gone.
+pub struct Membership {
+    handle: SessionHandle,
+    viewer: ViewerId,
+}
+
+impl Membership {
+    /// The viewer's id within the session.
+    pub fn viewer(&self) -> ViewerId {
+        self.viewer
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let leave = Command::Leave {
+            viewer: self.viewer,
+        };
+        match self.handle.commands.try_send(leave) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            // The queue is full for a moment: leave from a task (the session is still running,
+            // so there is a runtime to run it).
+            Err(mpsc::error::TrySendError::Full(leave)) => {
+                let commands = self.handle.commands.clone();
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move {
+                        let _ = commands.send(leave).await;
+                    });
+                }
+            }
+        }
     }
 }

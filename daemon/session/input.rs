@@ -104,13 +104,12 @@ pub(super) async fn pty_writer(
 
 impl Session {
     pub(super) fn input(&mut self, viewer: ViewerId, data: Bytes, permit: InputPermit) {
+        if !self.permitted(viewer, Action::Input) {
+            return;
+        }
         let Some(entry) = self.viewers.get_mut(&viewer) else {
             return;
         };
-        if entry.size.read_only {
-            self.refuse(viewer, Refusal::ReadOnly(Action::Input));
-            return;
-        }
         self.typist = Some((viewer, Instant::now()));
         let data = if entry.expected.is_empty() {
             data

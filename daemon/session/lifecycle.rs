@@ -101,8 +101,8 @@ impl Session {
     }
 
     pub(super) fn toggle_yolo(&mut self, viewer: ViewerId) {
-        if self.viewers.get(&viewer).is_some_and(|v| v.size.read_only) {
-            return self.refuse(viewer, Refusal::ReadOnly(Action::ToggleYolo));
+        if !self.permitted(viewer, Action::ToggleYolo) {
+            return;
         }
         if !self.assistant.yolo_supported() {
             let message = format!("{} has no YOLO mode", self.assistant.name);

@@ -9,6 +9,7 @@ mod actor;
 mod chat;
 pub mod event_queue;
 mod events;
+mod file_drop;
 mod handle;
 mod input;
 mod lifecycle;
@@ -43,17 +44,16 @@ pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
 use screen::ScreenModel;
 use screen_thread::ScreenThread;
-use size::ViewerSize;
 pub use snapshot::EncodedSnapshot;
 
 use actor::{Ending, Proc, Session};
 pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
 pub use events::{
-    CreateError, CreateSpec, EndReason, JoinReply, LiveOutput, Resync, SessionGone, SessionInfo,
-    StatusInfo, ViewerEvent, ViewerId,
+    CreateError, CreateSpec, EndReason, JoinError, JoinReply, LiveOutput, RenameError, Resync,
+    Role, SessionGone, SessionInfo, StatusInfo, UploadFailed, Uploaded, ViewerEvent, ViewerId,
 };
 use handle::Command;
-pub use handle::{OnEnd, SessionHandle};
+pub use handle::{Membership, OnEnd, SessionHandle};
 use input::{pty_writer, InputPermit, PtyInput, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES};
 pub use name::validate_name;
 pub use signal::ALLOWED_SIGNALS;
@@ -128,6 +128,8 @@ pub fn start(
     let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
     let created_at = SystemTime::now();
     let mut session = Session {
+        me: commands.downgrade(),
+        input_budget: Arc::new(Semaphore::new(INPUT_QUEUE_BYTES)),
         id: spec.id,
         screen,
         answers,
@@ -162,7 +164,7 @@ pub fn start(
     let handle = SessionHandle {
         id: spec.id,
         commands,
-        input_budget: Arc::new(Semaphore::new(INPUT_QUEUE_BYTES)),
+        input_budget: session.input_budget.clone(),
         log,
         info: session.info.subscribe(),
         ended: session.ended.clone(),

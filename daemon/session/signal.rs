@@ -20,8 +20,8 @@ pub const ALLOWED_SIGNALS: [Signal; 8] = [
 
 impl Session {
     pub(super) fn send_signal(&mut self, viewer: ViewerId, name: &str) {
-        if self.viewers.get(&viewer).is_some_and(|v| v.size.read_only) {
-            return self.refuse(viewer, Refusal::ReadOnly(Action::Signal));
+        if !self.permitted(viewer, Action::Signal) {
+            return;
         }
         let Some(signal) = ALLOWED_SIGNALS.iter().copied().find(|s| s.as_str() == name) else {
             let allowed: Vec<&str> = ALLOWED_SIGNALS.iter().map(|s| s.as_str()).collect();

@@ -6,9 +6,29 @@ use super::actor::Session;
 use super::*;
 
 impl Session {
+    /// The one permission check: whether `viewer`'s role allows `action`.
+    pub(super) fn permit(&self, viewer: ViewerId, action: Action) -> Result<(), Refusal> {
+        match self.viewers.get(&viewer) {
+            Some(v) if !v.role.may(action) => Err(Refusal::ReadOnly(action)),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Self::permit`], telling the viewer when it is refused.
+    pub(super) fn permitted(&self, viewer: ViewerId, action: Action) -> bool {
+        match self.permit(viewer, action) {
+            Ok(()) => true,
+            Err(refusal) => {
+                self.refuse(viewer, refusal);
+                false
+            }
+        }
+    }
+
     /// Recomputes the session size; returns whether it changed (status already sent).
     pub(super) fn apply_size(&mut self) -> bool {
-        let new = size::session_size(self.viewers.values().map(|v| &v.size), self.size);
+        let writers = self.viewers.values().filter(|v| v.role == Role::Writer);
+        let new = size::session_size(writers.filter_map(|v| v.size), self.size);
         if new == self.size {
             return false;
         }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocket, WebSocketError};
+use fastwebsockets::{Frame, OpCode, Payload, WebSocket, WebSocketError};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
@@ -31,10 +31,9 @@ use crate::config::Config;
 use crate::protocol::swe::{self, ClientMessage, DecodeError, ServerMessage};
 use crate::session::event_queue::{self, EventReceiver};
 use crate::session::output_log::FellBehind;
-use crate::session::upload;
 use crate::session::{
-    Action, ChatLine, EncodedSnapshot, EndReason, JoinReply, Refusal, SessionGone, SessionHandle,
-    StatusInfo, ViewerEvent, ViewerId,
+    ChatLine, EncodedSnapshot, EndReason, JoinError, JoinReply, RenameError, Role, SessionGone,
+    SessionHandle, StatusInfo, UploadFailed, ViewerEvent, ViewerId,
 };
 use live::Live;
 
@@ -108,26 +107,27 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
     // Cancelled when this viewer lets what is addressed to it pile up (session events or its
     // own replies): it is closed rather than buffered for.
     let overrun = events.overrun();
-    let join = match session.join(opts.read_only, events_tx, live).await {
-        Ok(Ok(join)) => join,
-        Ok(Err(full)) => {
+    let role = if opts.read_only {
+        Role::Viewer
+    } else {
+        Role::Writer
+    };
+    let (membership, join) = match session.join(role, events_tx, live).await {
+        Ok(joined) => joined,
+        Err(full @ JoinError::TooManyViewers(_)) => {
             info!(session = %session.id(), reason = %full, "refused viewer");
             let _ = writer
-                .send_json(&ServerMessage::error("too_many_viewers", full))
+                .send_json(&ServerMessage::error("too_many_viewers", full.to_string()))
                 .await;
             let _ = writer.close(1013, "too many viewers").await;
             return;
         }
-        Err(SessionGone) => {
+        Err(JoinError::Gone(_)) => {
             let _ = writer.close_for(EndReason::Deleted).await;
             return;
         }
     };
-    let viewer = join.viewer;
-    let upload_ctx = UploadContext {
-        limit: cfg.viewer.upload_max_bytes,
-        read_only: opts.read_only,
-    };
+    let viewer = membership.viewer();
     debug!(session = %session.id(), viewer, "viewer joined");
 
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
@@ -143,7 +143,6 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         viewer,
         replies,
         max_message,
-        upload_ctx,
     ));
 
     let ended = session.ended();
@@ -165,7 +164,7 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
     if let Err(e) = result {
         debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
     }
-    session.leave(viewer).await;
+    drop(membership);
     // The reader ends by itself when the peer answers our close; don't wait for a silent one.
     let abort = read_task.abort_handle();
     if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
@@ -212,10 +211,12 @@ async fn read_loop(
     viewer: ViewerId,
     replies: Replies,
     max_message: usize,
-    upload_ctx: UploadContext,
 ) {
-    let (mut reader, _) =
-        fastwebsockets::after_handshake_split(&mut raw, tokio::io::sink(), Role::Server);
+    let (mut reader, _) = fastwebsockets::after_handshake_split(
+        &mut raw,
+        tokio::io::sink(),
+        fastwebsockets::Role::Server,
+    );
     reader.set_max_message_size(max_message);
     // Close and ping are answered here, after the checks of `frame_rules`, so a violation
     // gets its close code (the library would echo an unmasked or oversized close as is).
@@ -278,10 +279,7 @@ async fn read_loop(
             },
             _ => swe::decode_binary(Bytes::from(payload)),
         };
-        if dispatch(decoded, &session, viewer, &replies, upload_ctx)
-            .await
-            .is_err()
-        {
+        if dispatch(decoded, &session, viewer, &replies).await.is_err() {
             break None;
         }
     };
@@ -299,7 +297,6 @@ async fn dispatch(
     session: &SessionHandle,
     viewer: ViewerId,
     replies: &Replies,
-    upload_ctx: UploadContext,
 ) -> Result<(), SessionGone> {
     let reply = |msg| replies.send(Local::Send(msg));
     match decoded {
@@ -308,17 +305,12 @@ async fn dispatch(
         Ok(ClientMessage::Ping { data }) => reply(ServerMessage::Pong { data }).await,
         Ok(ClientMessage::Ack { bytes }) => replies.send(Local::Ack(bytes)).await,
         Ok(ClientMessage::Upload { name, data }) => {
-            let outcome = save_upload(session, upload_ctx, &name, data).await;
-            let (success, filename, error) = match outcome {
-                Ok((path, filename)) => {
-                    let typed = format!("{} ", upload::shell_quote(&path));
-                    session.input(viewer, Bytes::from(typed)).await?;
-                    (true, filename, None)
-                }
-                Err(e) => {
-                    let shown = &name[..name.len().min(MAX_ECHOED_NAME)];
-                    (false, String::from_utf8_lossy(shown).into_owned(), Some(e))
-                }
+            let shown =
+                String::from_utf8_lossy(&name[..name.len().min(MAX_ECHOED_NAME)]).into_owned();
+            let (success, filename, error) = match session.upload(viewer, name, data).await {
+                Ok(up) => (true, up.filename, None),
+                Err(UploadFailed::Gone(gone)) => return Err(gone),
+                Err(e) => (false, shown, Some(e.to_string())),
             };
             if success {
                 METRICS.uploads.inc();
@@ -333,51 +325,18 @@ async fn dispatch(
             .await
         }
         Ok(ClientMessage::Chat { user_name, text }) => session.chat(viewer, user_name, text).await,
-        Ok(ClientMessage::Rename { name }) => {
-            if upload_ctx.read_only {
-                return reply(swe::refusal(&Refusal::ReadOnly(Action::Rename))).await;
+        Ok(ClientMessage::Rename { name }) => match session.rename(Some(viewer), name).await {
+            Ok(_) => Ok(()),
+            Err(RenameError::Refused(refusal)) => reply(swe::refusal(&refusal)).await,
+            Err(RenameError::BadName(message)) => {
+                reply(ServerMessage::error("invalid_name", message)).await
             }
-            match session.rename(name).await? {
-                Ok(_) => Ok(()),
-                Err(message) => reply(ServerMessage::error("invalid_name", message)).await,
-            }
-        }
+            Err(RenameError::Gone(gone)) => Err(gone),
+        },
         Ok(ClientMessage::ToggleYolo) => session.toggle_yolo(viewer).await,
         Ok(ClientMessage::Signal { signal }) => session.signal(viewer, signal).await,
         Err(e) => reply(e.reply()).await,
     }
-}
-
-/// What a reader needs to accept uploads.
-#[derive(Debug, Clone, Copy)]
-struct UploadContext {
-    limit: usize,
-    read_only: bool,
-}
-
-/// Saves an upload into the session's working directory; `Ok((absolute path, saved name))`.
-async fn save_upload(
-    session: &SessionHandle,
-    ctx: UploadContext,
-    name: &[u8],
-    data: Bytes,
-) -> Result<(std::path::PathBuf, String), String> {
-    if ctx.read_only {
-        return Err(Refusal::ReadOnly(Action::Upload).message());
-    }
-    let work_dir = std::path::PathBuf::from(session.info().work_dir);
-    let name = name.to_vec();
-    let saved =
-        tokio::task::spawn_blocking(move || upload::save(&work_dir, &name, &data, ctx.limit))
-            .await
-            .map_err(|e| format!("upload task failed: {e}"))?
-            .map_err(|e| e.to_string())?;
-    let filename = saved
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    info!(session = %session.id(), file = %saved.display(), "file uploaded");
-    Ok((saved, filename))
 }
 
 /// When a share link stops letting its connections in: revoked, or expired.
