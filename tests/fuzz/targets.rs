@@ -1,0 +1,776 @@
+//! The fuzz targets: one function per codec or parser that takes client or program bytes,
+//! turning arbtest's random bytes (an `Unstructured`) into typed input for a check of
+//! `invariants.rs`, listed in [`TARGETS`].
+//!
+//! Adding a target for a new codec (each new dialect brings its own in the same change): write
+//! its `check_*` in `invariants.rs`, a `fn(&mut Unstructured) -> Result<()>` here that builds
+//! the input, and one line in [`TARGETS`]; the runner (`runner.rs`) and the smoke test in
+//! `tests/properties.rs` pick it up.
+
+use arbtest::arbitrary::{Result, Unstructured};
+use ptyhub::protocol::swe::{ClientMessage, ServerMessage, Status};
+use ptyhub::session::queries::Query;
+use serde_json::{Map, Number, Value};
+
+use crate::invariants::{self as inv, ScreenOp};
+
+/// One fuzz target.
+pub struct Target {
+    /// Name on the runner's command line.
+    pub name: &'static str,
+    /// Most random bytes one execution is given (arbtest's seed size); executions draw sizes
+    /// from 0 up to this, small ones more often.
+    pub max_input: u32,
+    /// Builds an input from the bytes and checks it; panics when an invariant breaks.
+    pub run: fn(&mut Unstructured<'_>) -> Result<()>,
+}
+
+/// Every target, in the order the runner runs them.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "swe_binary",
+        max_input: 1 << 12,
+        run: swe_binary,
+    },
+    Target {
+        name: "swe_text",
+        max_input: 1 << 12,
+        run: swe_text,
+    },
+    Target {
+        name: "swe_server_json",
+        max_input: 1 << 11,
+        run: swe_server_json,
+    },
+    Target {
+        name: "swe_output_frames",
+        max_input: 1 << 15,
+        run: swe_output_frames,
+    },
+    Target {
+        name: "swe_snapshot_frames",
+        max_input: 1 << 8,
+        run: swe_snapshot_frames,
+    },
+    Target {
+        name: "screen_stream",
+        max_input: 1 << 12,
+        run: screen_stream,
+    },
+    Target {
+        name: "screen_bulk",
+        max_input: 1 << 11,
+        run: screen_bulk,
+    },
+    Target {
+        name: "snapshot_roundtrip",
+        max_input: 1 << 12,
+        run: snapshot_roundtrip,
+    },
+    Target {
+        name: "query_scan",
+        max_input: 1 << 11,
+        run: query_scan,
+    },
+    Target {
+        name: "query_replies",
+        max_input: 1 << 10,
+        run: query_replies,
+    },
+    Target {
+        name: "upload_name",
+        max_input: 1 << 10,
+        run: upload_name,
+    },
+    Target {
+        name: "config_toml",
+        max_input: 1 << 11,
+        run: config_toml,
+    },
+    Target {
+        name: "ws_frame_rules",
+        max_input: 1 << 8,
+        run: ws_frame_rules,
+    },
+    Target {
+        name: "auth_token",
+        max_input: 1 << 9,
+        run: auth_token,
+    },
+];
+
+// ---- shared generators -------------------------------------------------------------------
+
+/// Pick one of `items`.
+fn pick<'a, T>(u: &mut Unstructured<'_>, items: &'a [T]) -> Result<&'a T> {
+    Ok(&items[u.choose_index(items.len())?])
+}
+
+/// Up to `max` raw bytes.
+fn some_bytes(u: &mut Unstructured<'_>, max: usize) -> Result<Vec<u8>> {
+    let n = u.int_in_range(0..=max)?;
+    Ok(u.bytes(n.min(u.len()))?.to_vec())
+}
+
+/// A screen size: small (where wrapping, scrolling and margins meet) most of the time.
+fn screen_size(u: &mut Unstructured<'_>) -> Result<(u16, u16)> {
+    Ok(if u.ratio(1, 8)? {
+        (u.int_in_range(1..=60)?, u.int_in_range(1..=250)?)
+    } else {
+        (u.int_in_range(1..=12)?, u.int_in_range(1..=40)?)
+    })
+}
+
+/// A CSI sequence with random marker, parameters, intermediates and final byte. Never sets
+/// mode 47 (see `PIECES`).
+fn csi(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    let mut s = b"\x1b[".to_vec();
+    if u.ratio(1, 3)? {
+        s.push(*pick(u, b"?>=<")?);
+    }
+    for i in 0..u.int_in_range(0..=4)? {
+        if i > 0 {
+            s.push(if u.ratio(1, 10)? { b':' } else { b';' });
+        }
+        let n: u32 = match u.int_in_range(0..=3)? {
+            0 => u.int_in_range(0..=9)?,
+            1 => u.int_in_range(0..=300)?,
+            2 => *pick(u, &[1049, 1000, 1002, 1006, 2004, 25, 6, 7, 1, 5, 65535])?,
+            _ => u.arbitrary()?,
+        };
+        if n != 47 {
+            s.extend_from_slice(n.to_string().as_bytes());
+        }
+    }
+    if u.ratio(1, 12)? {
+        s.push(*pick(u, b" !\"$'")?);
+    }
+    s.push(*pick(u, b"@ABCDEFGHJKLMPSTXZabcdfghlmnqrstu`\x07\x1b")?);
+    Ok(s)
+}
+
+/// A string sequence (OSC, DCS, APC) longer than the model holds back, ended or not.
+fn long_string(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    let mut s = pick(
+        u,
+        &[&b"\x1b]52;c;"[..], b"\x1bP0;1q", b"\x1b_G", b"\x1b]0;"],
+    )?
+    .to_vec();
+    let n = u.int_in_range(4000..=9000)?;
+    s.resize(s.len() + n, *pick(u, b"Q~A ")?);
+    s.extend_from_slice(pick(u, &[&b"\x07"[..], b"\x1b\\", b""])?);
+    Ok(s)
+}
+
+/// Terminal output: real pieces, random CSI sequences, raw bytes and, rarely, an oversized
+/// string sequence.
+fn term_bytes(u: &mut Unstructured<'_>, max_pieces: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for _ in 0..u.int_in_range(0..=max_pieces)? {
+        match u.int_in_range(0..=15)? {
+            0..=9 => out.extend_from_slice(pick(u, inv::PIECES)?),
+            10 | 11 => out.extend(csi(u)?),
+            12 => out.extend(some_bytes(u, 8)?),
+            13 => {
+                let c: char = u.arbitrary()?;
+                out.extend_from_slice(c.to_string().as_bytes());
+            }
+            14 => {
+                let n = u.int_in_range(1..=120)?;
+                out.extend((0..n).map(|i| b'a' + (i % 26) as u8));
+            }
+            _ => {
+                if u.ratio(1, 8)? {
+                    out.extend(long_string(u)?);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `data` cut at random points.
+fn cut(u: &mut Unstructured<'_>, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let mut chunks = Vec::new();
+    let mut at = 0;
+    while at < data.len() {
+        let n = match u.int_in_range(0..=3)? {
+            0 => 1,
+            1 => u.int_in_range(1..=8)?,
+            2 => u.int_in_range(1..=200)?,
+            _ => data.len() - at,
+        };
+        let end = (at + n).min(data.len());
+        chunks.push(data[at..end].to_vec());
+        at = end;
+    }
+    Ok(chunks)
+}
+
+/// Any JSON value, a few levels deep (floats finite: JSON has no others).
+fn json_value(u: &mut Unstructured<'_>, depth: u32) -> Result<Value> {
+    Ok(match u.int_in_range(0..=if depth == 0 { 5 } else { 7 })? {
+        0 => Value::Null,
+        1 => Value::Bool(u.arbitrary()?),
+        2 => Value::from(u.arbitrary::<i64>()?),
+        3 => Value::from(u.arbitrary::<u64>()?),
+        4 => Number::from_f64(u.arbitrary()?).map_or(Value::Null, Value::Number),
+        5 => Value::String(u.arbitrary()?),
+        6 => Value::Array(
+            (0..u.int_in_range(0..=4)?)
+                .map(|_| json_value(u, depth - 1))
+                .collect::<Result<_>>()?,
+        ),
+        _ => {
+            let mut m = Map::new();
+            for _ in 0..u.int_in_range(0..=4)? {
+                let k: String = u.arbitrary()?;
+                m.insert(k, json_value(u, depth - 1)?);
+            }
+            Value::Object(m)
+        }
+    })
+}
+
+/// A short string, now and then with the characters that JSON must escape.
+fn text(u: &mut Unstructured<'_>) -> Result<String> {
+    Ok(match u.int_in_range(0..=3)? {
+        0 => pick(
+            u,
+            &[
+                "",
+                " ",
+                "\"",
+                "\\",
+                "\u{0}",
+                "\n",
+                "é",
+                "😀",
+                "</script>",
+                "\u{2028}",
+            ],
+        )?
+        .to_string(),
+        _ => u.arbitrary()?,
+    })
+}
+
+// ---- the browser dialect -----------------------------------------------------------------
+
+fn swe_binary(u: &mut Unstructured<'_>) -> Result<()> {
+    // Mostly frames near the rules' edges: random first bytes rarely hit 0x00 and 0x01.
+    let frame = match u.int_in_range(0..=3)? {
+        0 => u.bytes(u.len())?.to_vec(),
+        1 => {
+            let mut f = vec![0x00];
+            f.extend(some_bytes(u, 6)?);
+            f
+        }
+        _ => {
+            let rest = some_bytes(u, 64)?;
+            let len = i64::try_from(rest.len()).unwrap_or(0) + u.int_in_range(-3..=2)?;
+            let len = if u.ratio(1, 8)? {
+                u.arbitrary()?
+            } else {
+                u16::try_from(len.max(0)).unwrap_or(0)
+            };
+            let mut f = vec![0x01];
+            f.extend_from_slice(&len.to_be_bytes());
+            f.extend(rest);
+            f
+        }
+    };
+    inv::check_client_binary(&frame);
+    let (rows, cols) = (u.arbitrary()?, u.arbitrary()?);
+    let name = some_bytes(u, 40)?;
+    let data = some_bytes(u, 40)?;
+    inv::check_client_binary_roundtrip(rows, cols, &name, &data);
+    Ok(())
+}
+
+/// Fragments of client JSON, so that random text is often nearly a message.
+const JSON_PIECES: &[&str] = &[
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"type\"",
+    "\"ping\"",
+    "\"resize\"",
+    "\"chat\"",
+    "\"ack\"",
+    "\"signal\"",
+    "\"rename_session\"",
+    "\"toggle_yolo\"",
+    "\"cols\"",
+    "\"rows\"",
+    "\"bytes\"",
+    "\"data\"",
+    "\"userName\"",
+    "\"text\"",
+    "\"name\"",
+    "0",
+    "-1",
+    "1e999",
+    "65536",
+    "3.5",
+    "null",
+    "true",
+    "\"\\u0000\"",
+    "\"\\ud800\"",
+    "\"é\"",
+    "\\",
+    " ",
+    "1e-999",
+    "-0",
+];
+
+fn swe_text(u: &mut Unstructured<'_>) -> Result<()> {
+    let frame = match u.int_in_range(0..=3)? {
+        0 => String::from_utf8_lossy(u.bytes(u.len())?).into_owned(),
+        1 => {
+            let n = u.int_in_range(0..=16)?;
+            (0..n)
+                .map(|_| pick(u, JSON_PIECES).copied())
+                .collect::<Result<String>>()?
+        }
+        _ => {
+            // A known (or nearly known) type with random fields.
+            let mut m = Map::new();
+            let ty = pick(
+                u,
+                &[
+                    "ping",
+                    "resize",
+                    "chat",
+                    "rename_session",
+                    "toggle_yolo",
+                    "ack",
+                    "signal",
+                    "x",
+                ],
+            )?;
+            m.insert("type".into(), Value::String((*ty).into()));
+            for _ in 0..u.int_in_range(0..=4)? {
+                let k = pick(
+                    u,
+                    &[
+                        "cols", "rows", "bytes", "data", "userName", "text", "name", "signal",
+                        "type",
+                    ],
+                )?;
+                m.insert((*k).into(), json_value(u, 2)?);
+            }
+            Value::Object(m).to_string()
+        }
+    };
+    inv::check_client_text(&frame);
+    let msg = match u.int_in_range(0..=6)? {
+        0 => ClientMessage::Resize {
+            rows: u.int_in_range(1..=u16::MAX)?,
+            cols: u.int_in_range(1..=u16::MAX)?,
+        },
+        1 => ClientMessage::Ping {
+            data: if u.arbitrary()? {
+                Some(json_value(u, 3)?)
+            } else {
+                None
+            },
+        },
+        2 => ClientMessage::Chat {
+            user_name: text(u)?,
+            text: text(u)?,
+        },
+        3 => ClientMessage::Rename { name: text(u)? },
+        4 => ClientMessage::ToggleYolo,
+        5 => ClientMessage::Ack {
+            bytes: u.arbitrary()?,
+        },
+        _ => ClientMessage::Signal { signal: text(u)? },
+    };
+    let extra = (text(u)?, json_value(u, 1)?);
+    let extra = u
+        .arbitrary::<bool>()?
+        .then_some((extra.0.as_str(), &extra.1));
+    inv::check_client_text_roundtrip(&msg, extra);
+    Ok(())
+}
+
+fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
+    let msg = match u.int_in_range(0..=6)? {
+        0 => ServerMessage::Pong {
+            data: if u.arbitrary()? {
+                Some(json_value(u, 3)?)
+            } else {
+                None
+            },
+        },
+        1 => ServerMessage::Status(Status {
+            viewers: u.arbitrary()?,
+            cols: u.arbitrary()?,
+            rows: u.arbitrary()?,
+            assistant: text(u)?,
+            session_name: text(u)?,
+            uuid_short: text(u)?,
+            session_uuid: text(u)?,
+            work_dir: text(u)?,
+            yolo_mode: u.arbitrary()?,
+            yolo_supported: u.arbitrary()?,
+            read_only: u.arbitrary()?,
+            restarting: u.arbitrary()?,
+        }),
+        2 => ServerMessage::Chat {
+            user_name: text(u)?,
+            text: text(u)?,
+            timestamp: text(u)?,
+        },
+        3 => ServerMessage::FileUpload {
+            success: u.arbitrary()?,
+            filename: text(u)?,
+            error: if u.arbitrary()? { Some(text(u)?) } else { None },
+        },
+        4 => ServerMessage::Exit {
+            exit_code: u.arbitrary()?,
+            signal: if u.arbitrary()? { Some(text(u)?) } else { None },
+        },
+        5 => ServerMessage::Ready,
+        _ => ServerMessage::error(text(u)?, text(u)?),
+    };
+    inv::check_server_message(&msg);
+    Ok(())
+}
+
+fn swe_output_frames(u: &mut Unstructured<'_>) -> Result<()> {
+    // Runs of 0x02 and lengths around the 8 KiB frame size are where the rules meet.
+    let mut data = Vec::new();
+    for _ in 0..u.int_in_range(0..=6)? {
+        match u.int_in_range(0..=3)? {
+            0 => data.extend(std::iter::repeat_n(0x02, u.int_in_range(1..=5)?)),
+            1 => data.extend(some_bytes(u, 16)?),
+            2 => {
+                let k: usize = u.int_in_range(1..=2)? * 8192;
+                let n = u.int_in_range(k - 3..=k + 3)?;
+                data.resize(data.len() + n.saturating_sub(data.len() % 8192), b'x');
+            }
+            _ => data.extend_from_slice(u.bytes(u.len().min(20_000))?),
+        }
+    }
+    inv::check_output_frames(&data);
+    Ok(())
+}
+
+fn swe_snapshot_frames(u: &mut Unstructured<'_>) -> Result<()> {
+    const CHUNK: usize = 8192;
+    let len = match u.int_in_range(0..=3)? {
+        0 => u.int_in_range(0..=3 * CHUNK)?,
+        1 => {
+            let k = *pick(u, &[0usize, 1, 2, 254, 255, 256])?;
+            (k * CHUNK).saturating_add_signed(u.int_in_range(-2..=2)?)
+        }
+        2 => u.int_in_range(0..=256 * CHUNK)?,
+        _ => u.int_in_range(0..=64)?,
+    };
+    let seed: u8 = u.arbitrary()?;
+    let gzip: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
+    inv::check_snapshot_frames(&gzip);
+    Ok(())
+}
+
+// ---- the screen model --------------------------------------------------------------------
+
+fn screen_stream(u: &mut Unstructured<'_>) -> Result<()> {
+    let (rows, cols) = screen_size(u)?;
+    let scrollback = *pick(u, &[0, 1, 3, 20, 1000])?;
+    let mut ops = Vec::new();
+    for _ in 0..u.int_in_range(1..=12)? {
+        ops.push(match u.int_in_range(0..=9)? {
+            0 => {
+                let (r, c) = screen_size(u)?;
+                ScreenOp::Resize(r, c)
+            }
+            1 => ScreenOp::Bulk(term_bytes(u, 12)?),
+            _ => ScreenOp::Feed(term_bytes(u, 12)?),
+        });
+    }
+    // Also the same stream cut finely, byte by byte in places.
+    if u.ratio(1, 3)? {
+        let all: Vec<u8> = ops
+            .iter()
+            .filter_map(|op| match op {
+                ScreenOp::Feed(b) | ScreenOp::Bulk(b) => Some(b.clone()),
+                ScreenOp::Resize(..) => None,
+            })
+            .flatten()
+            .collect();
+        ops = cut(u, &all)?.into_iter().map(ScreenOp::Feed).collect();
+    }
+    inv::check_screen_stream(rows, cols, scrollback, &ops);
+    Ok(())
+}
+
+fn screen_bulk(u: &mut Unstructured<'_>) -> Result<()> {
+    let (rows, cols) = if u.ratio(1, 4)? {
+        (u.int_in_range(1..=50)?, u.int_in_range(1..=200)?)
+    } else {
+        (u.int_in_range(1..=8)?, u.int_in_range(1..=20)?)
+    };
+    let scrollback = *pick(u, &[0, 1, 5, 50, 300])?;
+    let before = term_bytes(u, 10)?;
+    let mut lines = Vec::new();
+    for _ in 0..u.int_in_range(0..=6)? {
+        let mut line = some_bytes(u, 3 * usize::from(cols))?;
+        line.extend_from_slice(pick(u, &[&b"\r\n"[..], b"\n", b"\r", b"", b"\n\r", b"\t"])?);
+        lines.push(line);
+    }
+    let need = 2 * usize::from(rows) + scrollback + 4;
+    let min_lfs = need + u.int_in_range(0..=need)?;
+    let mut flood = inv::build_flood(&lines, (64 << 10) + u.int_in_range(0..=4096)?, min_lfs);
+    if u.ratio(1, 4)? {
+        // Something that is not plain text, somewhere: only what precedes it may go.
+        let at = u.int_in_range(0..=flood.len())?;
+        let what = term_bytes(u, 2)?;
+        flood.splice(at..at, what);
+    }
+    let after = term_bytes(u, 10)?;
+    inv::check_bulk(rows, cols, scrollback, &before, &flood, &after);
+    Ok(())
+}
+
+fn snapshot_roundtrip(u: &mut Unstructured<'_>) -> Result<()> {
+    let (rows, cols) = screen_size(u)?;
+    let scrollback = *pick(u, &[0, 1, 10, 100, 1000])?;
+    let stream = term_bytes(u, 80)?;
+    let chunks = cut(u, &stream)?;
+    let max_scrollback = *pick(u, &[0, 1, 5, 1000, usize::MAX])?;
+    inv::check_snapshot(rows, cols, scrollback, &chunks, max_scrollback);
+    Ok(())
+}
+
+// ---- terminal queries --------------------------------------------------------------------
+
+/// Bytes around queries: their parts, and what may interrupt a sequence.
+const QUERY_PIECES: &[&[u8]] = &[
+    b"\x1b[6n",
+    b"\x1b[5n",
+    b"\x1b[c",
+    b"\x1b[0c",
+    b"\x1b[>c",
+    b"\x1b[>0c",
+    b"\x1b[?6n",
+    b"\x1b[",
+    b"\x1b",
+    b"[",
+    b"?",
+    b">",
+    b"=",
+    b"<",
+    b"0",
+    b"5",
+    b"6",
+    b"65535",
+    b"99999",
+    b";",
+    b":",
+    b"n",
+    b"c",
+    b"R",
+    b" ",
+    b"\x18",
+    b"\x1a",
+    b"\x07",
+    b"\n",
+    b"\x7f",
+    b"\x9b",
+    b"\xc2\x9b",
+    b"\x1b]0;t",
+    b"\x1bP",
+    b"\x1b\\",
+    b"text",
+];
+
+fn query_scan(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut stream = Vec::new();
+    for _ in 0..u.int_in_range(0..=40)? {
+        match u.int_in_range(0..=5)? {
+            0..=2 => stream.extend_from_slice(pick(u, QUERY_PIECES)?),
+            3 => stream.extend(csi(u)?),
+            4 => stream.extend_from_slice(pick(u, inv::PIECES)?),
+            _ => stream.extend(some_bytes(u, 4)?),
+        }
+    }
+    let cuts: Vec<usize> = (0..u.int_in_range(0..=8)?)
+        .map(|_| u.arbitrary())
+        .collect::<Result<_>>()?;
+    inv::check_query_scan(&stream, &cuts);
+    Ok(())
+}
+
+fn query_replies(u: &mut Unstructured<'_>) -> Result<()> {
+    let queries = [
+        Query::CursorPosition,
+        Query::PrimaryAttributes,
+        Query::SecondaryAttributes,
+        Query::Status,
+    ];
+    let expected: Vec<Query> = (0..u.int_in_range(0..=4)?)
+        .map(|_| pick(u, &queries).copied())
+        .collect::<Result<_>>()?;
+    let mut input = Vec::new();
+    for _ in 0..u.int_in_range(0..=20)? {
+        if u.ratio(2, 3)? {
+            input.extend_from_slice(pick(u, QUERY_PIECES)?);
+        } else {
+            input.extend(some_bytes(u, 4)?);
+        }
+    }
+    let before = some_bytes(u, 16)?;
+    let after = some_bytes(u, 16)?;
+    inv::check_reply_filter(&expected, &input, &before, &after);
+    Ok(())
+}
+
+// ---- uploads, configuration, credentials -------------------------------------------------
+
+/// Parts of hostile file names.
+const NAME_PIECES: &[&str] = &[
+    "/", "\\", ".", "..", " ", "\t", "\u{0}", "\u{7f}", "\u{85}", "\u{a0}", "\u{2028}", "\u{202e}",
+    "\u{feff}", "a", "b.txt", "日本", "😀", "C:", "'", "\"", "$x", "`", ";", "%", "=", "-", "~",
+];
+
+fn upload_name(u: &mut Unstructured<'_>) -> Result<()> {
+    let raw = match u.int_in_range(0..=2)? {
+        0 => u.bytes(u.len().min(600))?.to_vec(),
+        1 => {
+            let n = u.int_in_range(0..=12)?;
+            (0..n)
+                .map(|_| pick(u, NAME_PIECES).copied())
+                .collect::<Result<String>>()?
+                .into_bytes()
+        }
+        _ => {
+            // Around the 255-byte limit, with multi-byte characters at the edge.
+            let mut s = "n".repeat(u.int_in_range(240..=258)?);
+            s.push_str(pick(u, NAME_PIECES)?);
+            s.into_bytes()
+        }
+    };
+    inv::check_upload_name(&raw);
+    let path = match u.int_in_range(0..=1)? {
+        0 => u.arbitrary::<String>()?,
+        _ => {
+            let n = u.int_in_range(0..=10)?;
+            (0..n)
+                .map(|_| pick(u, NAME_PIECES).copied())
+                .collect::<Result<String>>()?
+        }
+    };
+    inv::check_shell_quote(&path);
+    Ok(())
+}
+
+fn config_toml(u: &mut Unstructured<'_>) -> Result<()> {
+    let text = if u.ratio(1, 4)? {
+        String::from_utf8_lossy(u.bytes(u.len())?).into_owned()
+    } else {
+        // A file made of the real keys with values of every shape, now and then broken.
+        let mut by_table: Vec<(&str, Vec<String>)> = Vec::new();
+        for _ in 0..u.int_in_range(0..=8)? {
+            let (table, key) = *pick(u, inv::CONFIG_KEYS)?;
+            let value = *pick(u, inv::CONFIG_VALUES)?;
+            let line = format!("{key} = {value}");
+            match by_table.iter_mut().find(|(t, _)| *t == table) {
+                Some((_, lines)) => lines.push(line),
+                None => by_table.push((table, vec![line])),
+            }
+        }
+        // Top-level keys first: a header opens a table until the next one.
+        by_table.sort_by_key(|(t, _)| !t.is_empty());
+        let mut text = String::new();
+        for (table, lines) in by_table {
+            if !table.is_empty() {
+                text.push_str(&format!("[{table}]\n"));
+            }
+            for l in lines {
+                text.push_str(&l);
+                text.push('\n');
+            }
+        }
+        if u.ratio(1, 4)? && !text.is_empty() {
+            let at = u.int_in_range(0..=text.len())?;
+            if text.is_char_boundary(at) {
+                let c: char = u.arbitrary()?;
+                text.insert(at, c);
+            }
+        }
+        text
+    };
+    inv::check_config(&text);
+    Ok(())
+}
+
+fn auth_token(u: &mut Unstructured<'_>) -> Result<()> {
+    let parts: &[&[u8]] = &[
+        b"Bearer ",
+        b"bearer ",
+        b"Bearer",
+        b" ",
+        b"tok",
+        b"=",
+        b";",
+        b"ptyhub_token",
+        b"\t",
+        b"\xff",
+        b"\r",
+        b"\x00",
+    ];
+    let piece = |u: &mut Unstructured<'_>| -> Result<Vec<u8>> {
+        let mut v = Vec::new();
+        for _ in 0..u.int_in_range(0..=5)? {
+            if u.ratio(3, 4)? {
+                v.extend_from_slice(pick(u, parts)?);
+            } else {
+                v.extend(some_bytes(u, 6)?);
+            }
+        }
+        Ok(v)
+    };
+    let authorization = piece(u)?;
+    let cookies: Vec<Vec<u8>> = (0..u.int_in_range(0..=3)?)
+        .map(|_| piece(u))
+        .collect::<Result<_>>()?;
+    let query: Vec<(String, String)> = (0..u.int_in_range(0..=3)?)
+        .map(|_| {
+            let k = pick(u, &["token", "access_token", "t", ""])?.to_string();
+            Ok((k, String::from_utf8_lossy(&piece(u)?).into_owned()))
+        })
+        .collect::<Result<_>>()?;
+    inv::check_presented_token(&authorization, &cookies, &query);
+    Ok(())
+}
+
+fn ws_frame_rules(u: &mut Unstructured<'_>) -> Result<()> {
+    let payload = match u.int_in_range(0..=2)? {
+        0 => some_bytes(u, 130)?,
+        _ => {
+            // A code near the edges of the allowed ranges, then a reason.
+            let code: u16 = match u.int_in_range(0..=2)? {
+                0 => u.int_in_range(995..=1020)?,
+                1 => *pick(u, &[0, 2999, 3000, 3999, 4000, 4999, 5000, u16::MAX])?,
+                _ => u.arbitrary()?,
+            };
+            let mut p = code.to_be_bytes().to_vec();
+            p.extend(some_bytes(u, 8)?);
+            p
+        }
+    };
+    let len = match u.int_in_range(0..=1)? {
+        0 => u.int_in_range(120..=130)?,
+        _ => u.arbitrary()?,
+    };
+    inv::check_ws_frame_rules(&payload, u.arbitrary()?, u.arbitrary()?, len);
+    Ok(())
+}
