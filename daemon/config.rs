@@ -51,8 +51,9 @@ const MIN_OUTPUT_LOG_BYTES: u64 = 64 * 1024;
 /// value is far more likely a typo than a wish.
 const MAX_SCROLLBACK_LINES: u64 = 100_000;
 
-/// Smallest flow-control budget, bytes (64 KiB): a smaller one resyncs a client by snapshot
-/// before it can acknowledge anything.
+/// Smallest flow-control budget, bytes (512 KiB): twice the browser's acknowledgement interval
+/// of 256 KiB; a smaller one would wait for an acknowledgement that never comes, and resync the
+/// client by snapshot instead.
 const MIN_FLOW_BUDGET_BYTES: u64 = 512 * 1024;
 
 /// The whole configuration of the daemon.
