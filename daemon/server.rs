@@ -22,6 +22,8 @@ use uuid::Uuid;
 use crate::auth::{self, Access, Auth, Denied, Role};
 use crate::config::Config;
 use crate::connections::{Connections, Slot};
+use crate::protocol::swe::Swe;
+use crate::protocol::Notice;
 use crate::registry::{Found, Registry};
 use crate::session::{CreateError, CreateSpec, EndReason, RenameError};
 use crate::shutdown::Shutdown;
@@ -509,10 +511,11 @@ fn websocket(
             }
         };
         match session {
-            Ok(handle) => viewer::run(ws, handle, cfg, opts).await,
+            Ok(handle) => viewer::run(ws, handle, cfg, opts, Swe).await,
             Err(message) => {
                 info!(session = %id, "refused WebSocket: {message}");
-                viewer::refuse(ws, 4002, "session_create_failed", &message).await;
+                let notice = Notice::CreateFailed(&message);
+                viewer::refuse(ws, &Swe, 4002, notice, &message).await;
             }
         }
     });

@@ -5,4 +5,9 @@
 //! so every codec can be unit-tested and fuzzed on its own. The browser dialect of
 //! `PROTOCOL.md` is the first; later dialects sit next to it on the same session core.
 
+pub mod dialect;
+pub mod request;
 pub mod swe;
+
+pub use dialect::{Dialect, Inbound, Notice, Outbound};
+pub use request::{apply, Outcome, Request};

@@ -33,58 +33,10 @@ const SNAPSHOT_CHUNK: u8 = 0x02;
 /// one, and the error is for people.
 const MAX_ECHOED_TYPE: usize = 64;
 
-/// One decoded client frame.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ClientMessage {
-    /// Keystrokes or other raw input, to be written to the PTY unchanged.
-    Input(Bytes),
-    /// The client's terminal size. Values above `u16::MAX` saturate and a binary 0 becomes 1;
-    /// clamping to the session limits is the size policy's job.
-    Resize {
-        /// Terminal height in rows, at least 1.
-        rows: u16,
-        /// Terminal width in columns, at least 1.
-        cols: u16,
-    },
-    /// A file upload. Nothing is checked beyond the framing.
-    Upload {
-        /// The file name exactly as sent (raw bytes, UTF-8 by contract but unchecked); the
-        /// upload module sanitises it.
-        name: Vec<u8>,
-        /// The file contents (may be empty).
-        data: Bytes,
-    },
-    /// Heartbeat: answer with [`ServerMessage::Pong`] carrying the same `data`.
-    Ping {
-        /// Whatever JSON the client sent in `data` (`Some(Value::Null)` for an explicit
-        /// `null`), `None` when the field was absent.
-        data: Option<Value>,
-    },
-    /// A chat line, as sent: the session checks the length rules (they are config limits).
-    Chat {
-        /// The sender's display name (`userName` on the wire).
-        user_name: String,
-        /// The message text.
-        text: String,
-    },
-    /// `rename_session`: the new name as sent; the session validates it.
-    Rename {
-        /// The requested name; empty (after trimming) clears it.
-        name: String,
-    },
-    /// Restart the agent with or without its YOLO command.
-    ToggleYolo,
-    /// Flow control (`?flow=ack`): the client's terminal has drawn this many more bytes.
-    Ack {
-        /// Bytes drawn since the previous ack.
-        bytes: u64,
-    },
-    /// Send a signal to the session's foreground process group; the session checks the name.
-    Signal {
-        /// The signal name as sent, e.g. `"SIGINT"`.
-        signal: String,
-    },
-}
+use super::dialect::{Dialect, Inbound, Notice, Outbound};
+use super::request::Outcome;
+/// The browser dialect decodes into the domain requests every dialect shares.
+pub use super::request::Request as ClientMessage;
 
 /// Why a client frame could not be decoded. Each variant maps to one reply
 /// ([`DecodeError::reply`]); the connection always stays open.
@@ -467,6 +419,105 @@ pub fn encode_upload(name: &[u8], data: &[u8]) -> Option<Vec<u8>> {
     frame.extend_from_slice(name);
     frame.extend_from_slice(data);
     Some(frame)
+}
+
+/// The browser dialect as a [`Dialect`]: what the connection driver calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Swe;
+
+/// A JSON message as a text message; errors are counted by code for `/metrics`.
+fn text(msg: ServerMessage) -> Outbound {
+    if let ServerMessage::Error { code, .. } = &msg {
+        crate::metrics::METRICS.error(code);
+    }
+    Outbound::Text(msg.to_json())
+}
+
+impl Dialect for Swe {
+    fn decode(&self, message: Inbound) -> Result<ClientMessage, Outbound> {
+        match message {
+            Inbound::Text(t) => decode_text(&t),
+            Inbound::Binary(b) => decode_binary(b),
+        }
+        .map_err(|e| text(e.reply()))
+    }
+
+    fn outcome(&self, outcome: Outcome) -> Option<Outbound> {
+        let msg = match outcome {
+            Outcome::Done | Outcome::Acked(_) => return None,
+            Outcome::Pong(data) => ServerMessage::Pong { data },
+            Outcome::Uploaded { filename } => ServerMessage::FileUpload {
+                success: true,
+                filename,
+                error: None,
+            },
+            Outcome::UploadFailed { filename, error } => ServerMessage::FileUpload {
+                success: false,
+                filename,
+                error: Some(error),
+            },
+            Outcome::Refused(r) => refusal(&r),
+            Outcome::BadName(message) => ServerMessage::error("invalid_name", message),
+        };
+        Some(text(msg))
+    }
+
+    fn notice(&self, notice: Notice<'_>) -> Option<Outbound> {
+        let msg = match notice {
+            Notice::Ready => ServerMessage::Ready,
+            Notice::Status {
+                info,
+                session,
+                read_only,
+            } => status(info, session, read_only),
+            Notice::Exit(info) => ServerMessage::Exit {
+                exit_code: info.code,
+                signal: info.signal.clone(),
+            },
+            Notice::Chat(line) => ServerMessage::Chat {
+                user_name: line.user_name.clone(),
+                text: line.text.clone(),
+                timestamp: line.timestamp.clone(),
+            },
+            Notice::Refused(r) => refusal(r),
+            Notice::TooManyViewers(why) => ServerMessage::error("too_many_viewers", why),
+            Notice::CreateFailed(why) => ServerMessage::error("session_create_failed", why),
+        };
+        Some(text(msg))
+    }
+
+    fn output_ranges(data: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> {
+        output_frame_ranges(data)
+    }
+
+    fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>> {
+        // The session keeps the stream within what 255 chunks hold; an empty list would mean a
+        // bug there, and the viewer then just goes on with live output.
+        snapshot_frames(gzip).unwrap_or_default()
+    }
+
+    fn ended(&self, reason: crate::session::EndReason) -> (u16, &'static str) {
+        end_close(reason)
+    }
+}
+
+/// The `status` message for one viewer.
+fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, read_only: bool) -> ServerMessage {
+    let uuid = id.to_string();
+    ServerMessage::Status(Status {
+        viewers: s.viewers,
+        cols: s.cols,
+        rows: s.rows,
+        assistant: s.assistant.clone(),
+        session_name: s.session_name.clone(),
+        uuid_short: uuid[..5].to_owned(),
+        session_uuid: uuid,
+        work_dir: s.work_dir.clone(),
+        yolo_mode: s.yolo_mode,
+        yolo_supported: s.yolo_supported,
+        read_only,
+        restarting: s.restarting,
+    })
 }
 
 #[cfg(test)]

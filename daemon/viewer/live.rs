@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use crate::metrics::METRICS;
-use crate::protocol::swe;
+use crate::protocol::Dialect;
 use crate::session::LiveOutput;
 
 /// Longest WebSocket frame header a server writes (no mask).
@@ -30,6 +30,9 @@ pub struct Live {
     /// `?flow=ack`: at most `budget` bytes sent and not acknowledged.
     flow_ack: bool,
     budget: u64,
+    /// Frames output in the viewer's dialect ([`push_output`] for it): a plain function
+    /// pointer, so the actor's per-chunk path costs the same for every dialect.
+    frame_output: fn(&mut Vec<u8>, &[u8]),
 }
 
 /// The viewer's position; see [`Live`].
@@ -63,7 +66,12 @@ impl LiveState {
 
 impl Live {
     /// A viewer starting busy (its writer task greets it first), at offset 0.
-    pub fn new(tcp: Option<Arc<TcpStream>>, flow_ack: bool, budget: u64) -> Arc<Live> {
+    pub fn new(
+        tcp: Option<Arc<TcpStream>>,
+        flow_ack: bool,
+        budget: u64,
+        frame_output: fn(&mut Vec<u8>, &[u8]),
+    ) -> Arc<Live> {
         Arc::new(Live {
             state: Mutex::new(LiveState {
                 busy: true,
@@ -73,6 +81,7 @@ impl Live {
             tcp,
             flow_ack,
             budget,
+            frame_output,
         })
     }
 
@@ -103,7 +112,7 @@ impl LiveOutput for Live {
         }
         let mut frames = std::mem::take(&mut st.scratch);
         frames.clear();
-        push_output(&mut frames, chunk);
+        (self.frame_output)(&mut frames, chunk);
         let written = match tcp.try_write(&frames) {
             Ok(n) => n,
             // Full (or failing): the writer task waits for it, or finds the error.
@@ -138,8 +147,8 @@ pub fn push_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
 
 /// Appends terminal output as binary frames, cut by the dialect's rules (at most 8 KiB each,
 /// never 3+ bytes starting with 0x02).
-pub fn push_output(out: &mut Vec<u8>, data: &[u8]) {
-    for range in swe::output_frame_ranges(data) {
+pub fn push_output<D: Dialect>(out: &mut Vec<u8>, data: &[u8]) {
+    for range in D::output_ranges(data) {
         push_frame(out, OpCode::Binary, &data[range]);
     }
 }
@@ -147,16 +156,17 @@ pub fn push_output(out: &mut Vec<u8>, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::swe::Swe;
 
     #[test]
     fn frames_follow_the_output_rules() {
         let mut out = Vec::new();
-        push_output(&mut out, b"\x02ab");
+        push_output::<Swe>(&mut out, b"\x02ab");
         // The 0x02 byte alone, then the rest.
         assert_eq!(out, [0x82, 1, 2, 0x82, 2, b'a', b'b']);
         out.clear();
         let big = vec![b'x'; 9000];
-        push_output(&mut out, &big);
+        push_output::<Swe>(&mut out, &big);
         assert_eq!(&out[..4], &[0x82, 126, 0x20, 0x00]);
         assert_eq!(out.len(), 4 + 8192 + 4 + 808);
     }

@@ -1,5 +1,6 @@
-//! One browser connection: decodes its frames into session commands and writes it the
-//! session's output from its own position in the output log.
+//! One WebSocket connection of any dialect: decodes its messages into requests (through the
+//! [`Dialect`]), applies them with [`crate::protocol::apply`], and writes it the session's
+//! output from its own position in the output log.
 //!
 //! Reads and writes run on separate tasks because a fastwebsockets read is not cancel-safe.
 //! The writer never holds the session up: it copies from the shared log at its own pace, and
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fastwebsockets::{Frame, OpCode, Payload, WebSocket, WebSocketError};
+use fastwebsockets::{Frame, OpCode, WebSocket, WebSocketError};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
@@ -28,12 +29,12 @@ use tracing::{debug, info};
 use crate::metrics::METRICS;
 
 use crate::config::Config;
-use crate::protocol::swe::{self, ClientMessage, DecodeError, ServerMessage};
+use crate::protocol::{apply, Dialect, Inbound, Notice, Outbound, Outcome};
 use crate::session::event_queue::{self, EventReceiver};
 use crate::session::output_log::FellBehind;
 use crate::session::{
-    ChatLine, EncodedSnapshot, EndReason, JoinError, JoinReply, RenameError, Role, SessionGone,
-    SessionHandle, StatusInfo, UploadFailed, ViewerEvent, ViewerId,
+    EncodedSnapshot, EndReason, JoinError, JoinReply, Role, SessionGone, SessionHandle,
+    ViewerEvent, ViewerId,
 };
 use live::Live;
 
@@ -44,8 +45,6 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// Replies queued from the reader task to the writer task. Each is small (a pong's data is
 /// capped, control payloads are at most 125 bytes), so this bounds them in bytes too.
 const LOCAL_QUEUE: usize = 64;
-/// Longest file name echoed back in an upload's reply, bytes.
-const MAX_ECHOED_NAME: usize = 255;
 /// After the session has ended, how long a stuck writer may take to deliver its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -62,27 +61,46 @@ pub struct ViewerOptions {
     pub expires: Option<std::time::SystemTime>,
 }
 
-/// Sends a JSON error and closes with `code`; for connections refused after the upgrade.
-pub async fn refuse(mut ws: WebSocket<Io>, code: u16, error_code: &str, message: &str) {
-    let msg = ServerMessage::Error {
-        code: error_code.to_owned(),
-        message: message.to_owned(),
+/// Tells the client why (in its dialect) and closes with `code`; for connections refused
+/// after the upgrade.
+pub async fn refuse<D: Dialect>(
+    mut ws: WebSocket<Io>,
+    dialect: &D,
+    code: u16,
+    notice: Notice<'_>,
+    reason: &str,
+) {
+    let frame = match dialect.notice(notice) {
+        Some(Outbound::Text(t)) => Some(Frame::text(t.into_bytes().into())),
+        Some(Outbound::Binary(b)) => Some(Frame::binary(b.into())),
+        None => None,
+    };
+    if let Some(frame) = frame {
+        let _ = ws.write_frame(frame).await;
     }
-    .to_json();
-    let _ = ws
-        .write_frame(Frame::text(Payload::Owned(msg.into_bytes())))
-        .await;
-    let _ = ws.write_frame(Frame::close(code, message.as_bytes())).await;
+    let _ = ws.write_frame(Frame::close(code, reason.as_bytes())).await;
 }
 
-/// Serves one viewer of `session` until either side closes.
-pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, opts: ViewerOptions) {
+/// Serves one viewer of `session`, speaking `dialect`, until either side closes.
+pub async fn run<D: Dialect>(
+    ws: WebSocket<Io>,
+    session: SessionHandle,
+    cfg: Arc<Config>,
+    opts: ViewerOptions,
+    dialect: D,
+) {
+    let dialect = Arc::new(dialect);
     // Split by hand rather than with `WebSocket::split`: the reader task keeps the raw read
     // half, so after refusing a message it can drain what the client is still sending and
     // the close frame reaches it (closing with unread input would reset the connection). The
     // writer builds its frames itself, to send a whole batch in one write.
     let halves = socket::split(ws.into_inner());
-    let live = Live::new(halves.tcp, opts.flow_ack, cfg.viewer.flow_budget_bytes);
+    let live = Live::new(
+        halves.tcp,
+        opts.flow_ack,
+        cfg.viewer.flow_budget_bytes,
+        live::push_output::<D>,
+    );
     let share_end = ShareEnd {
         revoked: opts.revoked.clone().unwrap_or_default(),
         at: opts.expires.map(|t| {
@@ -101,6 +119,7 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         out: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 512),
         share_end: share_end.clone(),
         mid_frame: false,
+        dialect: dialect.clone(),
     };
     let (events_tx, mut events) =
         event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
@@ -116,9 +135,8 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         Ok(joined) => joined,
         Err(full @ JoinError::TooManyViewers(_)) => {
             info!(session = %session.id(), reason = %full, "refused viewer");
-            let _ = writer
-                .send_json(&ServerMessage::error("too_many_viewers", full.to_string()))
-                .await;
+            let why = full.to_string();
+            let _ = writer.notice(Notice::TooManyViewers(&why)).await;
             let _ = writer.close(1013, "too many viewers").await;
             return;
         }
@@ -143,6 +161,7 @@ pub async fn run(ws: WebSocket<Io>, session: SessionHandle, cfg: Arc<Config>, op
         viewer,
         replies,
         max_message,
+        dialect,
     ));
 
     let ended = session.ended();
@@ -196,7 +215,7 @@ impl Replies {
 /// What the reader task hands the writer task.
 enum Local {
     /// A reply to this client only.
-    Send(ServerMessage),
+    Send(Outbound),
     /// A control frame fastwebsockets obliges us to send (pong, close reply).
     Control(OpCode, Vec<u8>),
     /// The client has drawn this many more bytes.
@@ -205,12 +224,13 @@ enum Local {
     Done(Option<(u16, &'static str)>),
 }
 
-async fn read_loop(
+async fn read_loop<D: Dialect>(
     mut raw: socket::ReadSide,
     session: SessionHandle,
     viewer: ViewerId,
     replies: Replies,
     max_message: usize,
+    dialect: Arc<D>,
 ) {
     let (mut reader, _) = fastwebsockets::after_handshake_split(
         &mut raw,
@@ -272,14 +292,25 @@ async fn read_loop(
                 (op, bytes)
             }
         };
-        let decoded = match opcode {
+        let message = match opcode {
             OpCode::Text => match String::from_utf8(payload) {
-                Ok(text) => swe::decode_text(&text),
+                Ok(text) => Inbound::Text(text),
                 Err(_) => break Some((1007, "invalid UTF-8 in a text frame")),
             },
-            _ => swe::decode_binary(Bytes::from(payload)),
+            _ => Inbound::Binary(Bytes::from(payload)),
         };
-        if dispatch(decoded, &session, viewer, &replies).await.is_err() {
+        let handled = match dialect.decode(message) {
+            Ok(request) => match apply(request, &session, viewer).await {
+                Ok(Outcome::Acked(bytes)) => replies.send(Local::Ack(bytes)).await,
+                Ok(outcome) => match dialect.outcome(outcome) {
+                    Some(reply) => replies.send(Local::Send(reply)).await,
+                    None => Ok(()),
+                },
+                Err(gone) => Err(gone),
+            },
+            Err(reply) => replies.send(Local::Send(reply)).await,
+        };
+        if handled.is_err() {
             break None;
         }
     };
@@ -288,54 +319,6 @@ async fn read_loop(
         // Let the client finish sending (and read our close frame); its close ends this.
         let mut sink = tokio::io::sink();
         let _ = tokio::time::timeout(CLOSE_GRACE, tokio::io::copy(&mut raw, &mut sink)).await;
-    }
-}
-
-/// Acts on one decoded client message. `Err` when the session or the writer is gone.
-async fn dispatch(
-    decoded: Result<ClientMessage, DecodeError>,
-    session: &SessionHandle,
-    viewer: ViewerId,
-    replies: &Replies,
-) -> Result<(), SessionGone> {
-    let reply = |msg| replies.send(Local::Send(msg));
-    match decoded {
-        Ok(ClientMessage::Input(data)) => session.input(viewer, data).await,
-        Ok(ClientMessage::Resize { rows, cols }) => session.resize(viewer, rows, cols).await,
-        Ok(ClientMessage::Ping { data }) => reply(ServerMessage::Pong { data }).await,
-        Ok(ClientMessage::Ack { bytes }) => replies.send(Local::Ack(bytes)).await,
-        Ok(ClientMessage::Upload { name, data }) => {
-            let shown =
-                String::from_utf8_lossy(&name[..name.len().min(MAX_ECHOED_NAME)]).into_owned();
-            let (success, filename, error) = match session.upload(viewer, name, data).await {
-                Ok(up) => (true, up.filename, None),
-                Err(UploadFailed::Gone(gone)) => return Err(gone),
-                Err(e) => (false, shown, Some(e.to_string())),
-            };
-            if success {
-                METRICS.uploads.inc();
-            } else {
-                METRICS.upload_failures.inc();
-            }
-            reply(ServerMessage::FileUpload {
-                success,
-                filename,
-                error,
-            })
-            .await
-        }
-        Ok(ClientMessage::Chat { user_name, text }) => session.chat(viewer, user_name, text).await,
-        Ok(ClientMessage::Rename { name }) => match session.rename(Some(viewer), name).await {
-            Ok(_) => Ok(()),
-            Err(RenameError::Refused(refusal)) => reply(swe::refusal(&refusal)).await,
-            Err(RenameError::BadName(message)) => {
-                reply(ServerMessage::error("invalid_name", message)).await
-            }
-            Err(RenameError::Gone(gone)) => Err(gone),
-        },
-        Ok(ClientMessage::ToggleYolo) => session.toggle_yolo(viewer).await,
-        Ok(ClientMessage::Signal { signal }) => session.signal(viewer, signal).await,
-        Err(e) => reply(e.reply()).await,
     }
 }
 
@@ -365,7 +348,7 @@ impl ShareEnd {
 /// Why the write loop stopped.
 type WriteResult = Result<(), WebSocketError>;
 
-struct Writer {
+struct Writer<D> {
     ws: socket::WriteSide,
     /// The position in the live stream, shared with the session actor.
     live: Arc<Live>,
@@ -380,6 +363,8 @@ struct Writer {
     /// A write was cut off part way (the connection is being dropped): no further frame may
     /// follow it on the wire.
     mid_frame: bool,
+    /// The client's dialect.
+    dialect: Arc<D>,
 }
 
 /// What woke an idle writer.
@@ -390,7 +375,7 @@ enum Woke {
     ShareEnd(&'static str),
 }
 
-impl Writer {
+impl<D: Dialect> Writer<D> {
     /// Everything a joiner gets before live output, in protocol order.
     async fn greet(&mut self, join: JoinReply) -> WriteResult {
         let JoinReply {
@@ -404,12 +389,12 @@ impl Writer {
             self.send_snapshot(&snapshot).await?;
         }
         self.live.lock().offset = offset;
-        for line in chat {
-            self.send_json(&chat_message(line)).await?;
+        for line in &chat {
+            self.notice(Notice::Chat(line)).await?;
         }
-        self.send_json(&ServerMessage::Ready).await?;
+        self.notice(Notice::Ready).await?;
         if let Some(info) = exit {
-            self.send_json(&exit_message(&info)).await?;
+            self.notice(Notice::Exit(&info)).await?;
         }
         Ok(())
     }
@@ -515,7 +500,7 @@ impl Writer {
     /// Returns true when the connection is done.
     async fn on_local(&mut self, l: Local) -> Result<bool, WebSocketError> {
         match l {
-            Local::Send(msg) => self.send_json(&msg).await?,
+            Local::Send(msg) => self.send_message(msg).await?,
             Local::Control(opcode, payload) => {
                 let done = opcode == OpCode::Close;
                 self.send_frame(opcode, &payload).await?;
@@ -542,16 +527,21 @@ impl Writer {
             ViewerEvent::Status { info, offset } => {
                 // Output drawn at the old size comes before the new size.
                 self.catch_up(offset).await?;
-                let msg = status_message(&info, self.session.id(), self.opts.read_only);
-                self.send_json(&msg).await?;
+                let (session, read_only) = (self.session.id(), self.opts.read_only);
+                self.notice(Notice::Status {
+                    info: &info,
+                    session,
+                    read_only,
+                })
+                .await?;
             }
             ViewerEvent::Exit { info, offset } => {
                 // The exit notice in the stream comes before the exit message.
                 self.catch_up(offset).await?;
-                self.send_json(&exit_message(&info)).await?;
+                self.notice(Notice::Exit(&info)).await?;
             }
-            ViewerEvent::Chat(line) => self.send_json(&chat_message(line)).await?,
-            ViewerEvent::Refused(refusal) => self.send_json(&swe::refusal(&refusal)).await?,
+            ViewerEvent::Chat(line) => self.notice(Notice::Chat(&line)).await?,
+            ViewerEvent::Refused(refusal) => self.notice(Notice::Refused(&refusal)).await?,
             ViewerEvent::Close(reason) => {
                 self.close_for(reason).await?;
                 return Ok(true);
@@ -585,7 +575,7 @@ impl Writer {
         };
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        live::push_output(&mut out, &self.buf);
+        live::push_output::<D>(&mut out, &self.buf);
         let started = Instant::now();
         // One write for the whole batch: a syscall per batch, not per frame.
         let written = self.write_out(&out).await;
@@ -618,9 +608,7 @@ impl Writer {
 
     async fn send_snapshot(&mut self, snapshot: &EncodedSnapshot) -> WriteResult {
         METRICS.snapshots.inc();
-        // The session keeps the stream within what 255 chunks hold; an empty frame list would
-        // mean a bug there, and the viewer then just goes on with live output.
-        let frames = swe::snapshot_frames(&snapshot.gzip).unwrap_or_default();
+        let frames = self.dialect.snapshot(&snapshot.gzip);
         let mut out = Vec::with_capacity(snapshot.gzip.len() + frames.len() * 8);
         for frame in &frames {
             live::push_frame(&mut out, OpCode::Binary, frame);
@@ -628,12 +616,19 @@ impl Writer {
         self.write_out(&out).await
     }
 
-    async fn send_json(&mut self, msg: &ServerMessage) -> WriteResult {
-        if let ServerMessage::Error { code, .. } = msg {
-            METRICS.error(code);
+    /// Tells the client `notice`, if its dialect has a way to say it.
+    async fn notice(&mut self, notice: Notice<'_>) -> WriteResult {
+        match self.dialect.notice(notice) {
+            Some(msg) => self.send_message(msg).await,
+            None => Ok(()),
         }
-        self.send_frame(OpCode::Text, msg.to_json().as_bytes())
-            .await
+    }
+
+    async fn send_message(&mut self, msg: Outbound) -> WriteResult {
+        match msg {
+            Outbound::Text(t) => self.send_frame(OpCode::Text, t.as_bytes()).await,
+            Outbound::Binary(b) => self.send_frame(OpCode::Binary, &b).await,
+        }
     }
 
     async fn send_frame(&mut self, opcode: OpCode, payload: &[u8]) -> WriteResult {
@@ -648,7 +643,7 @@ impl Writer {
     }
 
     async fn close_for(&mut self, reason: EndReason) -> WriteResult {
-        let (code, why) = swe::end_close(reason);
+        let (code, why) = self.dialect.ended(reason);
         self.close(code, why).await
     }
 
@@ -659,37 +654,4 @@ impl Writer {
             let _ = tokio::time::timeout(CLOSE_GRACE, self.close(code, reason)).await;
         }
     }
-}
-
-fn chat_message(line: ChatLine) -> ServerMessage {
-    ServerMessage::Chat {
-        user_name: line.user_name,
-        text: line.text,
-        timestamp: line.timestamp,
-    }
-}
-
-fn exit_message(info: &crate::session::ExitInfo) -> ServerMessage {
-    ServerMessage::Exit {
-        exit_code: info.code,
-        signal: info.signal.clone(),
-    }
-}
-
-fn status_message(s: &StatusInfo, id: uuid::Uuid, read_only: bool) -> ServerMessage {
-    let uuid = id.to_string();
-    ServerMessage::Status(swe::Status {
-        viewers: s.viewers,
-        cols: s.cols,
-        rows: s.rows,
-        assistant: s.assistant.clone(),
-        session_name: s.session_name.clone(),
-        uuid_short: uuid[..5].to_owned(),
-        session_uuid: uuid,
-        work_dir: s.work_dir.clone(),
-        yolo_mode: s.yolo_mode,
-        yolo_supported: s.yolo_supported,
-        read_only,
-        restarting: s.restarting,
-    })
 }

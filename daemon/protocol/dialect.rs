@@ -1,0 +1,76 @@
+//! The seam between the connection driver and a dialect: what a driver asks of a codec to turn
+//! client messages into [`Request`]s and the session's domain events into messages. A new
+//! dialect implements [`Dialect`]; the driver, the flow control and [`super::request::apply`]
+//! stay the same.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::request::{Outcome, Request};
+use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, StatusInfo};
+
+/// One whole message from a client (fragments already joined).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inbound {
+    /// A text message (valid UTF-8).
+    Text(String),
+    /// A binary message.
+    Binary(Bytes),
+}
+
+/// One whole message to a client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outbound {
+    /// A text message.
+    Text(String),
+    /// A binary message.
+    Binary(Vec<u8>),
+}
+
+/// What the driver tells a client besides output and snapshots, in domain words.
+#[derive(Debug, Clone, Copy)]
+pub enum Notice<'a> {
+    /// The join sequence is complete; live output follows.
+    Ready,
+    /// The session's metadata, as this viewer sees it.
+    Status {
+        /// The metadata.
+        info: &'a StatusInfo,
+        /// The session's id.
+        session: Uuid,
+        /// Whether this viewer joined read-only.
+        read_only: bool,
+    },
+    /// The program ended.
+    Exit(&'a ExitInfo),
+    /// A chat line.
+    Chat(&'a ChatLine),
+    /// Something this viewer asked was refused.
+    Refused(&'a Refusal),
+    /// The session could not take another viewer; says why.
+    TooManyViewers(&'a str),
+    /// The session could not be created; says why.
+    CreateFailed(&'a str),
+}
+
+/// A dialect: a pure codec between a client's messages and the session's domain words.
+pub trait Dialect: Send + Sync + 'static {
+    /// Decodes one client message. `Err` carries the reply that explains why it could not
+    /// be (the connection stays open).
+    fn decode(&self, message: Inbound) -> Result<Request, Outbound>;
+    /// What the client is told of its own request's outcome, if anything.
+    fn outcome(&self, outcome: Outcome) -> Option<Outbound>;
+    /// A notice, if this dialect has a way to say it.
+    fn notice(&self, notice: Notice<'_>) -> Option<Outbound>;
+    /// Where to cut `data` (terminal output) into messages. On every output chunk of every
+    /// viewer, so it is an associated function the driver calls without dispatch.
+    fn output_ranges(data: &[u8]) -> impl Iterator<Item = Range<usize>>
+    where
+        Self: Sized;
+    /// A snapshot (gzip of the screen's ANSI) as binary messages; empty when it cannot be sent.
+    fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>>;
+    /// The close code and reason that tell the client why its session ended.
+    fn ended(&self, reason: EndReason) -> (u16, &'static str);
+}

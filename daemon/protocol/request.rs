@@ -1,0 +1,140 @@
+//! What a client of any dialect can ask, in domain words, and the one place that applies it to
+//! a session: each codec decodes its frames into a [`Request`] and encodes the [`Outcome`].
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::session::{Refusal, RenameError, SessionGone, SessionHandle, UploadFailed, ViewerId};
+
+/// One decoded client request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Keystrokes or other raw input, to be written to the PTY unchanged.
+    Input(Bytes),
+    /// The client's terminal size. Values above `u16::MAX` saturate and a binary 0 becomes 1;
+    /// clamping to the session limits is the size policy's job.
+    Resize {
+        /// Terminal height in rows, at least 1.
+        rows: u16,
+        /// Terminal width in columns, at least 1.
+        cols: u16,
+    },
+    /// A file upload. Nothing is checked beyond the framing.
+    Upload {
+        /// The file name exactly as sent (raw bytes, UTF-8 by contract but unchecked); the
+        /// upload module sanitises it.
+        name: Vec<u8>,
+        /// The file contents (may be empty).
+        data: Bytes,
+    },
+    /// Heartbeat: answered with [`Outcome::Pong`] carrying the same `data`.
+    Ping {
+        /// Whatever JSON the client sent in `data` (`Some(Value::Null)` for an explicit
+        /// `null`), `None` when the field was absent.
+        data: Option<Value>,
+    },
+    /// A chat line, as sent: the session checks the length rules (they are config limits).
+    Chat {
+        /// The sender's display name.
+        user_name: String,
+        /// The message text.
+        text: String,
+    },
+    /// A new session name as sent; the session validates it.
+    Rename {
+        /// The requested name; empty (after trimming) clears it.
+        name: String,
+    },
+    /// Restart the agent with or without its YOLO command.
+    ToggleYolo,
+    /// Flow control: the client's terminal has drawn this many more bytes.
+    Ack {
+        /// Bytes drawn since the previous ack.
+        bytes: u64,
+    },
+    /// Send a signal to the session's foreground process group; the session checks the name.
+    Signal {
+        /// The signal name as sent, e.g. `"SIGINT"`.
+        signal: String,
+    },
+}
+
+/// What a request came to, for the requesting client alone; the dialect encodes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Nothing to tell this client (its effect reaches everyone as session events).
+    Done,
+    /// The answer to a ping.
+    Pong(Option<Value>),
+    /// The client has drawn this many more bytes (for the connection's flow control).
+    Acked(u64),
+    /// A file was saved (and its path typed for the program).
+    Uploaded {
+        /// The name it was saved under.
+        filename: String,
+    },
+    /// A file was not saved.
+    UploadFailed {
+        /// The name asked for, lossily decoded and shortened for display.
+        filename: String,
+        /// Why, for people.
+        error: String,
+    },
+    /// The viewer's role or the session's state refused it.
+    Refused(Refusal),
+    /// A rename's name broke the rule; says how.
+    BadName(String),
+}
+
+/// Longest file name echoed back in an upload's outcome, bytes.
+const MAX_ECHOED_NAME: usize = 255;
+
+/// Applies `request` from `viewer` to `session`: the same for every dialect. Permission checks
+/// happen in the session, from the role the viewer joined with. `Err` once the session is gone.
+pub async fn apply(
+    request: Request,
+    session: &SessionHandle,
+    viewer: ViewerId,
+) -> Result<Outcome, SessionGone> {
+    match request {
+        Request::Input(data) => session.input(viewer, data).await.map(|()| Outcome::Done),
+        Request::Resize { rows, cols } => session
+            .resize(viewer, rows, cols)
+            .await
+            .map(|()| Outcome::Done),
+        Request::Ping { data } => Ok(Outcome::Pong(data)),
+        Request::Ack { bytes } => Ok(Outcome::Acked(bytes)),
+        Request::Upload { name, data } => {
+            let shown = &name[..name.len().min(MAX_ECHOED_NAME)];
+            let shown = String::from_utf8_lossy(shown).into_owned();
+            let outcome = match session.upload(viewer, name, data).await {
+                Ok(up) => Outcome::Uploaded {
+                    filename: up.filename,
+                },
+                Err(UploadFailed::Gone(gone)) => return Err(gone),
+                Err(e) => Outcome::UploadFailed {
+                    filename: shown,
+                    error: e.to_string(),
+                },
+            };
+            let uploads = &crate::metrics::METRICS;
+            match outcome {
+                Outcome::Uploaded { .. } => uploads.uploads.inc(),
+                _ => uploads.upload_failures.inc(),
+            }
+            Ok(outcome)
+        }
+        Request::Chat { user_name, text } => session
+            .chat(viewer, user_name, text)
+            .await
+            .map(|()| Outcome::Done),
+        Request::Rename { name } => match session.rename(Some(viewer), name).await {
+            Ok(_) => Ok(Outcome::Done),
+            Err(RenameError::Refused(refusal)) => Ok(Outcome::Refused(refusal)),
+            Err(RenameError::BadName(message)) => Ok(Outcome::BadName(message)),
+            Err(RenameError::Gone(gone)) => Err(gone),
+        },
+        Request::ToggleYolo => session.toggle_yolo(viewer).await.map(|()| Outcome::Done),
+        Request::Signal { signal } => session.signal(viewer, signal).await.map(|()| Outcome::Done),
+    }
+}
