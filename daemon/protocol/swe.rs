@@ -1277,4 +1277,52 @@ mod tests {
             }
         }
     }
+
+    // ---- as a Dialect ------------------------------------------------------------------
+
+    fn json_of(o: Option<Outbound>) -> Value {
+        match o {
+            Some(Outbound::Text(t)) => serde_json::from_str(&t).expect("json"),
+            other => panic!("expected a text message, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn dialect_decodes_and_explains() {
+        let d = Swe;
+        assert_eq!(
+            d.decode(Inbound::Binary(Bytes::from_static(b"ls\r"))),
+            Ok(ClientMessage::Input(Bytes::from_static(b"ls\r")))
+        );
+        let reply = d.decode(Inbound::Text("{".into())).expect_err("bad JSON");
+        assert_eq!(json_of(Some(reply))["code"], "bad_message");
+    }
+
+    #[test]
+    fn dialect_encodes_outcomes_and_notices_as_before() {
+        let d = Swe;
+        assert_eq!(d.outcome(Outcome::Done), None);
+        assert_eq!(d.outcome(Outcome::Acked(5)), None);
+        assert_eq!(
+            json_of(d.outcome(Outcome::Pong(Some(json!(1))))),
+            json!({"type": "pong", "data": 1})
+        );
+        assert_eq!(
+            json_of(d.outcome(Outcome::UploadFailed {
+                filename: "a".into(),
+                error: "no".into()
+            })),
+            json!({"type": "file_upload", "success": false, "filename": "a", "error": "no"})
+        );
+        let refused = crate::session::Refusal::ReadOnly(crate::session::Action::Rename);
+        assert_eq!(
+            json_of(d.notice(Notice::Refused(&refused))),
+            json!({"type": "error", "code": "read_only", "message": "this link is read-only: rename ignored"})
+        );
+        assert_eq!(json_of(d.notice(Notice::Ready)), json!({"type": "ready"}));
+        assert_eq!(
+            d.ended(crate::session::EndReason::Shutdown),
+            (1001, "ptyhub is shutting down")
+        );
+    }
 }
