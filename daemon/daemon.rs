@@ -13,9 +13,9 @@ use tracing::{info, warn};
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::connections::Connections;
+use crate::http::connections::Connections;
+use crate::http::{self, AppState};
 use crate::registry::Registry;
-use crate::server::{self, AppState};
 use crate::session::EndReason;
 use crate::shutdown::Shutdown;
 
@@ -61,7 +61,7 @@ impl Daemon {
     pub fn serve(&mut self, listener: TcpListener) -> std::io::Result<SocketAddr> {
         let addr = listener.local_addr()?;
         self.addr = Some(addr);
-        self.server = Some(tokio::spawn(server::run(listener, self.state.clone())));
+        self.server = Some(tokio::spawn(http::run(listener, self.state.clone())));
         Ok(addr)
     }
 

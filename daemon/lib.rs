@@ -4,7 +4,7 @@
 //! The components, outside in:
 //!
 //! - [`daemon`]: the whole daemon as one object: build, serve on a listener, end.
-//! - [`server`]: the listener, routing, REST API and the WebSocket upgrade.
+//! - [`http`]: the listener, routing, REST API and the WebSocket upgrade.
 //! - [`viewer`]: one WebSocket connection; decodes frames into session commands and writes
 //!   the session's output from the viewer's own position in the output log.
 //! - [`registry`]: session uuid → [`session::SessionHandle`].
@@ -13,7 +13,6 @@
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
-//! - [`connections`]: per-address connection limits that idle strangers cannot exhaust.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
@@ -24,12 +23,11 @@
 pub mod assets;
 pub mod auth;
 pub mod config;
-pub mod connections;
 pub mod daemon;
+pub mod http;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;
-pub mod server;
 pub mod session;
 pub mod shutdown;
 pub mod viewer;

@@ -1,0 +1,78 @@
+//! The accept loop: each connection gets a place in the per-address pools, the header and
+//! idle timeout, and an HTTP/1.1 server with upgrades.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tracing::{debug, info, warn};
+
+use super::*;
+
+/// Accepts connections until shutdown.
+pub async fn run(listener: TcpListener, state: Arc<AppState>) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: keep serving the others.
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let Some(slot) = state.connections.admit(peer.ip()) else {
+            info!(%peer, "refused connection: too many from this address");
+            crate::metrics::METRICS.refused(429);
+            state.tasks.spawn(too_many_connections(stream));
+            continue;
+        };
+        let state2 = state.clone();
+        // Shared with an upgraded WebSocket, which outlives the HTTP connection task.
+        let slot = Arc::new(slot);
+        let evicted = slot.evicted();
+        let header_timeout = state.cfg.limits.header_timeout;
+        state.tasks.spawn(async move {
+            let service = service_fn(move |req| {
+                let state = state2.clone();
+                let slot = slot.clone();
+                async move { Ok::<_, Infallible>(route(req, peer, &state, slot).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                // Also bounds the idle time between requests: hyper starts it when it waits
+                // for the next request's head.
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            tokio::select! {
+                done = conn => if let Err(e) = done {
+                    debug!(%peer, "http connection: {e}");
+                },
+                // Only connections that never sent a request are evicted: nothing is lost.
+                _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
+            }
+        });
+    }
+}
+
+/// Answers a connection over the per-address limit with a plain 429 and closes it.
+pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = r#"{"error":"too many connections from this address"}"#;
+    let reply = format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 5\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.write_all(reply.as_bytes()),
+    )
+    .await;
+}

@@ -1,0 +1,81 @@
+//! The guard: host, origin, token and the failed-auth rate limit, checked in one place before
+//! any handler runs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::reply::{refuse, token_redirect};
+use super::routes::{query_pairs, Kind};
+use super::{AppState, Body};
+use crate::auth::{self, Access, Denied};
+
+/// Who the caller is, if the request may go on; else the reply that refuses it (or, for a page
+/// opened with a token in its URL, the redirect that moves the token into a cookie).
+pub(super) fn check(
+    req: &Request<Incoming>,
+    peer: SocketAddr,
+    state: &Arc<AppState>,
+    kind: Kind,
+    path: &str,
+) -> Result<Access, Box<Response<Body>>> {
+    let method = req.method().clone();
+    let query = query_pairs(req);
+    if !state.auth.host_allowed(req.headers()) {
+        return Err(Box::new(refuse(
+            StatusCode::FORBIDDEN,
+            "without authentication only loopback host names are served (DNS rebinding)",
+            kind,
+            peer,
+            path,
+        )));
+    }
+    let changes_state = !matches!(method, Method::GET | Method::HEAD)
+        || fastwebsockets::upgrade::is_upgrade_request(req);
+    if changes_state && !state.auth.origin_allowed(req.headers()) {
+        return Err(Box::new(refuse(
+            StatusCode::FORBIDDEN,
+            "cross-site request refused (Origin does not match)",
+            kind,
+            peer,
+            path,
+        )));
+    }
+    let presented = auth::presented_token(req.headers(), &query);
+    let access = match state.auth.authenticate(presented.as_deref(), peer.ip()) {
+        Ok(access) => access,
+        Err(denied) => {
+            crate::metrics::METRICS.auth_failures.inc();
+            let mut resp = match denied {
+                Denied::RateLimited(_) => refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &denied.reason(),
+                    kind,
+                    peer,
+                    path,
+                ),
+                _ => refuse(StatusCode::UNAUTHORIZED, &denied.reason(), kind, peer, path),
+            };
+            if let Denied::RateLimited(secs) = denied {
+                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                    resp.headers_mut().insert(RETRY_AFTER, v);
+                }
+            }
+            return Err(Box::new(resp));
+        }
+    };
+    // A page opened with a token in its URL: keep the token in a cookie, drop it from the URL.
+    if kind == Kind::Page
+        && query
+            .iter()
+            .any(|(k, _)| auth::TOKEN_PARAMS.contains(&k.as_str()))
+    {
+        if let Some(token) = presented {
+            return Err(Box::new(token_redirect(path, &query, &token)));
+        }
+    }
+    Ok(access)
+}

@@ -1,0 +1,49 @@
+//! The HTTP side: the accept loop and connection places, the guard (host, origin, token, rate
+//! limit), the routes, the REST API, the WebSocket upgrade to a dialect, and replies.
+
+mod accept;
+pub mod connections;
+mod guard;
+mod reply;
+mod rest;
+mod routes;
+mod upgrade;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::registry::Registry;
+use crate::shutdown::Shutdown;
+use connections::Connections;
+
+pub use accept::run;
+use reply::*;
+use rest::*;
+use routes::*;
+use upgrade::*;
+
+/// Largest REST request body, bytes.
+const MAX_BODY: usize = 64 * 1024;
+
+type Body = Full<Bytes>;
+
+/// What every request handler shares.
+pub struct AppState {
+    /// The sessions.
+    pub registry: Arc<Registry>,
+    /// The configuration.
+    pub cfg: Arc<Config>,
+    /// Tokens, share links, origins and the failed-auth rate limit.
+    pub auth: Arc<Auth>,
+    /// Cancelled when the daemon shuts down.
+    pub shutdown: Shutdown,
+    /// Every connection task, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+    /// Open connections per client address.
+    pub connections: Arc<Connections>,
+}

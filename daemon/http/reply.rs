@@ -1,0 +1,121 @@
+//! Replies: JSON errors, refusals (JSON or the login page, logged once), the token cookie
+//! redirect, static files.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION, SET_COOKIE};
+use hyper::{Request, Response, StatusCode};
+use serde::Serialize;
+use tracing::info;
+use uuid::Uuid;
+
+use crate::auth::{self};
+
+use super::*;
+
+/// Logs a refused request once, with its reason, and answers it in the resource's kind.
+pub(super) fn refuse(
+    status: StatusCode,
+    reason: &str,
+    kind: Kind,
+    peer: SocketAddr,
+    path: &str,
+) -> Response<Body> {
+    info!(%peer, %path, status = status.as_u16(), reason, "refused request");
+    crate::metrics::METRICS.refused(status.as_u16());
+    match kind {
+        Kind::Api => error(status, reason),
+        Kind::Page => login_page(status, reason),
+    }
+}
+
+pub(super) fn no_content() -> Response<Body> {
+    let mut resp = Response::new(Body::default());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp
+}
+
+/// Sets the token cookie and sends the browser to the same URL without the token.
+pub(super) fn token_redirect(
+    path: &str,
+    query: &[(String, String)],
+    token: &str,
+) -> Response<Body> {
+    let kept: Vec<&(String, String)> = query
+        .iter()
+        .filter(|(k, _)| !auth::TOKEN_PARAMS.contains(&k.as_str()))
+        .collect();
+    let mut location = path.to_owned();
+    if !kept.is_empty() {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in kept {
+            q.append_pair(k, v);
+        }
+        location = format!("{location}?{}", q.finish());
+    }
+    let mut resp = Response::new(Body::default());
+    *resp.status_mut() = StatusCode::SEE_OTHER;
+    let cookie = format!(
+        "{}={token}; HttpOnly; SameSite=Strict; Path=/",
+        auth::COOKIE_NAME
+    );
+    if let (Ok(loc), Ok(cookie)) = (
+        HeaderValue::from_str(&location),
+        HeaderValue::from_str(&cookie),
+    ) {
+        resp.headers_mut().insert(LOCATION, loc);
+        resp.headers_mut().insert(SET_COOKIE, cookie);
+    }
+    resp
+}
+
+pub(super) fn login_page(status: StatusCode, reason: &str) -> Response<Body> {
+    let reason = reason.replace('&', "&amp;").replace('<', "&lt;");
+    let body = include_str!("../login.html").replace("{{reason}}", &reason);
+    with_type(status, body.into_bytes(), "text/html; charset=utf-8")
+}
+
+/// A refused request: its status and a message for people.
+pub(super) struct ApiError(pub(super) StatusCode, pub(super) String);
+
+impl ApiError {
+    pub(super) fn response(self) -> Response<Body> {
+        error(self.0, &self.1)
+    }
+}
+
+pub(super) fn parse_id(id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(id)
+        .map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("{id:?} is not a UUID")))
+}
+
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
+    match serde_json::to_vec(value) {
+        Ok(body) => with_type(status, body, "application/json"),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+pub(super) fn error(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({ "error": message }).to_string();
+    with_type(status, body.into_bytes(), "application/json")
+}
+
+pub(super) fn with_type(
+    status: StatusCode,
+    body: Vec<u8>,
+    content_type: &'static str,
+) -> Response<Body> {
+    let mut resp = Response::new(Body::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+pub(super) fn static_file(path: &str, req: &Request<Incoming>) -> Response<Body> {
+    crate::assets::serve(path, req.headers())
+        .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
+}
