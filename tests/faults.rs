@@ -738,3 +738,41 @@ async fn after_a_sigkill_of_the_daemon_the_shell_is_hung_up_and_only_escaped_job
     guard.pids.clear();
     drop(a);
 }
+
+#[tokio::test]
+async fn sigterm_mid_flood_ends_cleanly() {
+    let mut d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut watcher = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    watcher.wait_screen("$ ").await;
+    // A flood that never ends by itself, plus a viewer that reads nothing while it runs.
+    let mut stalled = raw_ws(&d, id).await;
+    watcher
+        .type_str("yes 'flood line, flood line, flood line'\r")
+        .await;
+    watcher.wait_screen("flood line").await;
+    let status = d.terminate();
+    assert!(status.success(), "daemon exit status {status:?}");
+    let (code, _) = watcher.until_closed().await;
+    assert_eq!(
+        code, 1001,
+        "the reading viewer is told the daemon is going away"
+    );
+    assert!(
+        common::processes_of(id).is_empty(),
+        "processes left: {:?}",
+        common::processes_of(id)
+    );
+    // The stalled viewer's connection is gone too (read returns EOF or an error, never hangs).
+    let mut sink = vec![0u8; 1 << 16];
+    let ended = tokio::time::timeout(TIMEOUT, async {
+        loop {
+            match stalled.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stalled viewer's connection was closed");
+}
