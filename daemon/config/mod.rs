@@ -1,0 +1,308 @@
+//! Configuration: the embedded default, a TOML file, environment variables and flags, merged into one Config.
+//!
+//! `config/ptyhub.toml` is both the documented example and the default compiled into the
+//! binary, so the two can never disagree. A user file is laid over it key by key (assistant
+//! tables replace whole assistants), then the listen address from a flag or the environment
+//! wins over both. Every value is checked while it is read, so a mistake is reported with the
+//! file, line and column it was written at, and start-up stops there instead of running with a
+//! setting nobody asked for.
+//!
+//! This module owns the types the rest of the daemon reads and [`load`]; how the sources are
+//! parsed and laid over each other is in `layers`, what each value may be is in `values`, and
+//! how an assistant's command is resolved and found is in `assistants`.
+
+mod assistants;
+mod layers;
+mod values;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use assistants::Assistant;
+use layers::build;
+
+/// The embedded default configuration, which is also the documented example.
+pub const DEFAULT_TOML: &str = include_str!("../../config/ptyhub.toml");
+
+/// How errors and [`Config::source`] name the embedded default.
+pub const DEFAULT_ORIGIN: &str = "embedded default (config/ptyhub.toml)";
+
+/// Environment variable naming the config file (a `--config` flag wins over it).
+pub const ENV_CONFIG: &str = "PTYHUB_CONFIG";
+
+/// Environment variable overriding the listen address (a `--listen` flag wins over it).
+pub const ENV_LISTEN: &str = "PTYHUB_LISTEN";
+
+/// The whole configuration of the daemon.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address the HTTP/WebSocket server listens on.
+    pub listen: SocketAddr,
+    /// Settings of each session.
+    pub session: SessionConfig,
+    /// Settings of each connected viewer.
+    pub viewer: ViewerConfig,
+    /// The programs a session can run, by key (the `assistant` query parameter).
+    pub assistants: BTreeMap<String, Assistant>,
+    /// Who may connect.
+    pub auth: AuthConfig,
+    /// Bounds on what clients may use.
+    pub limits: LimitsConfig,
+    /// Where this configuration came from, for logs.
+    pub source: String,
+}
+
+/// `[session]`: per-session settings.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Terminal height before any viewer sends a size, rows (1..=500).
+    pub rows: u16,
+    /// Terminal width before any viewer sends a size, columns (1..=1000).
+    pub cols: u16,
+    /// Scrollback lines kept by the screen model and sent in snapshots.
+    pub scrollback_lines: usize,
+    /// Window of recent output kept per session, bytes (at least 64 KiB).
+    pub output_log_bytes: usize,
+    /// Time between SIGTERM and SIGKILL when processes are ended.
+    pub kill_grace: Duration,
+    /// An exited session with no viewer is removed this long after its exit.
+    pub reap_after_exit: Duration,
+    /// Chat messages kept per session.
+    pub chat_history: usize,
+}
+
+/// `[viewer]`: per-connection settings.
+#[derive(Debug, Clone)]
+pub struct ViewerConfig {
+    /// A socket unwritable this long gets a snapshot instead of the backlog (never zero).
+    pub stall_deadline: Duration,
+    /// With `flow=ack`: most unacknowledged bytes per client (at least 64 KiB).
+    pub flow_budget_bytes: u64,
+    /// Largest WebSocket message accepted, bytes; larger closes with 1009. Always more than
+    /// `upload_max_bytes`.
+    pub max_message_bytes: usize,
+    /// Largest file upload, bytes (at least 1).
+    pub upload_max_bytes: usize,
+}
+
+/// `[auth]`: the daemon token and the origins allowed besides the server's own.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    /// The token; `None` means one is generated at start (loopback listen only).
+    pub token: Option<String>,
+    /// Origins (`https://host:port`) accepted besides the Host itself, e.g. a reverse proxy's.
+    pub allowed_origins: Vec<String>,
+}
+
+/// `[limits]`: what one client, or all of them, may use.
+#[derive(Debug, Clone)]
+pub struct LimitsConfig {
+    /// Most sessions at once.
+    pub max_sessions: usize,
+    /// Most viewers of one session at once.
+    pub max_viewers_per_session: usize,
+    /// Longest chat message, characters after trimming.
+    pub max_chat_chars: usize,
+    /// Longest chat user name and session name, characters after trimming.
+    pub max_name_chars: usize,
+    /// Failed authentications per client address per minute before it gets 429.
+    pub failed_auth_per_minute: usize,
+    /// Most simultaneous not-yet-authenticated connections from one client address (and,
+    /// separately, most authenticated WebSockets from it).
+    pub max_connections_per_ip: usize,
+    /// How long a connection may take to send a request's headers, and may stay idle between
+    /// requests, before it is closed.
+    pub header_timeout: Duration,
+}
+
+impl Config {
+    /// The assistant of that key, if configured.
+    pub fn assistant(&self, key: &str) -> Option<&Assistant> {
+        self.assistants.get(key)
+    }
+}
+
+impl Default for Config {
+    /// The embedded default, parsed.
+    fn default() -> Self {
+        // The embedded default is a compile-time constant, checked by the unit test
+        // `embedded_default_is_complete_and_valid`: failing here is a build bug, not bad input.
+        build(None).expect("the embedded default configuration is valid")
+    }
+}
+
+/// Why the configuration could not be loaded. Each message names the source and, where known,
+/// the line and column, so start-up can stop with something a person can act on.
+#[derive(thiserror::Error, Debug)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {}: {error}", path.display())]
+    Read {
+        /// The file asked for.
+        path: PathBuf,
+        /// What the OS said. Part of the message rather than a `source`, so that an error
+        /// chain printer does not say it twice.
+        error: std::io::Error,
+    },
+    /// A syntax error, an unknown key or a bad value, at a known place.
+    #[error("{origin}:{line}:{column}: {reason}")]
+    Invalid {
+        /// The file (or the embedded default) it is in.
+        origin: String,
+        /// Line, from 1.
+        line: usize,
+        /// Column, in characters, from 1.
+        column: usize,
+        /// What is wrong, for people.
+        reason: String,
+    },
+    /// A problem the parser could not place on a line.
+    #[error("{origin}: {reason}")]
+    Unplaced {
+        /// The file (or the embedded default) it is in.
+        origin: String,
+        /// What is wrong, for people.
+        reason: String,
+    },
+    /// The listen address given by `--listen` or `PTYHUB_LISTEN` is not `IP:port`.
+    #[error("invalid listen address {value:?} (from --listen or {ENV_LISTEN}): {reason}")]
+    Listen {
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Load: `file` = Some(path) from --config / PTYHUB_CONFIG (caller resolves that precedence); `listen_override` = from --listen / PTYHUB_LISTEN (caller resolves).
+///
+/// The file is laid over the embedded default; `None` uses the embedded default alone.
+pub fn load(file: Option<&Path>, listen_override: Option<&str>) -> Result<Config, ConfigError> {
+    let mut config = match file {
+        None => build(None)?,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+                path: path.to_path_buf(),
+                error,
+            })?;
+            build(Some((&text, &path.display().to_string())))?
+        }
+    };
+    if let Some(value) = listen_override {
+        config.listen = value
+            .trim()
+            .parse()
+            .map_err(|e: std::net::AddrParseError| ConfigError::Listen {
+                value: value.to_owned(),
+                reason: format!("{e} (expected IP:port, e.g. 127.0.0.1:1977)"),
+            })?;
+        config.source = format!(
+            "{}; listen {} from --listen or {ENV_LISTEN}",
+            config.source, config.listen
+        );
+    }
+    Ok(config)
+}
+
+/// Parse from a string (for tests), `origin` names the source in errors.
+///
+/// Merged over the embedded default exactly as a file would be.
+pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    build(Some((text, origin)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_is_complete_and_valid() {
+        let c = build(None).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:1977".parse().unwrap());
+        assert_eq!(c.source, DEFAULT_ORIGIN);
+        let s = &c.session;
+        assert_eq!((s.rows, s.cols), (24, 80));
+        assert_eq!(s.scrollback_lines, 1000);
+        assert_eq!(s.output_log_bytes, 4 * 1024 * 1024);
+        assert_eq!(s.kill_grace, Duration::from_secs(5));
+        assert_eq!(s.reap_after_exit, Duration::from_secs(3600));
+        assert_eq!(s.chat_history, 200);
+        let v = &c.viewer;
+        assert_eq!(v.stall_deadline, Duration::from_secs(10));
+        assert_eq!(v.flow_budget_bytes, 2 * 1024 * 1024);
+        assert_eq!(v.max_message_bytes, 64 * 1024 * 1024 + 64 * 1024);
+        assert_eq!(v.upload_max_bytes, 64 * 1024 * 1024);
+        // Default::default goes the same way.
+        assert_eq!(Config::default().assistants, c.assistants);
+    }
+
+    /// A file on disk, removed when dropped.
+    struct TempFile(PathBuf);
+    impl TempFile {
+        fn new(name: &str, text: &str) -> Self {
+            let path =
+                std::env::temp_dir().join(format!("ptyhub-config-{}-{name}", std::process::id()));
+            std::fs::write(&path, text).unwrap();
+            TempFile(path)
+        }
+    }
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn load_precedence_override_file_default() {
+        let default = load(None, None).unwrap();
+        assert_eq!(default.listen, "127.0.0.1:1977".parse().unwrap());
+        assert_eq!(default.source, DEFAULT_ORIGIN);
+
+        let file = TempFile::new("listen.toml", "listen = \"127.0.0.1:2000\"\n");
+        let from_file = load(Some(&file.0), None).unwrap();
+        assert_eq!(from_file.listen, "127.0.0.1:2000".parse().unwrap());
+        assert!(from_file.source.starts_with(&file.0.display().to_string()));
+
+        let overridden = load(Some(&file.0), Some("127.0.0.1:3000")).unwrap();
+        assert_eq!(overridden.listen, "127.0.0.1:3000".parse().unwrap());
+        assert!(
+            overridden.source.contains("from --listen or PTYHUB_LISTEN"),
+            "{}",
+            overridden.source
+        );
+
+        let overridden = load(None, Some("[::1]:4000")).unwrap();
+        assert_eq!(overridden.listen, "[::1]:4000".parse().unwrap());
+
+        match load(None, Some("localhost:1977")) {
+            Err(e @ ConfigError::Listen { .. }) => {
+                assert!(e.to_string().starts_with(
+                    "invalid listen address \"localhost:1977\" (from --listen or PTYHUB_LISTEN): "
+                ));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn load_reports_file_problems_with_path() {
+        let missing = std::env::temp_dir().join("ptyhub-no-such-config.toml");
+        let e = load(Some(&missing), None).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }));
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot read config file {}: ", missing.display())),
+            "{e}"
+        );
+
+        let file = TempFile::new("bad.toml", "[session]\nkill_grace = \"1s\"\nbogus = true\n");
+        let e = load(Some(&file.0), Some("127.0.0.1:3000")).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("{}:3:1: unknown field `bogus`", file.0.display())),
+            "{msg}"
+        );
+    }
+}

@@ -1,0 +1,339 @@
+//! Values: one newtype per kind of setting that checks itself while it is deserialised (so the
+//! TOML parser attaches the position of a bad value for us), and every bound a setting is held
+//! to, in one place.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+// ---- the bounds of each setting ------------------------------------------------------------
+//
+// The limits, then one type per key naming its range, so `layers` never spells a number and
+// a bound is changed here only.
+
+/// Longest accepted duration (365 days): larger values are surely typos, and adding them to an
+/// `Instant` could overflow.
+const MAX_DURATION_MS: u64 = 365 * 24 * 3600 * 1000;
+
+/// Smallest output window, bytes (64 KiB): below it ordinary bursts of output would push every
+/// viewer into a snapshot resync.
+const MIN_OUTPUT_LOG_BYTES: u64 = 64 * 1024;
+
+/// Most scrollback lines (100 000): each costs the full terminal width in memory, so a larger
+/// value is far more likely a typo than a wish.
+const MAX_SCROLLBACK_LINES: u64 = 100_000;
+
+/// Smallest flow-control budget, bytes (512 KiB): twice the browser's acknowledgement interval
+/// of 256 KiB; a smaller one would wait for an acknowledgement that never comes, and resync the
+/// client by snapshot instead.
+const MIN_FLOW_BUDGET_BYTES: u64 = 512 * 1024;
+
+/// `usize::MAX` as a bound: sizes held in a `usize` can be no larger on this platform.
+const USIZE_MAX: u64 = usize::MAX as u64;
+
+/// `session.rows`.
+pub(super) type Rows = Int<1, 500>;
+/// `session.cols`.
+pub(super) type Cols = Int<1, 1000>;
+/// `session.scrollback_lines`.
+pub(super) type ScrollbackLines = Int<0, MAX_SCROLLBACK_LINES>;
+/// `session.output_log_bytes`.
+pub(super) type OutputLogBytes = Int<MIN_OUTPUT_LOG_BYTES, USIZE_MAX>;
+/// `session.chat_history`.
+pub(super) type ChatHistory = Int<0, USIZE_MAX>;
+/// `viewer.flow_budget_bytes`.
+pub(super) type FlowBudgetBytes = Int<MIN_FLOW_BUDGET_BYTES, { u64::MAX }>;
+/// `viewer.max_message_bytes`: at least 2, since it must exceed `upload_max_bytes`.
+pub(super) type MaxMessageBytes = Int<2, USIZE_MAX>;
+/// `viewer.upload_max_bytes`.
+pub(super) type UploadMaxBytes = Int<1, USIZE_MAX>;
+/// `limits.max_sessions`.
+pub(super) type MaxSessions = Int<1, 100_000>;
+/// `limits.max_viewers_per_session`.
+pub(super) type MaxViewersPerSession = Int<1, 100_000>;
+/// `limits.max_chat_chars`.
+pub(super) type MaxChatChars = Int<1, 100_000>;
+/// `limits.max_name_chars`.
+pub(super) type MaxNameChars = Int<1, 255>;
+/// `limits.failed_auth_per_minute`.
+pub(super) type FailedAuthPerMinute = Int<1, 1_000_000>;
+/// `limits.max_connections_per_ip`.
+pub(super) type MaxConnectionsPerIp = Int<1, 1_000_000>;
+/// A wait that may be zero (`session.kill_grace`, `session.reap_after_exit`).
+pub(super) type AnyDuration = Dur<0>;
+/// A deadline, which zero would make fire at once (`viewer.stall_deadline`,
+/// `limits.header_timeout`).
+pub(super) type PositiveDuration = Dur<1>;
+
+/// An integer in `MIN..=MAX`.
+pub(super) struct Int<const MIN: u64, const MAX: u64>(pub(super) u64);
+
+impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Int<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<const MIN: u64, const MAX: u64>;
+        impl<const MIN: u64, const MAX: u64> V<MIN, MAX> {
+            fn check<E: de::Error>(v: i128) -> Result<Int<MIN, MAX>, E> {
+                match u64::try_from(v) {
+                    Ok(n) if (MIN..=MAX).contains(&n) => Ok(Int(n)),
+                    _ => Err(E::custom(format!(
+                        "{v} is out of range: expected {}",
+                        Self::range()
+                    ))),
+                }
+            }
+            fn range() -> String {
+                if MAX == u64::MAX || MAX == USIZE_MAX {
+                    format!("an integer of at least {MIN}")
+                } else {
+                    format!("an integer from {MIN} to {MAX}")
+                }
+            }
+        }
+        impl<const MIN: u64, const MAX: u64> Visitor<'_> for V<MIN, MAX> {
+            type Value = Int<MIN, MAX>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&Self::range())
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Self::check(i128::from(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Self::check(i128::from(v))
+            }
+        }
+        d.deserialize_any(V::<MIN, MAX>)
+    }
+}
+
+/// A duration written as a string ("5s", "500ms", "1h30m"), at least `MIN_MS` milliseconds.
+pub(super) struct Dur<const MIN_MS: u64>(pub(super) Duration);
+
+impl<'de, const MIN_MS: u64> Deserialize<'de> for Dur<MIN_MS> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<const MIN_MS: u64>;
+        impl<const MIN_MS: u64> Visitor<'_> for V<MIN_MS> {
+            type Value = Dur<MIN_MS>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration string such as \"500ms\", \"5s\" or \"1h\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                let d = parse_duration(s).map_err(E::custom)?;
+                if d.as_millis() < u128::from(MIN_MS) {
+                    return Err(E::custom(format!("duration {s:?} must be more than 0")));
+                }
+                Ok(Dur(d))
+            }
+        }
+        d.deserialize_any(V::<MIN_MS>)
+    }
+}
+
+/// Parse "500ms", "5s", "10m", "1h", "2d" and sums such as "1h30m" or "1m 30s", to whole
+/// milliseconds, at most 365 days.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = |why: &str| format!("invalid duration {s:?}: {why}");
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad("it is empty (write e.g. \"5s\")"));
+    }
+    let mut total_ms: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(bad(
+                "expected a whole number followed by a unit (ms, s, m, h, d)",
+            ));
+        }
+        let (number, tail) = rest.split_at(digits);
+        let n: u64 = number.parse().map_err(|_| bad("the number is too large"))?;
+        if tail.starts_with('.') {
+            return Err(bad(
+                "fractions are not supported: use a smaller unit (\"1500ms\")",
+            ));
+        }
+        let tail = tail.trim_start();
+        let unit_len = tail
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let unit_ms: u64 = match unit {
+            "ms" => 1,
+            "s" | "sec" | "secs" => 1000,
+            "m" | "min" | "mins" => 60 * 1000,
+            "h" | "hour" | "hours" => 3600 * 1000,
+            "d" | "day" | "days" => 24 * 3600 * 1000,
+            "" => return Err(bad("a unit is missing (ms, s, m, h or d)")),
+            other => {
+                return Err(bad(&format!(
+                    "unknown unit {other:?} (use ms, s, m, h or d)"
+                )))
+            }
+        };
+        total_ms = n
+            .checked_mul(unit_ms)
+            .and_then(|ms| total_ms.checked_add(ms))
+            .filter(|&ms| ms <= MAX_DURATION_MS)
+            .ok_or_else(|| bad("longer than 365 days"))?;
+        rest = tail.trim_start();
+    }
+    Ok(Duration::from_millis(total_ms))
+}
+
+/// A socket address `IP:port`.
+pub(super) struct Listen(pub(super) SocketAddr);
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Listen;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an address string IP:port, e.g. \"127.0.0.1:1977\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                s.trim().parse().map(Listen).map_err(|e| {
+                    E::custom(format!(
+                        "invalid listen address {s:?}: {e} (expected IP:port, e.g. \"127.0.0.1:1977\")"
+                    ))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An assistant's key: `[a-z0-9_-]+`, because it travels in URLs and JSON unescaped.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct AssistantKey(pub(super) String);
+
+impl<'de> Deserialize<'de> for AssistantKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let key = String::deserialize(d)?;
+        let valid = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if valid {
+            Ok(AssistantKey(key))
+        } else {
+            Err(de::Error::custom(format!(
+                "invalid assistant key {key:?}: use only a-z, 0-9, \"_\" and \"-\""
+            )))
+        }
+    }
+}
+
+/// A display name: not blank.
+pub(super) struct DisplayName(pub(super) String);
+
+impl<'de> Deserialize<'de> for DisplayName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name.trim().is_empty() {
+            return Err(de::Error::custom("name must not be empty"));
+        }
+        Ok(DisplayName(name))
+    }
+}
+
+/// An argument array: at least the program, which is not empty; no NUL anywhere (it cannot be
+/// passed to `execve`).
+pub(super) struct Argv(pub(super) Vec<String>);
+
+impl<'de> Deserialize<'de> for Argv {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let argv = Vec::<String>::deserialize(d)?;
+        match argv.first() {
+            None => Err(de::Error::custom(
+                "the command is empty: it needs at least the program, e.g. [\"bash\", \"-l\"]",
+            )),
+            Some(program) if program.is_empty() => Err(de::Error::custom(
+                "the program (first element of the command) is an empty string",
+            )),
+            Some(_) if argv.iter().any(|a| a.contains('\0')) => {
+                Err(de::Error::custom("command arguments cannot contain NUL"))
+            }
+            Some(_) => Ok(Argv(argv)),
+        }
+    }
+}
+
+/// Environment variables: names non-empty without `=` or NUL, values without NUL.
+#[derive(Default)]
+pub(super) struct EnvVars(pub(super) BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for EnvVars {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let vars = BTreeMap::<String, String>::deserialize(d)?;
+        for (name, value) in &vars {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(de::Error::custom(format!(
+                    "invalid environment variable name {name:?}: it must be non-empty, \
+                     without \"=\" or NUL"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(de::Error::custom(format!(
+                    "environment variable {name} cannot contain NUL"
+                )));
+            }
+        }
+        Ok(EnvVars(vars))
+    }
+}
+
+/// A configured token: long enough to be worth having.
+pub(super) struct Token(pub(super) String);
+
+impl<'de> Deserialize<'de> for Token {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = String::deserialize(d)?;
+        if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(de::Error::custom(
+                "token must be at least 16 printable ASCII characters without spaces",
+            ));
+        }
+        Ok(Token(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let ok = |s: &str| parse_duration(s).unwrap();
+        assert_eq!(ok("500ms"), Duration::from_millis(500));
+        assert_eq!(ok("5s"), Duration::from_secs(5));
+        assert_eq!(ok("0s"), Duration::ZERO);
+        assert_eq!(ok("10m"), Duration::from_secs(600));
+        assert_eq!(ok("1h"), Duration::from_secs(3600));
+        assert_eq!(ok("2d"), Duration::from_secs(2 * 86400));
+        assert_eq!(ok("1h30m"), Duration::from_secs(5400));
+        assert_eq!(ok(" 1m 30s "), Duration::from_secs(90));
+        assert_eq!(ok("5 sec"), Duration::from_secs(5));
+        assert_eq!(ok("365d"), Duration::from_secs(365 * 86400));
+        for bad in [
+            "",
+            " ",
+            "5",
+            "s",
+            "-1s",
+            "1.5s",
+            "5x",
+            "1h 30",
+            "365d1ms",
+            "99999999999999999999s",
+            "1e3s",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}
