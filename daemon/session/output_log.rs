@@ -7,14 +7,39 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use bytes::Bytes;
+
+/// Which of the program's streams a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stream {
+    /// The PTY: everything a terminal program writes.
+    #[default]
+    Terminal,
+    /// Standard output of a program run on pipes.
+    Stdout,
+    /// Standard error of a program run on pipes.
+    Stderr,
+}
+
+/// One chunk as kept: its bytes, where they came from and when (for pipe mode's two streams
+/// and for recordings' timestamps).
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    /// The bytes, as read.
+    pub bytes: Bytes,
+    /// The stream they came from.
+    pub stream: Stream,
+    /// When they were appended.
+    pub at: Instant,
+}
 
 /// Output in arrival order, at most `capacity` bytes of it (a single chunk may exceed it).
 #[derive(Debug)]
 pub struct OutputLog {
-    /// Chunks as read from the PTY; cheap to keep because `Bytes` shares the read buffer.
-    chunks: VecDeque<Bytes>,
+    /// Chunks as read; cheap to keep because `Bytes` shares the read buffer.
+    chunks: VecDeque<Chunk>,
     /// Offset of the first byte of `chunks[0]`.
     start: u64,
     /// Offset one past the last byte appended.
@@ -48,19 +73,45 @@ impl OutputLog {
         self.start
     }
 
-    /// Appends a chunk, dropping the oldest chunks beyond the capacity.
+    /// Appends a chunk of terminal output, dropping the oldest chunks beyond the capacity.
     pub fn append(&mut self, chunk: Bytes) {
-        if chunk.is_empty() {
+        self.append_from(Stream::Terminal, chunk, Instant::now());
+    }
+
+    /// Appends a chunk of `stream` that arrived `at`.
+    pub fn append_from(&mut self, stream: Stream, bytes: Bytes, at: Instant) {
+        if bytes.is_empty() {
             return;
         }
-        self.head += chunk.len() as u64;
-        self.chunks.push_back(chunk);
+        self.head += bytes.len() as u64;
+        self.chunks.push_back(Chunk { bytes, stream, at });
         // Keep at least the newest chunk so a reader at head - len can always be served.
         while self.head - self.start > self.capacity as u64 && self.chunks.len() > 1 {
             if let Some(old) = self.chunks.pop_front() {
-                self.start += old.len() as u64;
+                self.start += old.bytes.len() as u64;
             }
         }
+    }
+
+    /// The chunks from `from` onward, each with its offset; the first one cut to start at
+    /// `from`. For readers that need the stream or the time of each part.
+    pub fn chunks_from(&self, from: u64) -> Result<Vec<(u64, Chunk)>, FellBehind> {
+        if from < self.start {
+            return Err(FellBehind);
+        }
+        let mut pos = self.start;
+        let mut found = Vec::new();
+        for chunk in &self.chunks {
+            let end = pos + chunk.bytes.len() as u64;
+            if end > from {
+                let skip = from.saturating_sub(pos) as usize;
+                let mut part = chunk.clone();
+                part.bytes = part.bytes.slice(skip..);
+                found.push((pos + skip as u64, part));
+            }
+            pos = end;
+        }
+        Ok(found)
     }
 
     /// Copies the bytes from `from` onward, at most `max`, into `out`; returns the offset
@@ -73,6 +124,7 @@ impl OutputLog {
         let mut at = from;
         let end = self.head.min(from.saturating_add(max as u64));
         for chunk in &self.chunks {
+            let chunk = &chunk.bytes;
             let chunk_end = pos + chunk.len() as u64;
             if chunk_end > at && at < end {
                 let lo = (at - pos) as usize;
@@ -188,6 +240,24 @@ mod tests {
         log.append(Bytes::from_static(b"x"));
         assert_eq!(log.start(), 10);
         assert_eq!(read_all(&log, 10).unwrap().0, b"x");
+    }
+
+    #[test]
+    fn chunks_keep_their_stream_and_time_and_are_cut_at_the_offset() {
+        let mut log = OutputLog::new(1024);
+        let t0 = Instant::now();
+        log.append_from(Stream::Stdout, Bytes::from_static(b"out"), t0);
+        log.append_from(Stream::Stderr, Bytes::from_static(b"err"), t0);
+        let got = log.chunks_from(1).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0, &got[0].1.bytes[..]), (1, &b"ut"[..]));
+        assert_eq!(got[0].1.stream, Stream::Stdout);
+        assert_eq!((got[1].0, got[1].1.stream), (3, Stream::Stderr));
+        assert!(log.chunks_from(6).unwrap().is_empty());
+        let mut small = OutputLog::new(2);
+        small.append(Bytes::from_static(b"ab"));
+        small.append(Bytes::from_static(b"cd"));
+        assert_eq!(small.chunks_from(0).unwrap_err(), FellBehind);
     }
 
     #[test]
