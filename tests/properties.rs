@@ -411,11 +411,9 @@ fn query_scanner_agrees_with_the_hook_on_odd_sequences() {
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
-/// A ping's float `data` comes back in the pong a few units in the last place off: serde_json
-/// parses floats with a fast, inexact path unless its `float_roundtrip` feature is on (the
-/// one-line fix: `serde_json = { version = "1.0", features = ["float_roundtrip"] }`).
+/// A ping's float `data` comes back in the pong exactly: serde_json parses floats inexactly
+/// unless its `float_roundtrip` feature is on (it is, in Cargo.toml).
 #[test]
-#[ignore = "serde_json parses floats inexactly without float_roundtrip (see comment)"]
 fn pong_echoes_float_data_exactly() {
     use ptyhub::protocol::swe::{self, ServerMessage};
     let number = "4.2784605818983315e-191";
