@@ -11,6 +11,7 @@
 //! - [`session`]: one actor task per session owning the process and its PTY, the screen
 //!   model, the output log, the viewers and the session's metadata.
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
+//! - [`term`]: terminal streams, pure: the one escape-sequence scanner.
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
 //! - [`metrics`]: counters for `/metrics`.
@@ -30,4 +31,5 @@ pub mod protocol;
 pub mod registry;
 pub mod session;
 pub mod shutdown;
+pub mod term;
 pub mod viewer;

@@ -8,7 +8,8 @@
 //!   there. So [`ScreenModel::process`] holds back a trailing incomplete
 //!   escape sequence or UTF-8 character (the "carry") and applies it once the
 //!   next chunk completes it. The carry always starts at an ESC or at a UTF-8
-//!   lead byte, where any terminal's parser starts afresh.
+//!   lead byte, where any terminal's parser starts afresh; the daemon's one
+//!   scanner ([`crate::term::seq`]) finds it, reading the stream as vte does.
 //! - **State vt100 does not print.** `Screen::state_formatted` leaves out the
 //!   alternate-screen switch, the main screen under it, the scrollback, the
 //!   scroll region, origin mode and the saved cursor. The snapshot reads those
@@ -21,200 +22,33 @@ use std::fmt::Write as _;
 use std::num::NonZeroU16;
 
 use crate::session::queries::{Query, QueryHook};
+use crate::term::seq::{self, Scanner, State, Tail, ESC};
 
 /// Longest unfinished trailing sequence held back. Anything longer (a big OSC 52
 /// clipboard copy, a sixel image) is fed through; the snapshot then ends by
 /// re-opening a string of the same kind so the joiner swallows its tail too.
 const MAX_CARRY: usize = 4096;
 
-/// Starts every escape sequence; output without one is plain text.
-pub(super) const ESC: u8 = 0x1b;
-
 /// Every snapshot starts with a full reset (RIS) and clears the scrollback,
 /// so it can also resync a terminal that shows something (even one left
 /// inside a sequence: ESC ends any).
 const RESET: &str = "\x1bc\x1b[3J";
 
-/// Where a byte stream stands, mirroring vte 0.15's state machine just closely
-/// enough to tell when a sequence is finished.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Seq {
-    Ground,
-    Escape,
-    EscIntermediate,
-    Csi,
-    DcsEntry,
-    DcsParam,
-    DcsIntermediate,
-    DcsPassthrough,
-    DcsIgnore,
-    Osc,
-    SosPmApc,
-    /// Inside a multi-byte UTF-8 character; this many continuation bytes are missing.
-    Utf8(u8),
-}
-
-/// One transition of an escape sequence. Only called outside `Ground`/`Utf8`.
-fn step(state: Seq, b: u8) -> Seq {
-    use Seq::*;
-    match b {
-        // vte's "anywhere" transitions: CAN and SUB abort, ESC restarts.
-        0x18 | 0x1a => return Ground,
-        ESC => return Escape,
-        _ => {}
-    }
-    match state {
-        Escape => match b {
-            0x20..=0x2f => EscIntermediate,
-            b'P' => DcsEntry,
-            b'[' => Csi,
-            b']' => Osc,
-            b'X' | b'^' | b'_' => SosPmApc,
-            0x30..=0x7e => Ground,
-            // C0 controls execute in place; DEL and 8-bit bytes are ignored.
-            _ => Escape,
-        },
-        EscIntermediate => match b {
-            0x30..=0x7e => Ground,
-            _ => EscIntermediate,
-        },
-        Csi => match b {
-            0x40..=0x7e => Ground,
-            _ => Csi,
-        },
-        DcsEntry => match b {
-            0x20..=0x2f => DcsIntermediate,
-            0x30..=0x3f => DcsParam,
-            0x40..=0x7e => DcsPassthrough,
-            _ => DcsEntry,
-        },
-        DcsParam => match b {
-            0x20..=0x2f => DcsIntermediate,
-            0x3c..=0x3f => DcsIgnore,
-            0x40..=0x7e => DcsPassthrough,
-            _ => DcsParam,
-        },
-        DcsIntermediate => match b {
-            0x30..=0x3f => DcsIgnore,
-            0x40..=0x7e => DcsPassthrough,
-            _ => DcsIntermediate,
-        },
-        // vte ends a DCS payload on an 8-bit ST too (but no other string).
-        DcsPassthrough if b == 0x9c => Ground,
-        Osc if b == 0x07 => Ground,
-        DcsPassthrough | DcsIgnore | Osc | SosPmApc => state,
-        Ground | Utf8(_) => Ground,
-    }
-}
-
-/// Position of the last ESC in `bytes`, eight bytes at a time: this runs over
-/// every chunk of output, which is mostly text.
-fn last_esc(bytes: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    const PATTERN: u64 = LO * ESC as u64;
-    let chunks = bytes.rchunks_exact(8);
-    let head = chunks.remainder();
-    for (k, chunk) in chunks.enumerate() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_ne_bytes(word) ^ PATTERN;
-        // Non-zero exactly when some byte of x is zero, i.e. some byte was ESC.
-        if x.wrapping_sub(LO) & !x & HI != 0 {
-            let start = bytes.len() - (k + 1) * 8;
-            return chunk.iter().rposition(|&b| b == ESC).map(|p| start + p);
-        }
-    }
-    head.iter().rposition(|&b| b == ESC)
-}
-
-/// Start and missing byte count of an incomplete UTF-8 character at the end of
-/// `bytes`, looking no earlier than `from`.
-fn utf8_tail(bytes: &[u8], from: usize) -> Option<(usize, u8)> {
-    let len = bytes.len();
-    for p in (from.max(len.saturating_sub(3))..len).rev() {
-        let b = bytes[p];
-        if b & 0xc0 == 0x80 {
-            continue;
-        }
-        let width = match b {
-            0xc0..=0xdf => 2,
-            0xe0..=0xef => 3,
-            0xf0..=0xf7 => 4,
-            _ => return None,
-        };
-        let have = len - p;
-        // `width - have` is at most 3.
-        return (have < width).then(|| (p, (width - have) as u8));
-    }
-    None
-}
-
-/// How a chunk ends.
-#[derive(Debug, PartialEq, Eq)]
-enum Tail {
-    /// At a clean boundary: the parser will be in the ground state.
-    Complete,
-    /// Inside a sequence (in `state`) that starts at this index of the chunk.
-    At(Seq, usize),
-    /// Inside a sequence (in `state`) that started before the chunk.
-    Before(Seq),
-}
-
-/// Classify the end of `bytes`, the parser being in `start` before it.
-fn scan(start: Seq, bytes: &[u8]) -> Tail {
-    // Any ESC puts vte in the escape state whatever came before, so only the
-    // bytes after the last one matter.
-    let (mut state, mut i, at) = match last_esc(bytes) {
-        Some(e) => (Seq::Escape, e + 1, Some(e)),
-        None => (start, 0, None),
-    };
-    while state != Seq::Ground {
-        let Some(&b) = bytes.get(i) else {
-            return match at {
-                Some(e) => Tail::At(state, e),
-                None => Tail::Before(state),
-            };
-        };
-        state = match state {
-            Seq::Utf8(missing) if b & 0xc0 == 0x80 => {
-                i += 1;
-                if missing <= 1 {
-                    Seq::Ground
-                } else {
-                    Seq::Utf8(missing - 1)
-                }
-            }
-            // A broken character: vte prints U+FFFD and reads `b` again as text.
-            Seq::Utf8(_) => Seq::Ground,
-            s => {
-                i += 1;
-                step(s, b)
-            }
-        };
-    }
-    // From `i` on it is plain text (no ESC left): only a split character matters.
-    match utf8_tail(bytes, i) {
-        Some((p, missing)) => Tail::At(Seq::Utf8(missing), p),
-        None => Tail::Complete,
-    }
-}
-
 /// What re-opens a sequence of the kind `state` harmlessly, so that a joiner
 /// swallows the rest of a sequence too long to carry, as the model does.
-fn resume_prefix(state: Seq) -> &'static str {
+fn resume_prefix(state: State) -> &'static str {
     match state {
-        Seq::Osc => "\x1b]",
+        State::OscString => "\x1b]",
         // An unhandled DCS (final `~`) whose payload is dropped.
-        Seq::DcsPassthrough => "\x1bP~",
+        State::DcsPassthrough => "\x1bP~",
         // `<<` drives the DEC parser into DCS/CSI ignore.
-        Seq::DcsEntry | Seq::DcsParam | Seq::DcsIntermediate | Seq::DcsIgnore => "\x1bP<<",
-        Seq::Csi => "\x1b[<<",
-        Seq::SosPmApc => "\x1bX",
-        Seq::Escape => "\x1b",
+        State::DcsEntry | State::DcsParam | State::DcsIntermediate | State::DcsIgnore => "\x1bP<<",
+        State::CsiEntry | State::CsiParam | State::CsiIntermediate | State::CsiIgnore => "\x1b[<<",
+        State::SosPmApcString => "\x1bX",
+        State::Escape => "\x1b",
         // `ESC SP` + final only selects C1 transmission or conformance levels.
-        Seq::EscIntermediate => "\x1b ",
-        Seq::Ground | Seq::Utf8(_) => "",
+        State::EscapeIntermediate => "\x1b ",
+        State::Ground | State::Utf8 => "",
     }
 }
 
@@ -228,11 +62,12 @@ pub struct ScreenModel {
     parser: vt100::Parser<QueryHook>,
     /// Trailing bytes of the stream not yet fed to the parser (see `pending_len`).
     carry: Vec<u8>,
-    /// Scanner state at the end of `carry`.
-    carry_state: Seq,
+    /// Where the stream fed so far ends, `carry` included: in the ground state
+    /// unless there is a carry or an overflow.
+    scanner: Scanner,
     /// Set when an unfinished sequence longer than `MAX_CARRY` was fed: the
-    /// parser is inside it, in this state.
-    overflow: Option<Seq>,
+    /// parser is inside it, in the scanner's state.
+    overflow: bool,
     has_output: bool,
     /// Scrollback length of the main screen, kept up to date while the
     /// alternate screen hides it.
@@ -255,8 +90,8 @@ impl ScreenModel {
                 QueryHook::default(),
             ),
             carry: Vec::new(),
-            carry_state: Seq::Ground,
-            overflow: None,
+            scanner: Scanner::default(),
+            overflow: false,
             has_output: false,
             main_scrollback_len: 0,
             scrollback_lines,
@@ -279,7 +114,12 @@ impl ScreenModel {
         ScreenModel {
             parser,
             carry: Vec::new(),
-            carry_state: Seq::Ground,
+            // Without the carry, the copy's stream ends where its parser does.
+            scanner: if self.overflow {
+                self.scanner.clone()
+            } else {
+                Scanner::default()
+            },
             overflow: self.overflow,
             has_output: self.has_output,
             main_scrollback_len: self.main_scrollback_len,
@@ -311,17 +151,14 @@ impl ScreenModel {
     /// left was written after the CR. That needs a scroll region spanning the screen (with a
     /// partial one, rows outside it keep what was written there), and a printed character
     /// after the CR (REP repeats the last one). The parser must be in the ground state: no
-    /// carry.
+    /// carry, no oversized sequence open.
     fn invisible_prefix(&mut self, bytes: &[u8]) -> usize {
         /// Not worth probing the scroll region for less.
         const MIN_SKIP: usize = 64 << 10;
-        if !self.carry.is_empty() || self.overflow.is_some() || bytes.len() < MIN_SKIP {
+        if !self.scanner.is_ground() || bytes.len() < MIN_SKIP {
             return 0;
         }
-        let plain = bytes
-            .iter()
-            .position(|&b| !matches!(b, 0x20..=0x7e | b'\r' | b'\n' | b'\t'))
-            .unwrap_or(bytes.len());
+        let plain = seq::plain_len(bytes);
         let (rows, _) = self.size();
         let need = 2 * usize::from(rows) + self.scrollback_lines + 4;
         // Where the last `need` LFs of the run begin.
@@ -366,36 +203,32 @@ impl ScreenModel {
         if self.full_region.is_some() && memchr::memchr(ESC, bytes).is_some() {
             self.full_region = None;
         }
-        let start = if self.carry.is_empty() {
-            self.overflow.unwrap_or(Seq::Ground)
-        } else {
-            self.carry_state
-        };
-        match scan(start, bytes) {
+        // What completes a character split at the end of the carry (found before the scanner
+        // moves on).
+        let completes = self.scanner.rest_of_char(bytes);
+        match self.scanner.skip(bytes) {
             Tail::Complete => {
-                let used = self.feed_carry(bytes);
+                let used = self.feed_carry(bytes, completes);
                 self.parser.process(&bytes[used..]);
-                self.overflow = None;
+                self.overflow = false;
             }
-            Tail::At(state, p) if bytes.len() - p <= MAX_CARRY => {
+            Tail::At(p) if bytes.len() - p <= MAX_CARRY => {
                 // `p` is an ESC or a UTF-8 lead byte, never part of what
                 // completes the carry.
-                let used = self.feed_carry(bytes).min(p);
+                let used = self.feed_carry(bytes, completes).min(p);
                 self.parser.process(&bytes[used..p]);
                 self.carry.extend_from_slice(&bytes[p..]);
-                self.carry_state = state;
-                self.overflow = None;
+                self.overflow = false;
             }
-            Tail::Before(state)
+            Tail::Before
                 if !self.carry.is_empty() && self.carry.len() + bytes.len() <= MAX_CARRY =>
             {
                 self.carry.extend_from_slice(bytes);
-                self.carry_state = state;
             }
-            Tail::At(state, _) | Tail::Before(state) => {
-                let used = self.feed_carry(bytes);
+            Tail::At(_) | Tail::Before => {
+                let used = self.feed_carry(bytes, completes);
                 self.parser.process(&bytes[used..]);
-                self.overflow = Some(state);
+                self.overflow = true;
             }
         }
         self.note_main_scrollback();
@@ -410,23 +243,16 @@ impl ScreenModel {
     }
 
     /// Feed the carry, which precedes `bytes`; returns how many bytes of
-    /// `bytes` went with it. A carried partial UTF-8 character is completed
-    /// first and fed in one piece: vte 0.15 loses the next character when a
-    /// partial one it holds is completed by a later call and more text follows
-    /// within three bytes.
-    fn feed_carry(&mut self, bytes: &[u8]) -> usize {
+    /// `bytes` went with it: the first `completes`, which continue a partial
+    /// UTF-8 character the carry ends with. That character is fed in one
+    /// piece: vte 0.15 loses the next character when a partial one it holds
+    /// is completed by a later call and more text follows within three bytes.
+    fn feed_carry(&mut self, bytes: &[u8], completes: usize) -> usize {
         if self.carry.is_empty() {
             return 0;
         }
-        let mut used = 0;
-        if let Seq::Utf8(missing) = self.carry_state {
-            used = bytes
-                .iter()
-                .take(usize::from(missing))
-                .take_while(|&&b| b & 0xc0 == 0x80)
-                .count();
-            self.carry.extend_from_slice(&bytes[..used]);
-        }
+        let used = completes.min(bytes.len());
+        self.carry.extend_from_slice(&bytes[..used]);
         self.parser.process(&self.carry);
         self.carry.clear();
         used
@@ -439,7 +265,7 @@ impl ScreenModel {
     /// full-screen programs. The parser must be at a sequence boundary, which
     /// it is unless an oversized sequence is being passed through.
     fn note_main_scrollback(&mut self) {
-        if self.parser.screen().alternate_screen() && self.overflow.is_none() {
+        if self.parser.screen().alternate_screen() && !self.overflow {
             self.parser.process(b"\x1b[?47l");
             self.main_scrollback_len = self.parser.screen().scrollback_len();
             self.parser.process(b"\x1b[?47h");
@@ -529,8 +355,8 @@ impl ScreenModel {
             Rendered::of(live).write(&mut screen, &alt_extras, live);
         }
         screen.push_str(&live.input_mode_formatted());
-        if let Some(state) = self.overflow {
-            screen.push_str(resume_prefix(state));
+        if self.overflow {
+            screen.push_str(resume_prefix(self.scanner.state()));
         }
         SnapshotParts {
             lines,
@@ -1011,6 +837,8 @@ mod freeze_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::term::seq::arbitrary::{chunks, output};
+    use proptest::prelude::*;
 
     const SB_CAP: usize = 100_000;
 
@@ -1502,6 +1330,29 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any output, cut anywhere: the model has applied exactly what precedes its carry,
+        /// as a parser fed that in one piece, and the rest completes it.
+        #[test]
+        fn any_output_cut_anywhere(
+            bytes in output(80),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8),
+            rows in 1u16..8,
+            cols in 1u16..30,
+        ) {
+            let mut model = ScreenModel::new(rows, cols, SB_CAP);
+            let mut fed = 0;
+            for chunk in chunks(&bytes, &cuts) {
+                model.process(chunk);
+                fed += chunk.len();
+                let applied = &bytes[..fed - model.pending_len()];
+                assert_same(model.screen(), fresh(rows, cols, applied).screen(), &format!("at {fed}"));
+            }
+        }
+    }
+
     /// False in the one state where the saved cursor is lost: a grid's cursor
     /// waits to wrap after an emptied last column, which vt100's own
     /// rendering can only reach with DECSC/DECRC.
@@ -1689,24 +1540,14 @@ mod tests {
             }
         }
     }
-
-    #[test]
-    fn scanner_matches_the_last_esc_search() {
-        let mut rng = Rng(42);
-        for _ in 0..2000 {
-            let len = rng.below(40);
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| if rng.below(6) == 0 { ESC } else { b'a' })
-                .collect();
-            assert_eq!(last_esc(&bytes), bytes.iter().rposition(|&b| b == ESC));
-        }
-    }
 }
 
 #[cfg(test)]
 mod bulk_tests {
     use super::tests::assert_same;
     use super::*;
+    use crate::term::seq::arbitrary::output;
+    use proptest::prelude::*;
 
     /// `n` lines of plain text of every kind the skip has to get right: tabs, lines longer
     /// than the screen (wrapping), exactly as wide as it (pending wrap), empty ones, and runs
@@ -1800,6 +1641,32 @@ mod bulk_tests {
             }
             // Back to a full region: skipping again.
             assert!(bulk_matches(rows, cols, b"\x1b[2;4r\x1b[r", &flood, after) > 0);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Any output before and after a plain flood: through the bulk skip, the model ends
+        /// as a parser that read every byte it has applied.
+        #[test]
+        fn bulk_skip_around_any_output(
+            before in output(60),
+            after in output(60),
+            seed in 0usize..1000,
+            rows in 1u16..30,
+            cols in 1u16..100,
+        ) {
+            const SB: usize = 50;
+            let flood = plain_lines(6000, usize::from(cols), seed);
+            let mut model = ScreenModel::new(rows, cols, SB);
+            model.process(&before);
+            model.process_bulk(&flood);
+            model.process(&after);
+            let stream = [&before[..], &flood, &after].concat();
+            let mut want = vt100::Parser::new(non_zero(rows), non_zero(cols), SB);
+            want.process(&stream[..stream.len() - model.pending_len()]);
+            assert_same(model.screen(), want.screen(), &format!("{rows}x{cols}"));
         }
     }
 

@@ -18,9 +18,10 @@ use tokio::sync::{mpsc, Notify};
 use tracing::warn;
 
 use super::queries::Query;
-use super::screen::{ScreenModel, ESC};
+use super::screen::ScreenModel;
 use super::snapshot::{self, EncodedSnapshot};
 use crate::metrics::METRICS;
+use crate::term::seq::ESC;
 
 /// Most output gathered into one parse (a few hundred ms of parsing at worst; snapshot and
 /// resize jobs end a batch, so they wait no longer than before).

@@ -1,0 +1,7 @@
+//! Terminal streams, pure (no tokio, no I/O): how the bytes a program writes to its terminal
+//! are read, shared by the screen thread, the query detector, and next the raw replay, the log
+//! stream and recordings.
+//!
+//! - [`seq`]: the one escape-sequence and UTF-8 boundary scanner.
+
+pub mod seq;
