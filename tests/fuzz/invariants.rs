@@ -963,9 +963,6 @@ pub fn check_query_scan(stream: &[u8], cuts: &[usize]) {
         at = c;
     }
     assert_eq!(found, whole, "cuts {cuts:?}");
-    if scanner_known_divergence(stream) {
-        return;
-    }
     let mut parser = vt100::Parser::new_with_callbacks(nz(24), nz(80), 0, QueryHook::default());
     parser.process(stream);
     let hooked: Vec<Query> = parser.callbacks().found.iter().map(|(q, _)| *q).collect();
@@ -976,43 +973,6 @@ pub fn check_query_scan(stream: &[u8], cuts: &[usize]) {
         "scanner vs vt100's hook on {:?}",
         String::from_utf8_lossy(stream)
     );
-}
-
-/// Whether `stream` holds what the query scanner is known to read differently from vte and
-/// vt100 (over-approximated), each pinned by an ignored test in `tests/properties.rs`:
-/// - a byte of 0x80 or more inside an ESC or CSI sequence, or a C0 control or DEL right after
-///   ESC: vte skips (or executes) it and goes on with the sequence, the scanner ends it;
-/// - an intermediate byte (0x20..=0x2f) in a CSI sequence: vte then ignores later parameters,
-///   and vt100 passes most intermediates to the hook, which answers nothing; the scanner skips
-///   intermediates;
-/// - a sub-parameter (`:`) or three or more parameters: the hook takes `CSI 0:0 c` and
-///   `CSI 0;0;0 c` for device attributes, the scanner for something else.
-pub fn scanner_known_divergence(stream: &[u8]) -> bool {
-    #[derive(PartialEq)]
-    enum S {
-        Ground,
-        Esc,
-        /// In a CSI sequence, with this many `;` so far.
-        Csi(u8),
-    }
-    let mut state = S::Ground;
-    for &b in stream {
-        state = match (state, b) {
-            (_, 0x1b) => S::Esc,
-            (_, 0x18 | 0x1a) => S::Ground,
-            (S::Ground, _) => S::Ground,
-            (_, 0x80..) => return true,
-            (S::Esc, 0x00..=0x1f | 0x7f) => return true,
-            (S::Esc, b'[') => S::Csi(0),
-            (S::Esc, _) => S::Ground,
-            (S::Csi(_), 0x20..=0x2f | b':') => return true,
-            (S::Csi(n), b';') if n >= 1 => return true,
-            (S::Csi(n), b';') => S::Csi(n + 1),
-            (S::Csi(_), 0x40..=0x7e) => S::Ground,
-            (S::Csi(n), _) => S::Csi(n),
-        };
-    }
-    false
 }
 
 /// **Dropping viewers' replies only removes replies**: whatever the input, what is left for
