@@ -463,7 +463,11 @@ async fn limits_give_clear_errors_and_disturb_nobody() {
         held.push(tokio::net::TcpStream::connect(d.addr).await.unwrap());
     }
     let r = reqwest::Client::new().get(d.http("/healthz")).send().await;
-    assert_eq!(r.map(|r| r.status().as_u16()).ok(), Some(200), "a newcomer gets in");
+    assert_eq!(
+        r.map(|r| r.status().as_u16()).ok(),
+        Some(200),
+        "a newcomer gets in"
+    );
     let mut first = held.remove(0);
     let mut byte = [0u8; 1];
     let evicted = tokio::time::timeout(
