@@ -245,6 +245,10 @@ async fn read_loop<D: Dialect>(
     let mut never_called = |_: Frame<'_>| async { Ok::<(), SessionGone>(()) };
     // A fragmented message being collected: its opcode and the bytes so far.
     let mut partial: Option<(OpCode, Vec<u8>)> = None;
+    // Whether the client closed the connection itself: then the closing handshake is complete
+    // once our close goes out, and the TCP connection is dropped at once (a browser reports the
+    // close only when the server has closed TCP).
+    let mut client_closed = false;
     let done = loop {
         let mut frame = match reader.read_frame(&mut never_called).await {
             Ok(frame) => frame,
@@ -258,7 +262,10 @@ async fn read_loop<D: Dialect>(
         }
         let (opcode, payload) = match frame.opcode {
             OpCode::Close => match frame_rules::close_reply(&frame.payload) {
-                Ok(code) => break Some((code, "")),
+                Ok(code) => {
+                    client_closed = true;
+                    break Some((code, ""));
+                }
                 Err(violation) => break Some(violation),
             },
             OpCode::Ping => {
@@ -315,7 +322,7 @@ async fn read_loop<D: Dialect>(
         }
     };
     let _ = replies.send(Local::Done(done)).await;
-    if done.is_some() {
+    if done.is_some() && !client_closed {
         // Let the client finish sending (and read our close frame); its close ends this.
         let mut sink = tokio::io::sink();
         let _ = tokio::time::timeout(CLOSE_GRACE, tokio::io::copy(&mut raw, &mut sink)).await;
