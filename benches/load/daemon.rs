@@ -1,0 +1,474 @@
+//! The daemon under test: its config, its binary, and a launcher that starts it on
+//! 127.0.0.1:0, talks REST and `/metrics` to it, and stops it, checking that no session
+//! process outlives it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::client::STEP_TIMEOUT;
+use crate::echo::ECHO_SCRIPT;
+use crate::procfs::{process_cpu_seconds, running_sessions, session_processes, MemSample};
+use crate::Ctx;
+
+/// How long the daemon gets to exit after SIGTERM (its kill grace is 1 s here).
+pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// RSS counts as settled when two reads this far apart differ by less than 0.5%.
+const SETTLE_STEP: Duration = Duration::from_millis(200);
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// The daemon config: a quiet bash with a fixed prompt, the raw-mode `cat` for echo timing, an
+/// idle program for memory, and for the soak the same bash as an agent with a YOLO mode.
+pub(crate) fn config() -> String {
+    format!(
+        r#"
+[session]
+kill_grace = "1s"
+
+# Every viewer of the run comes from 127.0.0.1, into one session; memory makes many sessions.
+[limits]
+max_sessions = 10000
+max_viewers_per_session = 10000
+max_connections_per_ip = 10000
+
+[assistants.shell]
+name = "Shell"
+command = ["bash", "--norc", "--noprofile", "-i"]
+env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
+
+[assistants.echo]
+name = "Echo"
+command = ["bash", "-c", "{ECHO_SCRIPT}"]
+
+# memory: a program that holds a PTY and prints nothing, so only the daemon's memory moves.
+[assistants.idle]
+name = "Idle"
+command = ["sleep", "3600"]
+
+# soak: YOLO restarts. The YOLO run has SOAK_YOLO=1, so a viewer can tell which one is up. Its
+# arguments differ from `command` in order only: a `yolo` equal to `command` would start every
+# session in YOLO mode.
+[assistants.agent]
+name = "Agent"
+command = ["bash", "--norc", "--noprofile", "-i"]
+env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
+yolo = ["bash", "--noprofile", "--norc", "-i"]
+yolo_env = {{ SOAK_YOLO = "1" }}
+"#
+    )
+}
+
+/// `PTYHUB_BIN`, else the binary cargo built for this bench (the release profile), else a build.
+pub(crate) fn daemon_binary() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("PTYHUB_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_ptyhub"));
+    if built.exists() {
+        return Ok(built);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--bin", "ptyhub"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .context("running cargo build")?;
+    if !status.success() || !built.exists() {
+        bail!(
+            "cargo build --release --bin ptyhub failed ({status}); set PTYHUB_BIN to a daemon binary"
+        );
+    }
+    Ok(built)
+}
+
+/// A daemon of our own on 127.0.0.1:0. Stopped (SIGTERM, then SIGKILL) when dropped.
+pub(crate) struct Daemon {
+    child: Option<Child>,
+    addr: SocketAddr,
+    pub(crate) log: PathBuf,
+    /// Sessions we created, to find processes the daemon leaves behind.
+    pub(crate) sessions: Vec<Uuid>,
+    /// For `/metrics` and `/api/sessions` (the daemon runs without auth, so no token is needed).
+    http: reqwest::Client,
+}
+
+impl Daemon {
+    pub(crate) fn start(ctx: &Ctx, name: &str) -> Result<Daemon> {
+        let http = reqwest::Client::builder()
+            // 127.0.0.1 only, whatever HTTP_PROXY says.
+            .no_proxy()
+            // No idle keep-alive connection: it would hold up the daemon's graceful shutdown.
+            .pool_max_idle_per_host(0)
+            .timeout(STEP_TIMEOUT)
+            .build()
+            .context("building the HTTP client")?;
+        let log = ctx.dir.join(format!("daemon-{name}.log"));
+        let stderr = File::create(&log).context("creating the daemon log")?;
+        let mut child = Command::new(&ctx.bin)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--config")
+            .arg(ctx.dir.join("ptyhub.toml"))
+            // Loopback only; the generator measures sessions, not authentication.
+            .arg("--no-auth")
+            .current_dir(&ctx.dir)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("starting {}", ctx.bin.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(line) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep draining so the daemon never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let addr = match rx.recv_timeout(STEP_TIMEOUT) {
+            Ok(Ok(line)) => line
+                .trim()
+                .strip_prefix("ptyhub listening on http://")
+                .and_then(|s| s.strip_suffix('/'))
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| anyhow!("unexpected first line from the daemon: {line:?}")),
+            Ok(Err(e)) => Err(anyhow!("reading the daemon's stdout: {e}")),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(anyhow!(
+                "the daemon closed its stdout without printing its address"
+            )),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(anyhow!(
+                "the daemon printed no address within {STEP_TIMEOUT:?}"
+            )),
+        };
+        match addr {
+            Ok(addr) => Ok(Daemon {
+                child: Some(child),
+                addr,
+                log,
+                sessions: Vec::new(),
+                http,
+            }),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(anyhow!("{e:#}; daemon log:\n{}", log_tail(&log)))
+            }
+        }
+    }
+
+    pub(crate) fn ws(&self, id: Uuid, query: &str) -> String {
+        format!("ws://{}/ws/{id}{query}", self.addr)
+    }
+
+    pub(crate) fn new_session(&mut self) -> Uuid {
+        let id = Uuid::new_v4();
+        self.sessions.push(id);
+        id
+    }
+
+    pub(crate) fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// CPU seconds (user + system, all threads) the daemon has used so far.
+    pub(crate) fn cpu_seconds(&self) -> Result<f64> {
+        let pid = self.pid().context("daemon not running")?;
+        process_cpu_seconds(&pid.to_string()).context("the daemon's CPU time")
+    }
+
+    /// `GET /metrics`: every sample line, keyed by name and labels as written.
+    pub(crate) async fn metrics(&self) -> Result<Metrics> {
+        self.api().metrics().await
+    }
+
+    /// A handle for REST calls from tasks on other threads.
+    pub(crate) fn api(&self) -> Api {
+        Api {
+            addr: self.addr,
+            http: self.http.clone(),
+        }
+    }
+
+    /// Polls `/metrics` until `ptyhub_viewers` is `n`.
+    pub(crate) async fn wait_viewer_gauge(&self, n: u64, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = self.metrics().await?.get("ptyhub_viewers");
+            if now == n {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("the daemon counts {now} viewers, not {n}, after {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `POST /api/sessions` running `assistant`; the session is not necessarily up yet.
+    pub(crate) async fn create_session(&mut self, assistant: &str) -> Result<Uuid> {
+        let id = self.new_session();
+        let url = format!("http://{}/api/sessions", self.addr);
+        let resp = self
+            .http
+            .post(&url)
+            .json(&json!({ "assistant": assistant, "id": id }))
+            .send()
+            .await
+            .context("POST /api/sessions")?;
+        let status = resp.status();
+        if !status.is_success() {
+            bail!(
+                "POST /api/sessions: {status}: {}",
+                resp.text().await.unwrap_or_default()
+            );
+        }
+        Ok(id)
+    }
+
+    /// Waits until every one of `ids` runs `program` (its exec done), polling /proc.
+    pub(crate) async fn wait_running(
+        &self,
+        ids: &[Uuid],
+        program: &str,
+        limit: Duration,
+    ) -> Result<()> {
+        let pid = self.pid().context("daemon not running")?;
+        let deadline = Instant::now() + limit;
+        loop {
+            let up = running_sessions(pid, program);
+            let missing = ids.iter().filter(|id| !up.contains(id)).count();
+            if missing == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{missing} of {} sessions not running {program} after {limit:?}",
+                    ids.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The daemon's memory now, from /proc/<pid>/status.
+    pub(crate) fn memory(&self) -> Result<MemSample> {
+        let pid = self.pid().context("daemon not running")?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .context("reading the daemon's /proc status")?;
+        let field = |name: &str| -> Result<u64> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .with_context(|| format!("no {name} in /proc/{pid}/status"))
+        };
+        Ok(MemSample {
+            rss_kib: field("VmRSS")?,
+            anon_kib: field("RssAnon")?,
+            threads: field("Threads")?,
+        })
+    }
+
+    /// The memory once RSS stops moving (queued writes drained, lazy allocations done), or after
+    /// `SETTLE_LIMIT` at the latest.
+    pub(crate) async fn settled_memory(&self) -> Result<MemSample> {
+        let deadline = Instant::now() + SETTLE_LIMIT;
+        let mut last = self.memory()?;
+        loop {
+            tokio::time::sleep(SETTLE_STEP).await;
+            let now = self.memory()?;
+            if now.rss_kib.abs_diff(last.rss_kib) * 200 < last.rss_kib || Instant::now() >= deadline
+            {
+                return Ok(now);
+            }
+            last = now;
+        }
+    }
+
+    /// Resyncs the daemon logged, and its WARN/ERROR lines.
+    fn log_findings(&self) -> (usize, Vec<String>) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let resyncs = text.lines().filter(|l| l.contains("resyncing")).count();
+        let warnings = text
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .map(str::to_owned)
+            .collect();
+        (resyncs, warnings)
+    }
+
+    /// SIGTERM, wait, SIGKILL if needed, then make sure no session process outlived it.
+    /// Returns what went wrong (nothing, normally).
+    fn stop(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(mut child) = self.child.take() else {
+            return problems;
+        };
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        match wait_child(&mut child, STOP_TIMEOUT) {
+            Some(status) if status.success() => {}
+            Some(status) => problems.push(format!("daemon exited with {status} after SIGTERM")),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                problems.push(format!(
+                    "daemon still running {STOP_TIMEOUT:?} after SIGTERM: killed"
+                ));
+            }
+        }
+        let left = session_processes(&self.sessions);
+        if !left.is_empty() {
+            for &pid in &left {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            problems.push(format!(
+                "session processes outlived the daemon (killed them): pids {left:?}"
+            ));
+        }
+        problems
+    }
+
+    /// Stops the daemon and files its findings under `what`.
+    pub(crate) fn finish(mut self, what: &str, notes: &mut Vec<String>) -> usize {
+        let (resyncs, warnings) = self.log_findings();
+        for w in warnings.iter().take(5) {
+            notes.push(format!("{what}: daemon logged: {w}"));
+        }
+        if warnings.len() > 5 {
+            notes.push(format!(
+                "{what}: ... and {} more WARN/ERROR lines",
+                warnings.len() - 5
+            ));
+        }
+        for p in self.stop() {
+            notes.push(format!("{what}: {p}"));
+        }
+        resyncs
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        for p in self.stop() {
+            eprintln!("load: {p}");
+        }
+    }
+}
+
+pub(crate) fn wait_child(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// One scrape of `/metrics`.
+pub(crate) struct Metrics(HashMap<String, f64>);
+
+/// The daemon's address and an HTTP client: what a task needs to call its REST API.
+#[derive(Clone)]
+pub(crate) struct Api {
+    addr: SocketAddr,
+    http: reqwest::Client,
+}
+
+impl Api {
+    pub(crate) fn ws(&self, id: Uuid, query: &str) -> String {
+        format!("ws://{}/ws/{id}{query}", self.addr)
+    }
+
+    /// `GET /metrics`: every sample line, keyed by name and labels as written.
+    pub(crate) async fn metrics(&self) -> Result<Metrics> {
+        let url = format!("http://{}/metrics", self.addr);
+        let resp = self.http.get(&url).send().await.context("GET /metrics")?;
+        let status = resp.status();
+        let text = resp.text().await.context("reading /metrics")?;
+        if !status.is_success() {
+            bail!("GET /metrics: {status}: {text}");
+        }
+        Ok(Metrics(
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| {
+                    let (key, value) = l.rsplit_once(' ')?;
+                    Some((key.to_owned(), value.parse().ok()?))
+                })
+                .collect(),
+        ))
+    }
+
+    /// `POST /api/sessions` with our own uuid, running `assistant` in `cwd`.
+    pub(crate) async fn create(&self, id: Uuid, assistant: &str, cwd: &Path) -> Result<()> {
+        let url = format!("http://{}/api/sessions", self.addr);
+        let body = json!({ "assistant": assistant, "id": id, "cwd": cwd });
+        let resp = self.http.post(&url).json(&body).send().await;
+        let resp = resp.context("POST /api/sessions")?;
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            bail!("POST /api/sessions: {status}: {text}");
+        }
+        Ok(())
+    }
+
+    /// `DELETE /api/sessions/{id}`: ends the session (SIGHUP, SIGTERM, SIGKILL after the grace).
+    pub(crate) async fn delete(&self, id: Uuid) -> Result<()> {
+        let url = format!("http://{}/api/sessions/{id}", self.addr);
+        let resp = self.http.delete(&url).send().await;
+        let resp = resp.with_context(|| format!("DELETE /api/sessions/{id}"))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            bail!("DELETE /api/sessions/{id}: {status}: {text}");
+        }
+        Ok(())
+    }
+
+    /// `GET /api/sessions`: how many sessions the daemon holds.
+    pub(crate) async fn session_count(&self) -> Result<usize> {
+        let url = format!("http://{}/api/sessions", self.addr);
+        let resp = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .context("GET /api/sessions")?;
+        let list: Vec<serde_json::Value> = resp.json().await.context("GET /api/sessions")?;
+        Ok(list.len())
+    }
+}
+
+impl Metrics {
+    /// A sample by name (with labels, as written); 0 when absent.
+    pub(crate) fn get(&self, key: &str) -> u64 {
+        self.0.get(key).copied().unwrap_or(0.0) as u64
+    }
+
+    /// How much `key` grew since `before`.
+    pub(crate) fn since(&self, before: &Metrics, key: &str) -> u64 {
+        self.get(key).saturating_sub(before.get(key))
+    }
+}
+
+pub(crate) fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}

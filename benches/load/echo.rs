@@ -1,0 +1,299 @@
+//! echo: the 1-byte round trip through a raw-mode `cat`, from the typist and to every idle
+//! viewer, with the same on a bare PTY and through a bare relay in the same run.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+use tokio::time::timeout_at;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::bare::{bare_echo, relay_echo};
+use crate::client::{is_snapshot_chunk, on_pool, Conn, Snapshots, Tasks, Ws};
+use crate::daemon::Daemon;
+use crate::report::{fail, ms, opt, pct_us, Report};
+use crate::{Ctx, Settings};
+
+/// One echo sample, writer and all viewers.
+const ECHO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Echo round trips made before measuring (first allocations, caches, TCP windows).
+const ECHO_WARMUP: usize = 20;
+
+/// Runs echo once per `--viewers` count.
+pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
+    for &k in &s.viewers {
+        eprintln!("load: echo, {k} idle viewers, {} samples", s.samples);
+        match echo_run(ctx, k, s.samples, s.pause, &mut report.notes).await {
+            Ok(row) => report.echo.push(row),
+            Err(e) => fail(report, format!("echo with {k} viewers: {e:#}")),
+        }
+    }
+}
+
+/// Raw mode without echo: cat gets each byte as it arrives and writes it straight back, so the
+/// round trip is the daemon's (and the PTY's), not a line editor's. Run by the daemon's `echo`
+/// assistant and, for the baseline, on a bare PTY.
+pub(crate) const ECHO_SCRIPT: &str = "stty raw -echo && printf ECHO-READY && exec cat";
+
+pub(crate) struct EchoRow {
+    viewers: usize,
+    samples: usize,
+    /// Writer's round trips, sorted.
+    rtt: Vec<Duration>,
+    /// The same round trip on a bare PTY, sorted.
+    bare: Vec<Duration>,
+    /// The same round trip and time to the last viewer through a bare relay, sorted.
+    relay: Vec<Duration>,
+    relay_all: Vec<Duration>,
+    /// Send to the last viewer having the byte, sorted (empty without viewers).
+    all: Vec<Duration>,
+    /// Viewers' connect-to-ready times, sorted.
+    joins: Vec<Duration>,
+    /// Snapshots the idle viewers got after joining (resyncs; should be 0).
+    snapshots: usize,
+    daemon_resyncs: usize,
+}
+
+pub(crate) async fn echo_run(
+    ctx: &Ctx,
+    viewers: usize,
+    samples: usize,
+    pause: Duration,
+    notes: &mut Vec<String>,
+) -> Result<EchoRow> {
+    // The physical limit first, in the same run and on the same runtime as the writer.
+    let bare = bare_echo(samples, pause)
+        .await
+        .context("the bare-PTY baseline")?;
+    let (relay, relay_all) = relay_echo(ctx, viewers, samples, pause)
+        .await
+        .context("the bare-relay baseline")?;
+    let mut daemon = Daemon::start(ctx, &format!("echo-{viewers}"))?;
+    let id = daemon.new_session();
+    let mut tasks = Tasks::default();
+
+    // The writer is opened here, on the driver's runtime, not on the viewers' pool.
+    let mut writer = Conn::open(daemon.ws(id, "?assistant=echo"))
+        .await
+        .context("creating the echo session")?;
+    writer
+        .wait_text("ECHO-READY")
+        .await
+        .context("waiting for the raw-mode cat")?;
+
+    let snapshots = Arc::new(AtomicUsize::new(0));
+    let mut rxs = Vec::with_capacity(viewers);
+    let mut joins = Vec::with_capacity(viewers);
+    // One at a time, so the join times are not a thundering herd.
+    for v in 0..viewers {
+        let conn = on_pool(&ctx.echo_pool, Conn::open(daemon.ws(id, "")))
+            .await
+            .with_context(|| format!("joining idle viewer {v}"))?;
+        joins.push(conn.join_time);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = ctx
+            .echo_pool
+            .spawn(idle_viewer(conn.ws, tx, snapshots.clone()));
+        tasks.0.push(task.abort_handle());
+        rxs.push(rx);
+    }
+
+    let (rtt, all) = echo_samples(samples, pause, &mut rxs, async |i, byte, deadline| {
+        writer.send(&[byte]).await?;
+        loop {
+            match timeout_at(deadline.into(), writer.ws.next()).await {
+                Err(_) => bail!(
+                    "sample {i}: the writer got no echo of {:?} within {ECHO_TIMEOUT:?}",
+                    byte as char
+                ),
+                Ok(None) | Ok(Some(Err(_))) => bail!("sample {i}: the writer's connection closed"),
+                Ok(Some(Ok(Message::Binary(b)))) if !is_snapshot_chunk(&b) && b.contains(&byte) => {
+                    return Ok(())
+                }
+                Ok(Some(Ok(Message::Close(f)))) => bail!("sample {i}: server closed: {f:?}"),
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    })
+    .await?;
+
+    drop(tasks);
+    drop(writer);
+    let daemon_resyncs = daemon.finish(&format!("echo with {viewers} viewers"), notes);
+    joins.sort();
+    Ok(EchoRow {
+        viewers,
+        samples,
+        rtt,
+        bare,
+        relay,
+        relay_all,
+        all,
+        joins,
+        snapshots: snapshots.load(Ordering::Relaxed),
+        daemon_resyncs,
+    })
+}
+
+/// An echo run's samples, after `ECHO_WARMUP` unmeasured ones: `round_trip(sample, byte,
+/// deadline)` sends the byte and returns once the typist has its echo, then every viewer must
+/// get it too. Returns the round trips and the times to the last viewer (empty without
+/// viewers), sorted.
+pub(crate) async fn echo_samples(
+    samples: usize,
+    pause: Duration,
+    rxs: &mut [mpsc::UnboundedReceiver<(Instant, Vec<u8>)>],
+    mut round_trip: impl AsyncFnMut(usize, u8, Instant) -> Result<()>,
+) -> Result<(Vec<Duration>, Vec<Duration>)> {
+    let mut rtt = Vec::with_capacity(samples);
+    let mut all = Vec::with_capacity(samples);
+    for i in 0..ECHO_WARMUP + samples {
+        // A byte that differs from the previous sample's, so a late frame is never taken for it.
+        let byte = b'a' + (i % 26) as u8;
+        let sent = Instant::now();
+        let deadline = sent + ECHO_TIMEOUT;
+        round_trip(i, byte, deadline).await?;
+        let elapsed = sent.elapsed();
+        let last = last_arrival(rxs, byte, deadline, i).await?;
+        if i >= ECHO_WARMUP {
+            rtt.push(elapsed);
+            if let Some(last) = last {
+                all.push(last.saturating_duration_since(sent));
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+    rtt.sort();
+    all.sort();
+    Ok((rtt, all))
+}
+
+/// Waits until every viewer has a frame containing `byte`; returns when the last one got it
+/// (`None` without viewers).
+async fn last_arrival(
+    rxs: &mut [mpsc::UnboundedReceiver<(Instant, Vec<u8>)>],
+    byte: u8,
+    deadline: Instant,
+    sample: usize,
+) -> Result<Option<Instant>> {
+    let mut last: Option<Instant> = None;
+    for (v, rx) in rxs.iter_mut().enumerate() {
+        let at = loop {
+            match timeout_at(deadline.into(), rx.recv()).await {
+                Err(_) => bail!(
+                    "sample {sample}: viewer {v} did not get {:?} within {ECHO_TIMEOUT:?}",
+                    byte as char
+                ),
+                Ok(None) => bail!("sample {sample}: viewer {v}'s connection closed"),
+                Ok(Some((at, b))) if b.contains(&byte) => break at,
+                Ok(Some(_)) => {}
+            }
+        };
+        last = Some(last.map_or(at, |l| l.max(at)));
+    }
+    Ok(last)
+}
+
+/// Reads all the time, like a browser tab; reports every output frame with its arrival time.
+async fn idle_viewer(
+    mut ws: Ws,
+    tx: mpsc::UnboundedSender<(Instant, Vec<u8>)>,
+    snapshots: Arc<AtomicUsize>,
+) {
+    let mut snaps = Snapshots::default();
+    while let Some(Ok(msg)) = ws.next().await {
+        let at = Instant::now();
+        if let Message::Binary(b) = msg {
+            if is_snapshot_chunk(&b) {
+                if let Ok(Some(_)) = snaps.push(&b) {
+                    snapshots.fetch_add(1, Ordering::Relaxed);
+                }
+            } else if tx.send((at, b)).is_err() {
+                return;
+            }
+        }
+    }
+    // Dropping `tx` tells the driver this viewer is gone.
+}
+
+/// The echo table and its JSON.
+pub(crate) fn print(s: &Settings, rows: &[EchoRow], out: &mut Map<String, Value>) {
+    println!();
+    println!(
+        "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart (µs)",
+        s.samples,
+        s.pause.as_millis()
+    );
+    println!(
+        "  (all_*: to the last idle viewer, whose threads ran at nice {}; bare_*: the same cat \
+         on a bare PTY; relay_*: through a bare relay, plain TCP and two copying threads, to \
+         as many viewers)",
+        s.viewer_nice
+    );
+    println!(
+        "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
+        "viewers",
+        "p50_us",
+        "p99_us",
+        "max_us",
+        "all_p50_us",
+        "all_p99_us",
+        "bare_p50",
+        "bare_p99",
+        "relay_p50",
+        "relay_p99",
+        "relay_all99",
+        "join_p50_ms",
+        "join_max_ms",
+        "resyncs"
+    );
+    let mut json_rows = Vec::new();
+    for e in rows {
+        let join_max = e.joins.last().map(|d| d.as_micros() as u64);
+        println!(
+            "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
+            e.viewers,
+            opt(pct_us(&e.rtt, 0.5)),
+            opt(pct_us(&e.rtt, 0.99)),
+            opt(pct_us(&e.rtt, 1.0)),
+            opt(pct_us(&e.all, 0.5)),
+            opt(pct_us(&e.all, 0.99)),
+            opt(pct_us(&e.bare, 0.5)),
+            opt(pct_us(&e.bare, 0.99)),
+            opt(pct_us(&e.relay, 0.5)),
+            opt(pct_us(&e.relay, 0.99)),
+            opt(pct_us(&e.relay_all, 0.99)),
+            ms(pct_us(&e.joins, 0.5)),
+            ms(join_max),
+            e.snapshots + e.daemon_resyncs
+        );
+        json_rows.push(json!({
+            "viewers": e.viewers,
+            "samples": e.samples,
+            "p50_us": pct_us(&e.rtt, 0.5),
+            "p99_us": pct_us(&e.rtt, 0.99),
+            "max_us": pct_us(&e.rtt, 1.0),
+            "all_p50_us": pct_us(&e.all, 0.5),
+            "all_p99_us": pct_us(&e.all, 0.99),
+            "all_max_us": pct_us(&e.all, 1.0),
+            "bare_pty_p50_us": pct_us(&e.bare, 0.5),
+            "bare_pty_p99_us": pct_us(&e.bare, 0.99),
+            "bare_pty_max_us": pct_us(&e.bare, 1.0),
+            "relay_p50_us": pct_us(&e.relay, 0.5),
+            "relay_p99_us": pct_us(&e.relay, 0.99),
+            "relay_max_us": pct_us(&e.relay, 1.0),
+            "relay_all_p50_us": pct_us(&e.relay_all, 0.5),
+            "relay_all_p99_us": pct_us(&e.relay_all, 0.99),
+            "join_p50_us": pct_us(&e.joins, 0.5),
+            "join_max_us": join_max,
+            "viewer_snapshots": e.snapshots,
+            "daemon_resyncs": e.daemon_resyncs,
+            "viewer_nice": s.viewer_nice,
+        }));
+    }
+    out.insert("echo".into(), Value::Array(json_rows));
+}

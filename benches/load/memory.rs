@@ -1,0 +1,230 @@
+//! memory: the daemon's RSS idle, per idle session and per idle viewer, each read once it
+//! has settled.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::time::timeout_at;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::client::{Conn, Tasks, Ws, STEP_TIMEOUT};
+use crate::daemon::Daemon;
+use crate::procfs::MemSample;
+use crate::report::{fail, round3, Report};
+use crate::{Ctx, Settings};
+
+/// Connections being opened at once, so 1000 joins are not one thundering herd.
+const CONNECT_CONCURRENCY: usize = 50;
+
+/// Runs `--mem-sessions` idle sessions, then `--mem-viewers` idle viewers.
+pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
+    eprintln!(
+        "load: memory, {} idle sessions, {} idle viewers",
+        s.mem_sessions, s.mem_viewers
+    );
+    match memory_run(ctx, s.mem_sessions, s.mem_viewers, &mut report.notes).await {
+        Ok(row) => report.memory = Some(row),
+        Err(e) => fail(report, format!("memory: {e:#}")),
+    }
+}
+
+pub(crate) struct MemoryRow {
+    idle: MemSample,
+    sessions: usize,
+    with_sessions: MemSample,
+    viewers: usize,
+    /// With the viewers' session up and nobody in it.
+    before_viewers: MemSample,
+    with_viewers: MemSample,
+    /// Time to connect every viewer, `CONNECT_CONCURRENCY` at a time.
+    connect_seconds: f64,
+    daemon_resyncs: usize,
+}
+
+impl MemoryRow {
+    fn per_session_kib(&self) -> f64 {
+        self.with_sessions.rss_kib.saturating_sub(self.idle.rss_kib) as f64 / self.sessions as f64
+    }
+
+    fn per_viewer_kib(&self) -> f64 {
+        self.with_viewers
+            .rss_kib
+            .saturating_sub(self.before_viewers.rss_kib) as f64
+            / self.viewers as f64
+    }
+
+    fn per_viewer_anon_kib(&self) -> f64 {
+        self.with_viewers
+            .anon_kib
+            .saturating_sub(self.before_viewers.anon_kib) as f64
+            / self.viewers as f64
+    }
+}
+
+/// The daemon's RSS idle, with `sessions` idle sessions, and with `viewers` idle viewers of one
+/// more session; every figure read once RSS has settled.
+async fn memory_run(
+    ctx: &Ctx,
+    sessions: usize,
+    viewers: usize,
+    notes: &mut Vec<String>,
+) -> Result<MemoryRow> {
+    // Each viewer is a socket here and one in the daemon, which has the same limit as we do.
+    let needed = viewers as u64 + 256;
+    if let Some(limit) = ctx.nofile.filter(|&l| l < needed) {
+        bail!("the open-file limit is {limit}; {viewers} viewers need about {needed}");
+    }
+    let mut daemon = Daemon::start(ctx, "memory")?;
+    let idle = daemon.settled_memory().await?;
+
+    let mut ids = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let id = daemon
+            .create_session("idle")
+            .await
+            .with_context(|| format!("creating idle session {i}"))?;
+        ids.push(id);
+    }
+    let limit = STEP_TIMEOUT + Duration::from_millis(50 * sessions as u64);
+    daemon.wait_running(&ids, "sleep", limit).await?;
+    let with_sessions = daemon.settled_memory().await?;
+
+    // The viewers' session is one more idle one, counted in their baseline.
+    let id = daemon.create_session("idle").await?;
+    daemon.wait_running(&[id], "sleep", STEP_TIMEOUT).await?;
+    let before_viewers = daemon.settled_memory().await?;
+
+    let mut tasks = Tasks::default();
+    let gate = Arc::new(Semaphore::new(CONNECT_CONCURRENCY));
+    // Viewers dropped or sent an error after joining: none expected.
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let start = Instant::now();
+    for v in 0..viewers {
+        let (url, gate, tx, dropped) =
+            (daemon.ws(id, ""), gate.clone(), tx.clone(), dropped.clone());
+        let task = ctx.pool.spawn(async move {
+            let joined = async {
+                let _permit = gate.acquire_owned().await?;
+                Conn::open(url).await
+            }
+            .await;
+            match joined {
+                Ok(conn) => {
+                    let _ = tx.send(Ok(()));
+                    idle_reader(conn.ws, dropped).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow!("viewer {v}: {e:#}")));
+                }
+            }
+        });
+        tasks.0.push(task.abort_handle());
+    }
+    drop(tx);
+    let limit = STEP_TIMEOUT + Duration::from_millis(50 * viewers as u64);
+    for joined in 0..viewers {
+        match timeout_at((start + limit).into(), rx.recv()).await {
+            Err(_) => bail!("{joined} of {viewers} viewers joined within {limit:?}"),
+            Ok(None) => bail!("a viewer task ended without reporting"),
+            Ok(Some(result)) => result?,
+        }
+    }
+    let connect_seconds = start.elapsed().as_secs_f64();
+    daemon
+        .wait_viewer_gauge(viewers as u64, STEP_TIMEOUT)
+        .await?;
+    let with_viewers = daemon.settled_memory().await?;
+    let dropped = dropped.load(Ordering::Relaxed);
+    if dropped > 0 {
+        bail!("{dropped} idle viewers were dropped or sent an error");
+    }
+
+    drop(tasks);
+    let daemon_resyncs = daemon.finish("memory", notes);
+    Ok(MemoryRow {
+        idle,
+        sessions,
+        with_sessions,
+        viewers,
+        before_viewers,
+        with_viewers,
+        connect_seconds,
+        daemon_resyncs,
+    })
+}
+
+/// Reads everything (status updates as others join), like an open browser tab; counts itself in
+/// `dropped` if the connection ends or the server sends an error.
+async fn idle_reader(mut ws: Ws, dropped: Arc<AtomicUsize>) {
+    while let Some(Ok(msg)) = ws.next().await {
+        match msg {
+            Message::Text(t) if t.contains("\"error\"") => break,
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    dropped.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The memory table and its JSON.
+pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
+    println!();
+    println!(
+        "memory: daemon RSS in KiB once settled (anon: of which heap and stacks); viewers idle \
+         in one idle session, joined {CONNECT_CONCURRENCY} at a time"
+    );
+    println!(
+        "{:>9} {:>8} {:>10} {:>11} {:>8} {:>10} {:>11} {:>16} {:>9} {:>7}",
+        "idle_kib",
+        "sessions",
+        "total_kib",
+        "per_session",
+        "viewers",
+        "total_kib",
+        "per_viewer",
+        "per_viewer_anon",
+        "connect_s",
+        "threads"
+    );
+    println!(
+        "{:>9} {:>8} {:>10} {:>11.1} {:>8} {:>10} {:>11.1} {:>16.1} {:>9.2} {:>7}",
+        m.idle.rss_kib,
+        m.sessions,
+        m.with_sessions.rss_kib,
+        m.per_session_kib(),
+        m.viewers,
+        m.with_viewers.rss_kib,
+        m.per_viewer_kib(),
+        m.per_viewer_anon_kib(),
+        m.connect_seconds,
+        m.with_viewers.threads
+    );
+    out.insert(
+        "memory".into(),
+        json!({
+            "idle_rss_kib": m.idle.rss_kib,
+            "idle_anon_kib": m.idle.anon_kib,
+            "sessions": m.sessions,
+            "sessions_rss_kib": m.with_sessions.rss_kib,
+            "per_session_kib": (m.per_session_kib() * 10.0).round() / 10.0,
+            "viewers": m.viewers,
+            "viewers_base_rss_kib": m.before_viewers.rss_kib,
+            "viewers_rss_kib": m.with_viewers.rss_kib,
+            "per_viewer_kib": (m.per_viewer_kib() * 10.0).round() / 10.0,
+            "per_viewer_anon_kib": (m.per_viewer_anon_kib() * 10.0).round() / 10.0,
+            "viewers_connect_seconds": round3(m.connect_seconds),
+            "threads": {
+                "idle": m.idle.threads,
+                "sessions": m.with_sessions.threads,
+                "viewers": m.with_viewers.threads,
+            },
+            "daemon_resyncs": m.daemon_resyncs,
+        }),
+    );
+}
