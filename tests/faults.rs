@@ -78,34 +78,6 @@ async fn delete_session(d: &Daemon, id: Uuid) {
     assert_eq!(r.status(), 204);
 }
 
-/// An upgraded raw connection to a session (as in tests/reliability.rs), so the test can stop
-/// in the middle of a frame or drop the socket without a close frame.
-async fn raw_ws(d: &Daemon, id: Uuid) -> TcpStream {
-    let mut s = TcpStream::connect(d.addr).await.expect("connect");
-    let req = format!(
-        "GET /ws/{id} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        d.addr
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut b = [0u8; 1];
-        let n = tokio::time::timeout(TIMEOUT, s.read(&mut b))
-            .await
-            .expect("handshake in time")
-            .expect("read");
-        assert!(n == 1, "closed during the handshake");
-        head.push(b[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
-    s
-}
-
 fn upload_frame(name: &[u8], data: &[u8]) -> Vec<u8> {
     let mut f = vec![0x01, (name.len() >> 8) as u8, name.len() as u8];
     f.extend_from_slice(name);
@@ -313,7 +285,7 @@ async fn a_viewer_vanishing_mid_frame_or_mid_flood_disturbs_nobody() {
     wait_viewers(&d, id, 2).await;
 
     // Half of a masked binary frame (it announces 100 bytes, 50 come), then the socket drops.
-    let mut half = raw_ws(&d, id).await;
+    let mut half = common::raw_ws(&d, id).await;
     wait_viewers(&d, id, 3).await;
     let mut f = vec![0x82, 0x80 | 100, 1, 2, 3, 4];
     f.extend(std::iter::repeat_n(b'x' ^ 1, 50));
@@ -326,7 +298,7 @@ async fn a_viewer_vanishing_mid_frame_or_mid_flood_disturbs_nobody() {
     // A viewer that drops (unread data in its buffer: a reset, no close frame) while a flood is
     // being sent to it. The flood (about 300 MB, stopped with Ctrl-C below) outlasts the drop,
     // so the daemon is writing to it when it goes.
-    let mut flooded = raw_ws(&d, id).await;
+    let mut flooded = common::raw_ws(&d, id).await;
     wait_viewers(&d, id, 3).await;
     owner
         .type_str("for i in $(seq 20); do seq 1 2000000; done\r")
@@ -746,7 +718,7 @@ async fn sigterm_mid_flood_ends_cleanly() {
     let mut watcher = Client::connect(&d.ws(id, "?assistant=shell")).await;
     watcher.wait_screen("$ ").await;
     // A flood that never ends by itself, plus a viewer that reads nothing while it runs.
-    let mut stalled = raw_ws(&d, id).await;
+    let mut stalled = common::raw_ws(&d, id).await;
     watcher
         .type_str("yes 'flood line, flood line, flood line'\r")
         .await;

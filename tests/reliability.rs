@@ -230,33 +230,6 @@ async fn idle_connections_are_closed_and_never_lock_out_a_real_client() {
     ws[0].run("echo ok-$((6*7))", "ok-42").await;
 }
 
-/// An upgraded raw connection to a session, for frames no WebSocket library would send.
-async fn raw_ws(d: &Daemon, id: Uuid) -> TcpStream {
-    let mut s = TcpStream::connect(d.addr).await.expect("connect");
-    let req = format!(
-        "GET /ws/{id} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        d.addr
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut b = [0u8; 1];
-        let n = tokio::time::timeout(TIMEOUT, s.read(&mut b))
-            .await
-            .expect("handshake in time")
-            .expect("read");
-        assert!(n == 1, "closed during the handshake");
-        head.push(b[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
-    s
-}
-
 /// Reads server frames until a close frame; returns its code (None: the TCP connection ended
 /// without one).
 async fn close_code(s: &mut TcpStream) -> Option<u16> {
@@ -340,12 +313,12 @@ async fn websocket_protocol_violations_get_close_1002() {
         ("continuation without a message", frame(0x80, b"x", true)),
     ];
     for (what, bytes) in cases {
-        let mut s = raw_ws(&d, id).await;
+        let mut s = common::raw_ws(&d, id).await;
         s.write_all(&bytes).await.expect("write");
         assert_eq!(close_code(&mut s).await, Some(1002), "{what}");
     }
     // A well-formed close is answered with its own code.
-    let mut s = raw_ws(&d, id).await;
+    let mut s = common::raw_ws(&d, id).await;
     s.write_all(&frame(0x88, &1000u16.to_be_bytes(), true))
         .await
         .expect("write");

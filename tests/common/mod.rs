@@ -543,3 +543,35 @@ pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
     std::fs::write(&p, contents).expect("write");
     p
 }
+
+/// An upgraded raw TCP connection to a session, for frames no WebSocket library would send, a
+/// frame stopped half way, or a socket dropped without a close frame.
+pub async fn raw_ws(d: &Daemon, id: Uuid) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /ws/{id} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        d.addr
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes())
+        .await
+        .expect("write");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        let n = tokio::time::timeout(TIMEOUT, tokio::io::AsyncReadExt::read(&mut s, &mut b))
+            .await
+            .expect("handshake in time")
+            .expect("read");
+        assert!(n == 1, "closed during the handshake");
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s
+}
