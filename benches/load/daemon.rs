@@ -265,21 +265,7 @@ impl Daemon {
 
     /// The daemon's memory now, from /proc/<pid>/status.
     pub(crate) fn memory(&self) -> Result<MemSample> {
-        let pid = self.pid().context("daemon not running")?;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .context("reading the daemon's /proc status")?;
-        let field = |name: &str| -> Result<u64> {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .with_context(|| format!("no {name} in /proc/{pid}/status"))
-        };
-        Ok(MemSample {
-            rss_kib: field("VmRSS")?,
-            anon_kib: field("RssAnon")?,
-            threads: field("Threads")?,
-        })
+        crate::procfs::mem_sample(self.pid().context("daemon not running")?)
     }
 
     /// The memory once RSS stops moving (queued writes drained, lazy allocations done), or after

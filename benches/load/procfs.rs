@@ -213,3 +213,21 @@ pub(crate) fn children(pid: i32) -> Vec<(i32, char)> {
         })
         .collect()
 }
+
+/// A process's memory and threads now, from /proc/<pid>/status.
+pub(crate) fn mem_sample(pid: i32) -> Result<MemSample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status (has the daemon died?)"))?;
+    let field = |name: &str| -> Result<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))
+    };
+    Ok(MemSample {
+        rss_kib: field("VmRSS")?,
+        anon_kib: field("RssAnon")?,
+        threads: field("Threads")?,
+    })
+}

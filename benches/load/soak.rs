@@ -393,7 +393,7 @@ async fn phase(
 
 /// Reads the daemon's memory, fds, threads and processes now.
 async fn sample(api: &Api, env: &Env, pid: i32, start: Instant) -> Result<Sample> {
-    let mem = mem_sample(pid)?;
+    let mem = crate::procfs::mem_sample(pid)?;
     let fds = fd_count(pid)?;
     let ours = lock(&env.sessions).clone();
     let metrics = api.metrics().await?;
@@ -407,23 +407,6 @@ async fn sample(api: &Api, env: &Env, pid: i32, start: Instant) -> Result<Sample
         sessions: metrics.get("ptyhub_sessions{state=\"running\"}")
             + metrics.get("ptyhub_sessions{state=\"exited\"}"),
         viewers: metrics.get("ptyhub_viewers"),
-    })
-}
-
-fn mem_sample(pid: i32) -> Result<MemSample> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status (has the daemon died?)"))?;
-    let field = |name: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .with_context(|| format!("no {name} in /proc/{pid}/status"))
-    };
-    Ok(MemSample {
-        rss_kib: field("VmRSS")?,
-        anon_kib: field("RssAnon")?,
-        threads: field("Threads")?,
     })
 }
 
@@ -478,7 +461,7 @@ async fn quiesce(env: &Env, daemon: &Daemon, pid: i32, base: Option<&Quiet>) -> 
     let mut last = None;
     let mut steady_since = Instant::now();
     let (fds, _threads) = loop {
-        let now = (fd_count(pid)?, mem_sample(pid)?.threads);
+        let now = (fd_count(pid)?, crate::procfs::mem_sample(pid)?.threads);
         if last != Some(now) {
             last = Some(now);
             steady_since = Instant::now();
