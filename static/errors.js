@@ -1,4 +1,4 @@
-// Server `error` messages and WebSocket close codes, put into words a person understands.
+// Server `error` messages, WebSocket close codes and refused session addresses, put into words a person understands.
 
 import { UNAUTHORISED, capitalise } from './api.js';
 
@@ -53,6 +53,50 @@ export function createFailedText(message) {
     return 'This session does not exist any more. It may have been ended, or removed some time after its program exited.';
   }
   return `The session could not be started: ${sentence(message) || 'the server gave no reason'}.`;
+}
+
+/**
+ * What a closed connection means for the terminal page, from its close code and reason:
+ * - `{ended: true}`: the session was ended (4003);
+ * - `{fatal: [title, text]}`: there is nothing to reconnect to;
+ * - `{}`: the program has already exited, so nothing new would come: no reconnect;
+ * - `{retry: true, why}`: reconnect; `why` (may be '') tells the reader what happened.
+ * `notice` ([kind, text]), when set, is worth a toast.
+ */
+export function closeMeaning({ code, reason }, { exited, lastError }) {
+  if (code === CLOSE.ENDED) return { ended: true };
+  if (code === CLOSE.CREATE_FAILED) {
+    const message = lastError?.code === 'session_create_failed' ? lastError.message : reason;
+    return { fatal: ['This session cannot be opened', createFailedText(message)] };
+  }
+  if (code === CLOSE.UNAUTHORISED) {
+    // Also a revoked or expired share link, which the reason says.
+    let text = UNAUTHORISED;
+    if (/share link revoked/i.test(reason)) text = 'This share link was revoked. Ask whoever shared it for a new one.';
+    else if (/share link expired/i.test(reason)) text = 'This share link has expired. Ask whoever shared it for a new one.';
+    return { fatal: ['Not authorised', text] };
+  }
+  if (exited) {
+    return code === CLOSE.GOING_AWAY ? { notice: ['info', 'ptyhub was stopped, and with it this session.'] } : {};
+  }
+  const out = { retry: true, why: '' };
+  if (code === CLOSE.TOO_BIG) {
+    out.notice = ['error', 'The server closed the connection because a message was too big for it (a file over its upload limit?). Reconnecting.'];
+  }
+  if (code === CLOSE.GOING_AWAY) out.why = 'ptyhub stopped or restarted.';
+  if (code === CLOSE.TRY_LATER) out.why = 'This session has as many viewers as it allows.';
+  return out;
+}
+
+/**
+ * Why the API refused this session's address (after a connection that never opened), as
+ * [title, text]; null when retrying may still get in. `creating`: the page would create the session.
+ */
+export function refusalText(httpStatus, creating) {
+  if (httpStatus === 401) return ['Not authorised', UNAUTHORISED];
+  if (httpStatus === 403) return ['No access', 'The link this page was opened with does not give access to this session.'];
+  if (httpStatus === 404 && !creating) return ['This session cannot be opened', createFailedText('no session with this id')];
+  return null;
 }
 
 /** A server message as the end of a sentence: without its own final full stop. */

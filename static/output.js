@@ -15,7 +15,7 @@ export const ACK_EVERY = 256 * 1024;
 export class OutputPipe {
   /**
    * @param {import('./vendor/xterm/xterm.mjs').Terminal} term
-   * @param {object} on  ack(bytes): flow-control acknowledgement; output(bytes): live output seen (for the UI)
+   * @param {object} on  ack(bytes): flow-control acknowledgement
    */
   constructor(term, on) {
     this.term = term;
@@ -128,7 +128,6 @@ export class OutputPipe {
   writeLive(bytes) {
     const epoch = this.epoch;
     const n = bytes.length;
-    this.on.output?.(bytes);
     this.term.write(bytes, () => {
       if (epoch !== this.epoch) return;
       this.drawn += n;

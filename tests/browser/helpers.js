@@ -21,6 +21,12 @@ export const WAIT = 30000;
 /** The daemon token of every test daemon; pages get it the way people do, from a `?token=` link. */
 export const TOKEN = 'browser-test-token-0123456789abcdef';
 
+/**
+ * The test "agent": prints `agent-WORD`, then idles. Asked to stop (SIGTERM) it takes a second to
+ * go, as a real assistant saving its state would, so a YOLO restart lasts long enough to be seen.
+ */
+const agent = (word) => JSON.stringify(['bash', '-c', `trap 'sleep 1; exit 0' TERM; echo agent-${word}; while :; do sleep 0.2; done`]);
+
 // A quiet shell (no rc files, a fixed "$ " prompt) and a YOLO-capable test "agent" made of shell scripts.
 const CONFIG = `
 [session]
@@ -33,9 +39,9 @@ env = { PS1 = "$ ", HISTFILE = "/dev/null" }
 
 [assistants.agent]
 name = "Agent"
-command = ["bash", "-c", "echo agent-start; exec cat"]
-resume = ["bash", "-c", "echo agent-resume; exec cat"]
-yolo = ["bash", "-c", "echo agent-yolo; exec cat"]
+command = ${agent('start')}
+resume = ${agent('resume')}
+yolo = ${agent('yolo')}
 
 [assistants.missing]
 name = "Missing"

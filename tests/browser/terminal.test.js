@@ -249,30 +249,74 @@ describe('terminal page', () => {
     await p.close();
   });
 
-  it('the YOLO button restarts the agent and shows the mode', async () => {
+  it('the YOLO button restarts the agent; every page shows "restarting…" exactly while the status says so', async () => {
+    const id = newId();
     const p = await page();
-    await openSession(p, daemon.url, newId(), 'agent');
+    await openSession(p, daemon.url, id, 'agent');
     await waitForScreen(p, /^agent-start$/m);
-    const yolo = p.locator('#yolo');
-    await yolo.waitFor({ state: 'visible', timeout: WAIT });
-    assert.equal(await yolo.getAttribute('aria-pressed'), 'false');
-    await yolo.click();
+    // A second viewer, who never clicks: only the server's status messages can tell it about the restart.
+    const q = await page();
+    await openSession(q, daemon.url, id);
+    for (const x of [p, q]) {
+      await x.locator('#yolo').waitFor({ state: 'visible', timeout: WAIT });
+      assert.equal(await x.locator('#yolo').getAttribute('aria-pressed'), 'false');
+    }
+    await settled(p);
+    await settled(q);
+    // On q, every change of the button's label, with the `restarting` of the last status q got.
+    await q.evaluate(() => {
+      const log = (window.yoloLog = []);
+      let restarting = null;
+      const on = window.ptyhub.conn.on;
+      const message = on.message;
+      on.message = (msg) => {
+        if (msg?.type === 'status') restarting = msg.restarting;
+        message(msg);
+      };
+      const label = document.querySelector('#yolo .yolo-state');
+      const record = () => log.push({ text: label.textContent, restarting });
+      new MutationObserver(record).observe(label, { childList: true, characterData: true, subtree: true });
+    });
+    const yoloState = (x, text) =>
+      x.waitForFunction(
+        (t) => {
+          const b = document.getElementById('yolo');
+          const busy = t === 'restarting…';
+          return b.querySelector('.yolo-state').textContent === t && b.classList.contains('busy') === busy && b.disabled === busy;
+        },
+        text,
+        { timeout: WAIT },
+      );
+
+    await p.locator('#yolo').click();
     await waitForScreen(p, /Switching YOLO mode ON/);
-    await waitForScreen(p, /^agent-yolo$/m);
-    await p.waitForFunction(
-      () => {
-        const b = document.getElementById('yolo');
-        return b.getAttribute('aria-pressed') === 'true' && !b.classList.contains('busy') && !b.disabled;
-      },
-      null,
-      { timeout: WAIT },
-    );
-    assert.equal(await yolo.locator('.yolo-state').textContent(), 'on');
+    // The old agent takes a second to stop: meanwhile both pages say it is restarting.
+    await yoloState(p, 'restarting…');
+    await yoloState(q, 'restarting…');
+    assert.equal(await q.evaluate(() => window.ptyhub.state.status.restarting), true);
+    await shot(q, 'yolo-restarting');
+    await waitForScreen(q, /^agent-yolo$/m);
+    for (const x of [p, q]) {
+      await yoloState(x, 'on');
+      assert.equal(await x.locator('#yolo').getAttribute('aria-pressed'), 'true');
+    }
+    assert.equal(await q.evaluate(() => window.ptyhub.state.status.restarting), false);
     await shot(p, 'yolo-on');
-    await yolo.click();
+    const log = await q.evaluate(() => window.yoloLog);
+    for (const entry of log) assert.equal(entry.text === 'restarting…', entry.restarting === true, JSON.stringify(log));
+    const labels = log.map((e) => e.text).filter((t, i, all) => i === 0 || all[i - 1] !== t);
+    while (labels[0] === 'off') labels.shift(); // statuses before the click
+    assert.deepEqual(labels, ['restarting…', 'on']);
+
+    await p.locator('#yolo').click();
+    await yoloState(q, 'restarting…');
     await waitForScreen(p, /^agent-resume$/m);
-    await p.waitForFunction(() => document.getElementById('yolo').getAttribute('aria-pressed') === 'false', null, { timeout: WAIT });
+    for (const x of [p, q]) {
+      await yoloState(x, 'off');
+      assert.equal(await x.locator('#yolo').getAttribute('aria-pressed'), 'false');
+    }
     assert.deepEqual(p.errors, []);
+    assert.deepEqual(q.errors, []);
   });
 
   it('a read-only share link watches and chats but cannot type; revoking it is explained', async () => {
