@@ -242,7 +242,11 @@ fn print_sizes() {
     );
     for snap in SNAPSHOTS {
         let model = snap.model();
-        let encoded = ptyhub::session::snapshot::encode(&model, SCROLLBACK);
+        let encoded = ptyhub::session::snapshot::encode(
+            &model,
+            SCROLLBACK,
+            ptyhub::protocol::swe::SNAPSHOT_LIMIT,
+        );
         println!(
             "snapshot {snap}: ansi {} B, gzip {} B, {} scrollback lines",
             encoded.ansi_len,
@@ -337,10 +341,19 @@ mod snapshot {
     #[divan::bench(args = SNAPSHOTS)]
     fn encode(bencher: Bencher, snap: Snap) {
         let model = snap.model();
-        let len = ptyhub::session::snapshot::encode(&model, SCROLLBACK).ansi_len;
-        bencher
-            .counter(BytesCount::new(len))
-            .bench_local(|| ptyhub::session::snapshot::encode(black_box(&model), SCROLLBACK));
+        let len = ptyhub::session::snapshot::encode(
+            &model,
+            SCROLLBACK,
+            ptyhub::protocol::swe::SNAPSHOT_LIMIT,
+        )
+        .ansi_len;
+        bencher.counter(BytesCount::new(len)).bench_local(|| {
+            ptyhub::session::snapshot::encode(
+                black_box(&model),
+                SCROLLBACK,
+                ptyhub::protocol::swe::SNAPSHOT_LIMIT,
+            )
+        });
     }
 }
 

@@ -170,6 +170,7 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
         assistant: request.assistant,
         name: request.name,
         cwd: request.cwd,
+        screen: true,
     };
     match state.registry.get_or_create(spec) {
         Ok(Found::Created(h)) => json(StatusCode::CREATED, &h.info()),

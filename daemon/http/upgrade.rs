@@ -75,6 +75,7 @@ pub(super) fn websocket(
                     assistant,
                     name: q.name.clone(),
                     cwd: q.cwd.as_ref().map(PathBuf::from),
+                    screen: true,
                 })
                 .map(Found::handle)
                 .map_err(|e| e.to_string()),

@@ -69,6 +69,9 @@ pub trait Dialect: Send + Sync + 'static {
     fn output_ranges(data: &[u8]) -> impl Iterator<Item = Range<usize>>
     where
         Self: Sized;
+    /// The largest gzip stream this dialect can carry as one snapshot; the session trims
+    /// scrollback to fit it.
+    fn snapshot_limit(&self) -> usize;
     /// A snapshot (gzip of the screen's ANSI) as binary messages; empty when it cannot be sent.
     fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>>;
     /// The close code and reason that tell the client why its session ended.

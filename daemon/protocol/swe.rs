@@ -21,6 +21,8 @@ pub const MAX_SNAPSHOT_PAYLOAD: usize = 8 * 1024;
 
 /// Most chunks one snapshot may take: `index` and `total` are single bytes on the wire.
 pub const MAX_SNAPSHOT_CHUNKS: usize = 255;
+/// The largest gzip stream one snapshot can be in this dialect.
+pub const SNAPSHOT_LIMIT: usize = MAX_SNAPSHOT_PAYLOAD * MAX_SNAPSHOT_CHUNKS;
 
 /// First byte of a client binary resize frame.
 const RESIZE: u8 = 0x00;
@@ -490,8 +492,12 @@ impl Dialect for Swe {
         output_frame_ranges(data)
     }
 
+    fn snapshot_limit(&self) -> usize {
+        SNAPSHOT_LIMIT
+    }
+
     fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>> {
-        // The session keeps the stream within what 255 chunks hold; an empty list would mean a
+        // The session keeps the stream within `snapshot_limit`; an empty list would mean a
         // bug there, and the viewer then just goes on with live output.
         snapshot_frames(gzip).unwrap_or_default()
     }

@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
-use tokio::sync::{mpsc, oneshot, watch};
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 use uuid::Uuid;
 
+use super::phase::Phase;
+use super::pty::PtyMaster;
 use super::*;
 use crate::config::{Assistant, Config};
 
@@ -27,25 +28,18 @@ pub(super) struct ViewerEntry {
     pub(super) expected: queries::Expected,
 }
 
-/// The running program, while there is one.
+/// The program and its PTY, while there is one.
 #[derive(Default)]
 pub(super) struct Proc {
-    pub(super) child: Option<tokio::process::Child>,
+    /// Reports the program's exit; gone once it has.
+    pub(super) exit: Option<process::ExitWatch>,
     pub(super) pid: i32,
-    pub(super) reader: Option<pty_process::OwnedReadPty>,
+    /// The PTY master, for reading; gone at EOF.
+    pub(super) reader: Option<PtyMaster>,
     pub(super) input: Option<mpsc::UnboundedSender<PtyInput>>,
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     pub(super) answers_queued: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) size: Option<watch::Sender<(u16, u16)>>,
-    /// How it ended, once it has (its PTY may still be draining).
-    pub(super) status: Option<ExitInfo>,
-    /// Stop waiting for output after the program's exit at this instant.
-    pub(super) drain_until: Option<Instant>,
-}
-
-pub(super) struct Ending {
-    pub(super) reason: EndReason,
-    pub(super) waiters: Vec<oneshot::Sender<()>>,
 }
 
 pub(super) struct Session {
@@ -61,10 +55,10 @@ pub(super) struct Session {
     pub(super) cwd: PathBuf,
     pub(super) created_at: SystemTime,
     pub(super) yolo_mode: bool,
-    /// The screen model, on its own thread.
-    pub(super) screen: ScreenThread,
+    /// The screen model, on its own thread (none for a pipe-mode stream).
+    pub(super) screen: Option<ScreenThread>,
     /// The model's answers to terminal queries, for the program.
-    pub(super) answers: screen_thread::Answers,
+    pub(super) answers: Option<screen_thread::Answers>,
     /// Finds queries in the output before it is published, so replies are expected in time.
     pub(super) scan: queries::QueryScan,
     /// Whether the program has drawn anything yet.
@@ -75,41 +69,47 @@ pub(super) struct Session {
     pub(super) viewers: HashMap<ViewerId, ViewerEntry>,
     pub(super) size: (u16, u16),
     pub(super) proc: Proc,
-    pub(super) exit: Option<ExitInfo>,
-    /// When the session last became exited-and-unwatched, for reaping.
-    pub(super) idle_since: Instant,
-    pub(super) ending: Option<Ending>,
+    /// Where the program is in its life, and so the session.
+    pub(super) phase: Phase,
     /// The pid of the latest program, kept after it exits: its leftovers are found through it.
     pub(super) last_pid: i32,
-    /// Set while the agent is being restarted (YOLO toggle).
-    pub(super) restarting: bool,
-    /// SIGKILL whatever is left of the program at this instant (ending or restarting).
-    pub(super) kill_at: Option<Instant>,
     pub(super) chat: std::collections::VecDeque<ChatLine>,
     pub(super) info: watch::Sender<SessionInfo>,
+    /// Called once, when the session has ended.
     pub(super) on_end: Option<OnEnd>,
     pub(super) ended: CancellationToken,
-    pub(super) read_buf: BytesMut,
+    pub(super) read_buf: Vec<u8>,
 }
 
 pub(super) async fn read_pty(
-    reader: &mut Option<pty_process::OwnedReadPty>,
-    buf: &mut BytesMut,
+    reader: &Option<PtyMaster>,
+    buf: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
     match reader {
-        Some(r) => {
-            buf.reserve(READ_CHUNK);
-            r.read_buf(buf).await
-        }
+        Some(r) => r.read(buf, READ_CHUNK).await,
         None => std::future::pending().await,
     }
 }
 
-pub(super) async fn wait_child(
-    child: &mut Option<tokio::process::Child>,
-) -> std::io::Result<std::process::ExitStatus> {
-    match child {
-        Some(c) => c.wait().await,
+pub(super) async fn wait_exit(exit: &mut Option<process::ExitWatch>) -> std::io::Result<ExitInfo> {
+    match exit {
+        Some(watch) => watch.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) async fn recv_answers(
+    answers: &mut Option<screen_thread::Answers>,
+) -> Option<Vec<(queries::Query, Vec<u8>)>> {
+    match answers {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) async fn screen_room(screen: &Option<ScreenThread>) {
+    match screen {
+        Some(screen) => screen.room().await,
         None => std::future::pending().await,
     }
 }
@@ -126,17 +126,16 @@ impl Session {
         let (input_tx, input_rx) = mpsc::unbounded_channel();
         let (size_tx, size_rx) = watch::channel(self.size);
         self.last_pid = spawned.pid;
-        tokio::spawn(pty_writer(spawned.writer, input_rx, size_rx));
+        tokio::spawn(pty_writer(spawned.pty.clone(), input_rx, size_rx));
         self.proc = Proc {
-            child: Some(spawned.child),
+            exit: Some(spawned.exit),
             pid: spawned.pid,
-            reader: Some(spawned.reader),
+            reader: Some(spawned.pty),
             input: Some(input_tx),
             answers_queued: Default::default(),
             size: Some(size_tx),
-            status: None,
-            drain_until: None,
         };
+        self.phase = Phase::Running;
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
@@ -148,21 +147,21 @@ impl Session {
                     // Every handle is gone: nobody can reach this session any more.
                     None => self.begin_end(EndReason::Deleted, None),
                 },
-                read = read_pty(&mut self.proc.reader, &mut self.read_buf), if self.screen.has_room() => {
+                read = read_pty(&self.proc.reader, &mut self.read_buf), if self.parser_has_room() => {
                     self.on_read(read)
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
-                _ = self.screen.room(), if !self.screen.has_room() => {}
-                Some(found) = self.answers.recv() => self.answer_queries(found),
-                status = wait_child(&mut self.proc.child) => self.on_child_exit(status),
-                _ = sleep_until(self.proc.drain_until) => self.finish_exit(),
-                _ = sleep_until(self.kill_at) => self.kill_now(),
+                _ = screen_room(&self.screen), if !self.parser_has_room() => {}
+                Some(found) = recv_answers(&mut self.answers) => self.answer_queries(found),
+                status = wait_exit(&mut self.proc.exit) => self.on_child_exit(status),
+                _ = sleep_until(self.phase.drain_until()) => self.finish_exit(),
+                _ = sleep_until(self.phase.kill_at()) => self.kill_now(),
                 _ = sleep_until(reap_at) => {
                     info!(session = %self.id, "reaping exited session with no viewer");
                     self.begin_end(EndReason::Reaped, None);
                 }
             }
-            if self.on_end.is_none() {
+            if let Phase::Ended = self.phase {
                 break;
             }
         }
@@ -175,6 +174,7 @@ impl Session {
                 role,
                 events,
                 live,
+                snapshot_limit,
                 reply,
             } => {
                 let max = self.cfg.limits.max_viewers_per_session;
@@ -186,13 +186,17 @@ impl Session {
                 let mut join = JoinReply {
                     snapshot: None,
                     offset: self.log.head(),
-                    exit: self.exit.clone(),
+                    exit: self.phase.exit().cloned(),
                     chat: self.chat.iter().skip(chat_from).cloned().collect(),
                 };
-                if self.drawn {
+                if self.screen.is_none() {
+                    // Nothing to draw a screen from: the joiner replays what the log keeps.
+                    join.offset = self.log.start();
+                    let _ = reply.send(Ok(join));
+                } else if self.drawn {
                     // Rendered on the screen thread once it has parsed up to here.
-                    self.snapshot_then(move |snapshot, offset| {
-                        join.snapshot = Some(snapshot);
+                    self.snapshot_then(snapshot_limit, move |snapshot, offset| {
+                        join.snapshot = snapshot;
                         join.offset = offset;
                         let _ = reply.send(Ok(join));
                     });
@@ -214,8 +218,10 @@ impl Session {
             }
             Command::Leave { viewer } => {
                 if self.viewers.remove(&viewer).is_some() {
-                    if self.viewers.is_empty() {
-                        self.idle_since = Instant::now();
+                    if let (true, Phase::Exited { idle_since, .. }) =
+                        (self.viewers.is_empty(), &mut self.phase)
+                    {
+                        *idle_since = Instant::now();
                     }
                     if !self.apply_size() {
                         self.broadcast_status();
@@ -236,7 +242,10 @@ impl Session {
                     self.apply_size();
                 }
             }
-            Command::Resync { reply } => self.snapshot_then(move |snapshot, offset| {
+            Command::Resync {
+                snapshot_limit,
+                reply,
+            } => self.snapshot_then(snapshot_limit, move |snapshot, offset| {
                 let _ = reply.send(Resync { snapshot, offset });
             }),
             Command::Chat {
@@ -297,8 +306,19 @@ impl Session {
     /// the actor (on the screen thread), and hands it to `done` with the exact log offset it
     /// belongs to: the model has consumed every byte before it (bytes it holds back, an
     /// incomplete escape sequence, are streamed instead).
-    pub(super) fn snapshot_then(&self, done: impl FnOnce(EncodedSnapshot, u64) + Send + 'static) {
-        self.screen.snapshot(self.log.head(), Box::new(done));
+    pub(super) fn snapshot_then(
+        &self,
+        limit: usize,
+        done: impl FnOnce(Option<EncodedSnapshot>, u64) + Send + 'static,
+    ) {
+        match &self.screen {
+            Some(screen) => screen.snapshot(
+                self.log.head(),
+                limit,
+                Box::new(move |snapshot, offset| done(Some(snapshot), offset)),
+            ),
+            None => done(None, self.log.start()),
+        }
     }
 
     /// Publishes output: to the screen thread, to the log, and to the viewers (straight onto
@@ -318,7 +338,9 @@ impl Session {
         self.drawn = true;
         let start = self.log.head();
         self.log.append(chunk.clone());
-        self.screen.output(chunk.clone());
+        if let Some(screen) = &self.screen {
+            screen.output(chunk.clone());
+        }
         let typist = self
             .typist
             .filter(|(_, at)| at.elapsed() < TYPIST_WINDOW)
@@ -348,11 +370,14 @@ impl Session {
             // EOF, or EIO once every process has closed the terminal side.
             _ => {
                 self.proc.reader = None;
-                if self.proc.status.is_some() {
-                    self.finish_exit();
-                }
+                self.finish_exit();
             }
         }
+    }
+
+    /// Whether the screen thread can take more output now (always, without a model).
+    fn parser_has_room(&self) -> bool {
+        self.screen.as_ref().is_none_or(ScreenThread::has_room)
     }
 
     pub(super) fn status(&self) -> StatusInfo {
@@ -366,7 +391,7 @@ impl Session {
             work_dir: self.cwd.display().to_string(),
             yolo_mode: self.yolo_mode,
             yolo_supported: self.assistant.yolo_supported(),
-            restarting: self.restarting,
+            restarting: self.phase.restarting(),
         }
     }
 
@@ -379,9 +404,9 @@ impl Session {
             viewers: self.viewers.len(),
             cols: self.size.1,
             rows: self.size.0,
-            alive: self.exit.is_none(),
-            exit_code: self.exit.as_ref().map(|e| e.code),
-            exit_signal: self.exit.as_ref().and_then(|e| e.signal.clone()),
+            alive: self.phase.exit().is_none(),
+            exit_code: self.phase.exit().map(|e| e.code),
+            exit_signal: self.phase.exit().and_then(|e| e.signal.clone()),
             created_at: rfc3339(self.created_at),
             work_dir: self.cwd.display().to_string(),
             yolo_mode: self.yolo_mode,

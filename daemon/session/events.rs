@@ -141,8 +141,9 @@ pub struct JoinReply {
 
 /// A fresh snapshot for a viewer that fell behind, and where its stream resumes.
 pub struct Resync {
-    /// The screen now.
-    pub snapshot: EncodedSnapshot,
+    /// The screen now; `None` without a screen model (the stream resumes at the log's oldest
+    /// byte, and what fell out of it is lost to this viewer).
+    pub snapshot: Option<EncodedSnapshot>,
     /// Live output resumes at this log offset.
     pub offset: u64,
 }
@@ -208,6 +209,10 @@ pub struct CreateSpec {
     pub name: Option<String>,
     /// Optional working directory (must exist); default the daemon's.
     pub cwd: Option<PathBuf>,
+    /// Whether the session keeps a screen model. Without one (a pipe-mode stream, where
+    /// nothing draws a screen) there are no snapshots and no answers to terminal queries:
+    /// joiners replay the output log from its oldest byte instead.
+    pub screen: bool,
 }
 
 /// What a viewer may do to its session.

@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::pty::PtyMaster;
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tracing::debug;
@@ -63,7 +63,7 @@ impl Drop for PtyInput {
 /// input never blocks the actor (and a resize never waits behind queued input). Its queue is
 /// unbounded as a channel but bounded in bytes by the permits and counters its items hold.
 pub(super) async fn pty_writer(
-    mut pty: pty_process::OwnedWritePty,
+    pty: PtyMaster,
     mut input: mpsc::UnboundedReceiver<PtyInput>,
     mut size: watch::Receiver<(u16, u16)>,
 ) {
@@ -77,7 +77,7 @@ pub(super) async fn pty_writer(
                     return;
                 }
                 let (rows, cols) = *size.borrow_and_update();
-                if let Err(e) = pty.resize(pty_process::Size::new(rows, cols)) {
+                if let Err(e) = pty.resize(rows, cols) {
                     debug!("pty resize failed: {e}");
                 }
             }

@@ -11,6 +11,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use super::actor::Session;
+use super::phase::{Ending, Phase, Then};
 use super::*;
 
 /// After the program exits, how long output still arriving from its PTY is collected.
@@ -34,39 +35,47 @@ pub(super) async fn end_leftovers(pid: i32, marker: Option<Uuid>, grace: Duratio
 }
 
 impl Session {
-    pub(super) fn on_child_exit(&mut self, status: std::io::Result<std::process::ExitStatus>) {
-        self.proc.child = None;
-        let info = match status {
-            Ok(status) => ExitInfo::from_status(status),
-            Err(e) => {
-                warn!(session = %self.id, "waiting for the program failed: {e}");
-                ExitInfo {
-                    code: -1,
-                    signal: None,
-                }
-            }
-        };
-        self.proc.status = Some(info);
-        self.kill_at = None;
+    pub(super) fn on_child_exit(&mut self, status: std::io::Result<ExitInfo>) {
+        self.proc.exit = None;
+        let info = status.unwrap_or_else(|e| {
+            warn!(session = %self.id, "waiting for the program failed: {e}");
+            ExitInfo::exited(-1)
+        });
         // Background jobs may keep the terminal open; hang them up like a terminal would.
         process::signal_session(self.proc.pid, None, Signal::SIGHUP);
-        if self.proc.reader.is_none() {
+        let then = match self.phase.take() {
+            Phase::Running => Then::Stay,
+            Phase::Stopping { then, .. } => then,
+            other => {
+                // No program was watched in these states.
+                self.phase = other;
+                return;
+            }
+        };
+        let drained = self.proc.reader.is_none();
+        self.phase = Phase::Draining {
+            status: info,
+            then,
+            until: Instant::now() + DRAIN_AFTER_EXIT,
+        };
+        if drained {
             self.finish_exit();
-        } else {
-            self.proc.drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
         }
     }
 
-    /// The program has exited and its output is collected: tell everyone.
+    /// The program has exited and its output is collected: restart it, or tell everyone.
     pub(super) fn finish_exit(&mut self) {
-        let Some(info) = self.proc.status.take() else {
-            return;
+        let (info, then) = match self.phase.take() {
+            Phase::Draining { status, then, .. } => (status, then),
+            other => {
+                self.phase = other;
+                return;
+            }
         };
         let pid = self.proc.pid;
         // Dropping the reader and the writer task's input closes the PTY master.
         self.proc = Proc::default();
-        if self.restarting {
-            self.restarting = false;
+        if let Then::Restart = then {
             let grace = self.cfg.session.kill_grace;
             tokio::spawn(async move { end_leftovers(pid, None, grace).await });
             match self.spawn_replacement() {
@@ -82,16 +91,18 @@ impl Session {
             info.code
         )));
         info!(session = %self.id, code = info.code, signal = ?info.signal, "session program exited");
-        self.exit = Some(info.clone());
-        self.idle_since = Instant::now();
+        self.phase = Phase::Exited {
+            exit: info.clone(),
+            idle_since: Instant::now(),
+        };
         self.broadcast(ViewerEvent::Exit {
             info,
             offset: self.log.head(),
         });
         self.publish_info();
-        if self.ending.is_some() {
+        if let Then::End(ending) = then {
             process::signal_session(pid, Some(self.id), Signal::SIGKILL);
-            self.complete_end();
+            self.complete_end(ending);
         } else {
             // By kernel session only: the uuid marker could match a new session of the same
             // uuid once this one is gone. Marked escapees are killed when the session ends.
@@ -108,14 +119,17 @@ impl Session {
             let message = format!("{} has no YOLO mode", self.assistant.name);
             return self.refuse(viewer, Refusal::YoloUnsupported(message));
         }
-        if self.restarting {
+        if self.phase.restarting() {
             return self.refuse(viewer, Refusal::RestartInProgress);
         }
-        if self.proc.child.is_none() || self.ending.is_some() {
+        if !matches!(self.phase, Phase::Running) {
             return self.refuse(viewer, Refusal::NotRunning(Action::ToggleYolo));
         }
         self.yolo_mode = !self.yolo_mode;
-        self.restarting = true;
+        self.phase = Phase::Stopping {
+            then: Then::Restart,
+            kill_at: Some(Instant::now() + self.cfg.session.kill_grace),
+        };
         info!(session = %self.id, yolo = self.yolo_mode, "restarting agent for a YOLO toggle");
         self.broadcast_status();
         let notice = if self.yolo_mode { "ON" } else { "OFF" };
@@ -123,7 +137,6 @@ impl Session {
             "\r\n[Switching YOLO mode {notice}, restarting agent...]\r\n"
         )));
         process::signal_session(self.proc.pid, None, Signal::SIGTERM);
-        self.kill_at = Some(Instant::now() + self.cfg.session.kill_grace);
     }
 
     /// Starts the resume or YOLO command on a fresh PTY of the current size.
@@ -143,54 +156,64 @@ impl Session {
         })?;
         info!(session = %self.id, pid = spawned.pid, yolo = self.yolo_mode, "agent restarted");
         self.attach(spawned);
-        // `restarting` is already false: tell the viewers the new agent is up.
+        // Running again: tell the viewers the new agent is up.
         self.broadcast_status();
         Ok(())
     }
 
     pub(super) fn reap_at(&self) -> Option<Instant> {
-        (self.exit.is_some() && self.viewers.is_empty() && self.ending.is_none())
-            .then(|| self.idle_since + self.cfg.session.reap_after_exit)
+        match self.phase {
+            Phase::Exited { idle_since, .. } if self.viewers.is_empty() => {
+                Some(idle_since + self.cfg.session.reap_after_exit)
+            }
+            _ => None,
+        }
     }
 
     pub(super) fn begin_end(&mut self, reason: EndReason, done: Option<oneshot::Sender<()>>) {
-        if let Some(ending) = &mut self.ending {
+        if let Some(ending) = self.phase.ending_mut() {
             ending.waiters.extend(done);
             return;
         }
-        info!(session = %self.id, ?reason, "ending session");
-        let alive = self.proc.child.is_some() || self.proc.status.is_some();
-        // An ongoing restart is abandoned: the session ends instead.
-        self.restarting = false;
-        if self.proc.child.is_some() {
-            process::signal_session(self.proc.pid, Some(self.id), Signal::SIGHUP);
-            process::signal_session(self.proc.pid, Some(self.id), Signal::SIGTERM);
-            self.kill_at = Some(Instant::now() + self.cfg.session.kill_grace);
-        } else if self.proc.status.is_some() {
-            // Exited and still draining: stop waiting for the output.
-            self.proc.drain_until = Some(Instant::now());
-        }
-        self.ending = Some(Ending {
+        let ending = Ending {
             reason,
             waiters: done.into_iter().collect(),
-        });
-        if !alive {
-            self.complete_end();
+        };
+        info!(session = %self.id, ?reason, "ending session");
+        match self.phase.take() {
+            // An ongoing restart is abandoned: the session ends instead.
+            Phase::Running | Phase::Stopping { .. } => {
+                process::signal_session(self.proc.pid, Some(self.id), Signal::SIGHUP);
+                process::signal_session(self.proc.pid, Some(self.id), Signal::SIGTERM);
+                self.phase = Phase::Stopping {
+                    then: Then::End(ending),
+                    kill_at: Some(Instant::now() + self.cfg.session.kill_grace),
+                };
+            }
+            // Exited and still draining: stop waiting for the output.
+            Phase::Draining { status, .. } => {
+                self.phase = Phase::Draining {
+                    status,
+                    then: Then::End(ending),
+                    until: Instant::now(),
+                };
+            }
+            Phase::Exited { .. } | Phase::Ended => self.complete_end(ending),
         }
     }
 
     pub(super) fn kill_now(&mut self) {
-        self.kill_at = None;
-        warn!(session = %self.id, "program still running after the grace period: SIGKILL");
         // While restarting, the marker would also match the replacement: use the kernel session.
-        let marker = (!self.restarting).then_some(self.id);
+        let marker = (!self.phase.restarting()).then_some(self.id);
+        if let Phase::Stopping { kill_at, .. } = &mut self.phase {
+            *kill_at = None;
+        }
+        warn!(session = %self.id, "program still running after the grace period: SIGKILL");
         process::signal_session(self.proc.pid, marker, Signal::SIGKILL);
     }
 
-    pub(super) fn complete_end(&mut self) {
-        let Some(ending) = self.ending.take() else {
-            return;
-        };
+    pub(super) fn complete_end(&mut self, ending: Ending) {
+        self.phase = Phase::Ended;
         if self.last_pid > 0 {
             // Whatever the program left behind, escaped into its own session or not, goes with
             // the session (the registry still holds this uuid, so no other session shares it).

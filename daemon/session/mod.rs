@@ -15,7 +15,9 @@ mod input;
 mod lifecycle;
 mod name;
 pub mod output_log;
+mod phase;
 pub mod process;
+pub mod pty;
 pub mod queries;
 pub mod refusal;
 pub mod screen;
@@ -30,9 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::BytesMut;
 use tokio::sync::{mpsc, watch, Semaphore};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 use uuid::Uuid;
@@ -46,7 +46,7 @@ use screen::ScreenModel;
 use screen_thread::ScreenThread;
 pub use snapshot::EncodedSnapshot;
 
-use actor::{Ending, Proc, Session};
+use actor::{Proc, Session};
 pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
 pub use events::{
     CreateError, CreateSpec, EndReason, JoinError, JoinReply, LiveOutput, RenameError, Resync,
@@ -104,15 +104,20 @@ pub fn start(
     let argv = assistant.start_argv();
     let yolo_mode = assistant.starts_in_yolo();
     let (rows, cols) = size::clamp(cfg.session.rows, cfg.session.cols);
-    let model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
-    let thread_name = format!("screen-{}", &spec.id.simple().to_string()[..8]);
-    let (screen, answers) = ScreenThread::start(
-        model,
-        cfg.session.scrollback_lines,
-        PARSE_BACKLOG,
-        thread_name,
-    )
-    .map_err(CreateError::Thread)?;
+    let (screen, answers) = if spec.screen {
+        let model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
+        let thread_name = format!("screen-{}", &spec.id.simple().to_string()[..8]);
+        let (screen, answers) = ScreenThread::start(
+            model,
+            cfg.session.scrollback_lines,
+            PARSE_BACKLOG,
+            thread_name,
+        )
+        .map_err(CreateError::Thread)?;
+        (Some(screen), Some(answers))
+    } else {
+        (None, None)
+    };
     let env = assistant.env_for(yolo_mode);
     let spawned = process::spawn(&process::SpawnSpec {
         argv: &argv,
@@ -146,17 +151,13 @@ pub fn start(
         viewers: HashMap::new(),
         size: (rows, cols),
         proc: Proc::default(),
-        exit: None,
-        idle_since: Instant::now(),
-        ending: None,
+        phase: phase::Phase::Running,
         last_pid: 0,
-        restarting: false,
-        kill_at: None,
         chat: std::collections::VecDeque::new(),
         info: watch::Sender::new(placeholder_info(spec.id)),
         on_end: Some(on_end),
         ended: CancellationToken::new(),
-        read_buf: BytesMut::new(),
+        read_buf: Vec::new(),
         cfg,
     };
     session.attach(spawned);

@@ -180,6 +180,11 @@ impl SharedLog {
         self.head.load(Ordering::Acquire)
     }
 
+    /// Offset of the oldest byte still kept.
+    pub fn start(&self) -> u64 {
+        self.lock().start()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, OutputLog> {
         // A panic while holding this lock cannot leave the log inconsistent (each method
         // completes its updates before anything can panic), so a poisoned lock is still usable.

@@ -8,9 +8,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use std::os::fd::{AsFd, OwnedFd};
+
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use rustix::process::{waitid, PidfdFlags, WaitId, WaitIdOptions, WaitIdStatus};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::oneshot;
 use uuid::Uuid;
+
+use super::pty::PtyMaster;
 
 /// The environment variable that marks every process of a session.
 pub const SESSION_ENV: &str = "PTYHUB_SESSION";
@@ -30,20 +37,19 @@ pub enum SpawnError {
         /// The program that failed.
         program: String,
         /// The underlying error.
-        source: pty_process::Error,
+        source: std::io::Error,
     },
 }
 
-/// A running program and the master side of its PTY.
+/// A running program and the master side of its PTY: a pid and a descriptor, nothing tied to
+/// this process's runtime, so both can be handed over and adopted.
 pub struct Spawned {
-    /// The program; waiting on it reaps it.
-    pub child: tokio::process::Child,
     /// Its pid, which is also its session id and process group id.
     pub pid: i32,
-    /// The PTY master, read half (output).
-    pub reader: pty_process::OwnedReadPty,
-    /// The PTY master, write half (input and resize).
-    pub writer: pty_process::OwnedWritePty,
+    /// Reports its exit (and reaps it).
+    pub exit: ExitWatch,
+    /// The PTY master.
+    pub pty: PtyMaster,
 }
 
 /// What to run and where.
@@ -73,10 +79,8 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         program: program.clone(),
         source,
     };
-    let (pty, pts) = pty_process::open().map_err(fail)?;
-    pty.resize(pty_process::Size::new(spec.rows, spec.cols))
-        .map_err(fail)?;
-    let cmd = pty_process::Command::new(program)
+    let (pty, pts) = PtyMaster::open(spec.rows, spec.cols).map_err(fail)?;
+    let cmd = pty_process::blocking::Command::new(program)
         .args(args)
         .envs(spec.env)
         .env("TERM", "xterm-256color")
@@ -85,19 +89,13 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         .env(SESSION_ENV, spec.session.to_string())
         .current_dir(spec.cwd);
     // `pts` is consumed: the daemon keeps no handle on the terminal side, so the master
-    // reads EOF/EIO once every process of the session has let go of it.
-    let child = cmd.spawn(pts).map_err(fail)?;
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .ok_or_else(|| fail(std::io::Error::other("child has no pid").into()))?;
-    let (reader, writer) = pty.into_split();
-    Ok(Spawned {
-        child,
-        pid,
-        reader,
-        writer,
-    })
+    // reads EOF/EIO once every process of the session has let go of it. The std `Child` is
+    // dropped unwaited (that neither kills nor reaps): the exit is watched by pid.
+    let child = cmd.spawn(pts).map_err(|e| fail(std::io::Error::other(e)))?;
+    let pid = i32::try_from(child.id())
+        .map_err(|_| fail(std::io::Error::other("the child's pid is out of range")))?;
+    let exit = ExitWatch::new(pid).map_err(fail)?;
+    Ok(Spawned { pid, exit, pty })
 }
 
 /// How a program ended, as the protocol reports it.
@@ -110,23 +108,81 @@ pub struct ExitInfo {
 }
 
 impl ExitInfo {
-    /// Converts a wait status.
-    pub fn from_status(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(code), _) => Self { code, signal: None },
-            (None, Some(sig)) => Self {
-                code: 128 + sig,
-                signal: Some(
-                    Signal::try_from(sig)
-                        .map(|s| s.as_str().to_owned())
-                        .unwrap_or_else(|_| format!("signal {sig}")),
-                ),
+    /// A program that called `exit(code)`.
+    pub fn exited(code: i32) -> Self {
+        Self { code, signal: None }
+    }
+
+    /// A program ended by signal `sig`.
+    pub fn killed(sig: i32) -> Self {
+        Self {
+            code: 128 + sig,
+            signal: Some(
+                Signal::try_from(sig)
+                    .map(|s| s.as_str().to_owned())
+                    .unwrap_or_else(|_| format!("signal {sig}")),
+            ),
+        }
+    }
+
+    /// Converts what `waitid` reported.
+    fn from_waitid(status: &WaitIdStatus) -> Self {
+        match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => Self::exited(code),
+            (None, Some(sig)) => Self::killed(sig),
+            (None, None) => Self::exited(-1),
+        }
+    }
+}
+
+/// Waits for a child's exit by its pid and reaps it: through a pidfd on the reactor where the
+/// kernel has them (Linux 5.3+), else with a blocking `waitid` on a thread of its own.
+pub struct ExitWatch(Watch);
+
+enum Watch {
+    PidFd(AsyncFd<OwnedFd>),
+    Thread(oneshot::Receiver<std::io::Result<ExitInfo>>),
+}
+
+impl ExitWatch {
+    /// Watches `pid`, which must be a child of this process.
+    pub fn new(pid: i32) -> std::io::Result<Self> {
+        let id = rustix::process::Pid::from_raw(pid)
+            .ok_or_else(|| std::io::Error::other("pid 0 is not a child"))?;
+        match rustix::process::pidfd_open(id, PidfdFlags::NONBLOCK) {
+            Ok(fd) => Ok(Self(Watch::PidFd(crate::sys::register(fd)?))),
+            Err(rustix::io::Errno::NOSYS) => {
+                let (tx, rx) = oneshot::channel();
+                std::thread::Builder::new()
+                    .name(format!("wait-{pid}"))
+                    .spawn(move || {
+                        let status = waitid(WaitId::Pid(id), WaitIdOptions::EXITED);
+                        let _ = tx.send(match status {
+                            Ok(Some(status)) => Ok(ExitInfo::from_waitid(&status)),
+                            Ok(None) => Err(std::io::Error::other("waitid reported nothing")),
+                            Err(e) => Err(e.into()),
+                        });
+                    })?;
+                Ok(Self(Watch::Thread(rx)))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Resolves once the program has exited, with how; reaps it. Cancel-safe.
+    pub async fn wait(&mut self) -> std::io::Result<ExitInfo> {
+        match &mut self.0 {
+            Watch::PidFd(fd) => loop {
+                let mut ready = fd.readable().await?;
+                let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+                match waitid(WaitId::PidFd(fd.get_ref().as_fd()), options)? {
+                    Some(status) => return Ok(ExitInfo::from_waitid(&status)),
+                    None => ready.clear_ready(),
+                }
             },
-            (None, None) => Self {
-                code: -1,
-                signal: None,
-            },
+            Watch::Thread(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::other("the wait thread died"))),
         }
     }
 }
@@ -192,18 +248,41 @@ mod tests {
 
     #[test]
     fn exit_info_from_code_and_signal() {
-        use std::os::unix::process::ExitStatusExt;
-        let e = ExitInfo::from_status(std::process::ExitStatus::from_raw(3 << 8));
         assert_eq!(
-            e,
+            ExitInfo::exited(3),
             ExitInfo {
                 code: 3,
                 signal: None
             }
         );
-        let e = ExitInfo::from_status(std::process::ExitStatus::from_raw(9));
+        let e = ExitInfo::killed(9);
         assert_eq!(e.code, 137);
         assert_eq!(e.signal.as_deref(), Some("SIGKILL"));
+    }
+
+    /// The watch reports a real child's exit code and signal, through a pidfd here.
+    #[tokio::test]
+    async fn exit_watch_reports_and_reaps() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 7"])
+            .spawn()
+            .expect("sh runs");
+        let pid = child.id() as i32;
+        let mut watch = ExitWatch::new(pid).expect("watch");
+        assert_eq!(watch.wait().await.expect("exit"), ExitInfo::exited(7));
+        // Reaped: the pid is no longer this process's child.
+        assert!(waitid(
+            WaitId::Pid(rustix::process::Pid::from_raw(pid).expect("pid")),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG
+        )
+        .is_err());
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let mut watch = ExitWatch::new(child.id() as i32).expect("watch");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("kill");
+        assert_eq!(watch.wait().await.expect("exit"), ExitInfo::killed(15));
     }
 
     #[test]

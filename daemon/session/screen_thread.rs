@@ -39,7 +39,11 @@ pub type SnapshotFn = Box<dyn FnOnce(EncodedSnapshot, u64) + Send>;
 enum Job {
     Output(Bytes),
     Resize(u16, u16),
-    Snapshot { head: u64, take: SnapshotFn },
+    Snapshot {
+        head: u64,
+        limit: usize,
+        take: SnapshotFn,
+    },
 }
 
 /// What the actor and the thread share.
@@ -99,9 +103,9 @@ impl ScreenThread {
 
     /// Renders a snapshot once the model has parsed everything before `head`, and hands it to
     /// `take` with the exact offset it belongs to (`head` less what the model holds back of an
-    /// unfinished sequence).
-    pub fn snapshot(&self, head: u64, take: SnapshotFn) {
-        self.send(Job::Snapshot { head, take });
+    /// unfinished sequence). The gzip stream is at most `limit` bytes.
+    pub fn snapshot(&self, head: u64, limit: usize, take: SnapshotFn) {
+        self.send(Job::Snapshot { head, limit, take });
     }
 
     /// Whether more output may be queued now.
@@ -133,7 +137,7 @@ fn run(
     answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
 ) {
     // The last snapshot and its offset, while the model has not changed since.
-    let mut last: Option<(EncodedSnapshot, u64)> = None;
+    let mut last: Option<(EncodedSnapshot, (u64, usize))> = None;
     // A job taken from the queue while gathering output, to run next.
     let mut next: Option<Job> = None;
     while let Some(job) = next.take().or_else(|| jobs.recv().ok()) {
@@ -193,13 +197,13 @@ fn run(
                 last = None;
                 model.resize(rows, cols);
             }
-            Job::Snapshot { head, take } => {
+            Job::Snapshot { head, limit, take } => {
                 let offset = head - model.pending_len() as u64;
                 let snapshot = match &last {
-                    Some((snapshot, at)) if *at == offset => snapshot.clone(),
+                    Some((snapshot, at)) if *at == (offset, limit) => snapshot.clone(),
                     _ => {
-                        let snapshot = snapshot::encode(&model, max_scrollback);
-                        last = Some((snapshot.clone(), offset));
+                        let snapshot = snapshot::encode(&model, max_scrollback, limit);
+                        last = Some((snapshot.clone(), (offset, limit)));
                         snapshot
                     }
                 };

@@ -31,7 +31,7 @@ impl Session {
             );
             return self.refuse(viewer, Refusal::BadSignal(message));
         };
-        if self.proc.child.is_none() {
+        if !self.phase.running() {
             return self.refuse(viewer, Refusal::NotRunning(Action::Signal));
         }
         match process::foreground_group(self.proc.pid) {

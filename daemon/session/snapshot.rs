@@ -9,15 +9,10 @@ use flate2::Compression;
 
 use crate::session::screen::ScreenModel;
 
-use crate::protocol::swe::{MAX_SNAPSHOT_CHUNKS, MAX_SNAPSHOT_PAYLOAD};
-
-/// Largest gzip stream a snapshot may be: the browser dialect's 255 chunks of 8 KiB, the
-/// tightest bound of the dialects.
-pub const LIMIT: usize = MAX_SNAPSHOT_PAYLOAD * MAX_SNAPSHOT_CHUNKS;
 /// Compressions tried when trimming scrollback, on top of the first two.
 const MAX_TRIM_TRIES: usize = 6;
 
-/// One encoded snapshot: a single gzip stream of at most [`LIMIT`] bytes.
+/// One encoded snapshot: a single gzip stream of at most the limit it was encoded for.
 #[derive(Clone)]
 pub struct EncodedSnapshot {
     /// The gzip stream.
@@ -29,10 +24,10 @@ pub struct EncodedSnapshot {
 }
 
 /// gzip (flate2, level 1) `model.snapshot_ansi(n)` with n = all scrollback (up to `max_scrollback`)
-/// first; if the stream is over [`LIMIT`], drop scrollback, oldest first, until it fits, falling
+/// first; if the stream is over `limit` bytes (what the asking dialect can carry), drop scrollback, oldest first, until it fits, falling
 /// back to no scrollback at all (and, for a screen too big even alone, to its plain text, then to
 /// just the cursor and modes). Chunks never grow: the stream shrinks instead.
-pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
+pub fn encode(model: &ScreenModel, max_scrollback: usize, limit: usize) -> EncodedSnapshot {
     // Rendered once; trimming only re-assembles and re-compresses.
     let parts = model.snapshot_parts(max_scrollback);
     let attempt = |n: usize| {
@@ -43,11 +38,11 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
     let all = parts.lines();
     let (mut ansi_len, mut gz) = attempt(all);
     let mut lines = all;
-    if gz.len() > LIMIT {
+    if gz.len() > limit {
         let (len0, gz0) = attempt(0);
-        if gz0.len() > LIMIT {
+        if gz0.len() > limit {
             lines = 0;
-            (ansi_len, gz) = fallback(model);
+            (ansi_len, gz) = fallback(model, limit);
         } else {
             // The size grows about linearly with the lines kept: interpolate
             // between the largest count known to fit and the smallest known
@@ -56,14 +51,14 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
             let (mut over, mut over_size) = (all, gz.len());
             (ansi_len, gz) = (len0, gz0);
             for _ in 0..MAX_TRIM_TRIES {
-                if over - fit <= 1 || LIMIT - fit_size < LIMIT / 32 {
+                if over - fit <= 1 || limit - fit_size < limit / 32 {
                     break;
                 }
                 let per_line = (over_size - fit_size) as f64 / (over - fit) as f64;
-                let room = (LIMIT - LIMIT / 64).saturating_sub(fit_size) as f64;
+                let room = (limit - limit / 64).saturating_sub(fit_size) as f64;
                 let guess = (fit + (room / per_line) as usize).clamp(fit + 1, over - 1);
                 let (len, g) = attempt(guess);
-                if g.len() <= LIMIT {
+                if g.len() <= limit {
                     (fit, fit_size) = (guess, g.len());
                     (ansi_len, gz) = (len, g);
                 } else {
@@ -84,10 +79,10 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize) -> EncodedSnapshot {
 /// For a screen that does not fit even without scrollback (an adversarial
 /// 500 x 1000 screen of random true colour): its text without attributes,
 /// or failing that, only the cursor and input modes.
-fn fallback(model: &ScreenModel) -> (usize, Vec<u8>) {
+fn fallback(model: &ScreenModel, limit: usize) -> (usize, Vec<u8>) {
     let plain = model.snapshot_ansi_plain();
     let gz = gzip(&plain);
-    if gz.len() <= LIMIT {
+    if gz.len() <= limit {
         return (plain.len(), gz);
     }
     let minimal = model.snapshot_ansi_minimal();
@@ -104,6 +99,7 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::swe::{MAX_SNAPSHOT_CHUNKS, SNAPSHOT_LIMIT as LIMIT};
     use std::io::Read as _;
     use std::num::NonZeroU16;
 
@@ -187,7 +183,7 @@ mod tests {
         stream.extend_from_slice(&random_colour_lines(40, 80, 1));
         stream.extend_from_slice(b"\x1b[?1049h\x1b[2;3Hin vim\x1b[?2004h");
         model.process(&stream);
-        let encoded = encode(&model, 1000);
+        let encoded = encode(&model, 1000, LIMIT);
         let ansi = gunzip(&encoded.gzip);
         assert_eq!(ansi, model.snapshot_ansi(1000));
         assert_eq!(encoded.ansi_len, ansi.len());
@@ -195,7 +191,7 @@ mod tests {
         assert_eq!(encoded.scrollback_lines, model.scrollback_len());
         assert!(chunks(&encoded) > 1, "several chunks");
         // The limit on scrollback is honoured.
-        let encoded = encode(&model, 10);
+        let encoded = encode(&model, 10, LIMIT);
         assert_eq!(encoded.scrollback_lines, 10);
         assert_eq!(gunzip(&encoded.gzip), model.snapshot_ansi(10));
     }
@@ -203,7 +199,7 @@ mod tests {
     #[test]
     fn empty_screen_is_one_chunk() {
         let model = ScreenModel::new(24, 80, 1000);
-        let encoded = encode(&model, 1000);
+        let encoded = encode(&model, 1000, LIMIT);
         assert_eq!(chunks(&encoded), 1);
         assert_eq!(encoded.scrollback_lines, 0);
         let got = parser(24, 80, &gunzip(&encoded.gzip));
@@ -221,7 +217,7 @@ mod tests {
         model.process("\x1b[5;5H\x1b[1;31mcursor here 日本".as_bytes());
         let all = model.scrollback_len();
         let t = std::time::Instant::now();
-        let encoded = encode(&model, usize::MAX);
+        let encoded = encode(&model, usize::MAX, LIMIT);
         let took = t.elapsed();
         assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
         assert!(encoded.gzip.len() <= LIMIT);
@@ -268,7 +264,7 @@ mod tests {
         let mut stream = random_colour_lines(usize::from(rows) - 1, usize::from(cols), 3);
         stream.extend_from_slice(b"\x1b[?2004h\x1b[7;9H");
         model.process(&stream);
-        let encoded = encode(&model, usize::MAX);
+        let encoded = encode(&model, usize::MAX, LIMIT);
         assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
         assert_eq!(encoded.scrollback_lines, 0);
         let got = parser(rows, cols, &gunzip(&encoded.gzip));

@@ -33,7 +33,9 @@ impl Session {
             return false;
         }
         self.size = new;
-        self.screen.resize(new.0, new.1);
+        if let Some(screen) = &self.screen {
+            screen.resize(new.0, new.1);
+        }
         if let Some(size) = &self.proc.size {
             size.send_replace(new);
         }

@@ -131,7 +131,10 @@ pub async fn run<D: Dialect>(
     } else {
         Role::Writer
     };
-    let (membership, join) = match session.join(role, events_tx, live).await {
+    let (membership, join) = match session
+        .join(role, events_tx, live, dialect.snapshot_limit())
+        .await
+    {
         Ok(joined) => joined,
         Err(full @ JoinError::TooManyViewers(_)) => {
             info!(session = %session.id(), reason = %full, "refused viewer");
@@ -603,12 +606,14 @@ impl<D: Dialect> Writer<D> {
     }
 
     async fn resync(&mut self, why: &str) -> WriteResult {
-        let Ok(resync) = self.session.resync().await else {
+        let Ok(resync) = self.session.resync(self.dialect.snapshot_limit()).await else {
             return self.close_for(EndReason::Deleted).await;
         };
         info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
         METRICS.resyncs.inc();
-        self.send_snapshot(&resync.snapshot).await?;
+        if let Some(snapshot) = &resync.snapshot {
+            self.send_snapshot(snapshot).await?;
+        }
         self.live.lock().offset = resync.offset;
         Ok(())
     }
