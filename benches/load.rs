@@ -17,7 +17,8 @@
 //! whole machine was.
 //!
 //! This file is the entry point (flags, runtimes, the order of scenarios); `load/` holds one
-//! file per scenario, the daemon launcher and its config (`daemon`), the WebSocket client
+//! file per scenario, the daemon's config and handle (`daemon`, on the launcher shared with the
+//! integration tests, `tests/common/launcher.rs`), the WebSocket client
 //! (`client`), the `/proc` readers (`procfs`), the bare-PTY and bare-relay baselines (`bare`) and
 //! the report (`report`); `load/soak/` the soak's workload and viewers. They are `#[path]`
 //! modules: a `.rs` file directly in `benches/` would be a bench target of its own.
@@ -34,6 +35,8 @@ mod echo;
 mod flood;
 #[path = "load/join.rs"]
 mod join;
+#[path = "../tests/common/launcher.rs"]
+mod launcher;
 #[path = "load/memory.rs"]
 mod memory;
 #[path = "load/procfs.rs"]

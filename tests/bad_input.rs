@@ -1,5 +1,6 @@
 //! Every malformed frame gets its error, the connection stays up, and the session and the
-//! other viewers keep working.
+//! other viewers keep working. The daemon runs in-process, but for the upload test, which
+//! checks the binary's working directory.
 
 mod common;
 
@@ -27,7 +28,7 @@ async fn still_works(a: &mut Client, other: &mut Client, n: u32) {
 
 #[tokio::test]
 async fn bad_json_gets_bad_message_and_the_connection_stays() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let (_id, mut a, mut other) = session(&d).await;
     let cases = [
         "not json",
@@ -55,7 +56,7 @@ async fn bad_json_gets_bad_message_and_the_connection_stays() {
 
 #[tokio::test]
 async fn ping_gets_pong_with_the_same_data_to_the_sender_only() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let (_id, mut a, mut other) = session(&d).await;
     a.send_json(json!({"type":"ping","data":{"ts":12345,"nested":[1,"x"]}}))
         .await;
@@ -69,6 +70,7 @@ async fn ping_gets_pong_with_the_same_data_to_the_sender_only() {
 
 #[tokio::test]
 async fn bad_upload_frames_and_empty_frames() {
+    // The binary: its sessions start in its temp dir, where an upload would land.
     let d = Daemon::start();
     let (_id, mut a, mut other) = session(&d).await;
     // 0x01 with 3+ bytes that is not a valid upload: refused, nothing written.
@@ -98,7 +100,7 @@ async fn bad_upload_frames_and_empty_frames() {
 
 #[tokio::test]
 async fn short_frames_starting_with_command_bytes_are_input() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let (_id, mut a, mut other) = session(&d).await;
     // 1–2 byte frames are keystrokes whatever their first byte: 0x01 is Ctrl-A (line start).
     a.type_str("echo tail-$((2+3))").await;
@@ -110,7 +112,7 @@ async fn short_frames_starting_with_command_bytes_are_input() {
 
 #[tokio::test]
 async fn an_oversized_message_closes_with_1009_and_disturbs_nobody() {
-    let d = Daemon::start_with(&common::config(
+    let d = Daemon::in_process_with(&common::config(
         "[viewer]\nmax_message_bytes = 1048576\nupload_max_bytes = 524288\n",
     ));
     let (id, mut a, mut other) = session(&d).await;
@@ -126,7 +128,7 @@ async fn an_oversized_message_closes_with_1009_and_disturbs_nobody() {
 
 #[tokio::test]
 async fn non_uuid_path_is_400_before_the_upgrade() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let resp = reqwest::get(d.http("/ws/not-a-uuid")).await.unwrap();
     assert_eq!(resp.status(), 400);
     let body: serde_json::Value = resp.json().await.unwrap();
@@ -140,7 +142,7 @@ async fn non_uuid_path_is_400_before_the_upgrade() {
 
 #[tokio::test]
 async fn unknown_or_missing_assistant_gets_an_error_and_4002() {
-    let d = Daemon::start_with(&common::config(
+    let d = Daemon::in_process_with(&common::config(
         "[assistants.ghost]\ncommand = [\"no-such-program-ptyhub-test\"]\n",
     ));
     for query in [

@@ -9,13 +9,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
-use common::{Client, Daemon, KillOnDrop, TIMEOUT};
+use common::{Client, Daemon, TIMEOUT};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -427,108 +426,14 @@ async fn a_full_disk_fails_the_upload_cleanly_and_leaves_no_partial_file() {
 // 5. File-descriptor exhaustion
 // ---------------------------------------------------------------------------------------------
 
-/// A daemon started under `prlimit --nofile=64:64`; SIGTERM, then SIGKILL, when dropped.
-struct Limited {
-    child: Option<KillOnDrop>,
-    addr: SocketAddr,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Limited {
-    fn start(nofile: u32, config_toml: &str) -> Result<Limited, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let cfg = dir.path().join("ptyhub.toml");
-        std::fs::write(&cfg, config_toml).map_err(|e| e.to_string())?;
-        let log = dir.path().join("daemon.log");
-        let stderr = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-        // prlimit sets the limit on itself and execs the daemon: same pid.
-        let mut child = Command::new("prlimit")
-            .arg(format!("--nofile={nofile}:{nofile}"))
-            .arg(env!("CARGO_BIN_EXE_ptyhub"))
-            .args(["--listen", "127.0.0.1:0", "--no-auth", "--config"])
-            .arg(&cfg)
-            .env_remove("PTYHUB_TOKEN")
-            .env("RUST_LOG", "ptyhub=debug")
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| format!("prlimit: {e}"))?;
-        let stdout = child.stdout.take().expect("stdout");
-        let child = KillOnDrop(child);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            // Keep draining so the daemon never blocks on a full pipe.
-            for _ in lines.map_while(Result::ok) {}
-        });
-        let line = rx.recv_timeout(TIMEOUT).map_err(|_| {
-            format!(
-                "daemon did not start: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        })?;
-        let addr = line
-            .trim()
-            .strip_prefix("ptyhub listening on http://")
-            .and_then(|s| s.strip_suffix('/'))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("unexpected first line: {line}"))?;
-        Ok(Limited {
-            child: Some(child),
-            addr,
-            log,
-            _dir: dir,
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").0.id()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn exited(&mut self) -> bool {
-        let child = &mut self.child.as_mut().expect("running").0;
-        !matches!(child.try_wait(), Ok(None))
-    }
-
-    /// SIGTERM and the exit status.
-    async fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        let _ = kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM);
-        let mut status = None;
-        common::eventually("the daemon to exit after SIGTERM", || {
-            status = child.0.try_wait().ok().flatten();
-            status.is_some()
-        })
-        .await;
-        status.expect("exited")
-    }
-}
-
-impl Drop for Limited {
-    fn drop(&mut self) {
-        if let Some(child) = &self.child {
-            // Let it end its sessions; KillOnDrop then SIGKILLs whatever is left of it.
-            let _ = kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM);
-            let start = std::time::Instant::now();
-            while start.elapsed() < Duration::from_secs(15) {
-                if let Some(c) = self.child.as_mut() {
-                    if !matches!(c.0.try_wait(), Ok(None)) {
-                        break;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
+/// A daemon started under `prlimit --nofile=N:N` (prlimit sets the limit on itself and execs
+/// the daemon: same pid); `Err` when that is not possible here.
+fn limited(nofile: u32, config_toml: &str) -> anyhow::Result<Daemon> {
+    Daemon::try_start_launch(config_toml, |launch| {
+        launch
+            .wrapper(["prlimit".to_owned(), format!("--nofile={nofile}:{nofile}")])
+            .args(["--no-auth"])
+    })
 }
 
 #[tokio::test]
@@ -538,10 +443,10 @@ async fn fd_exhaustion_is_survived_and_the_daemon_serves_again_afterwards() {
     // own (evicting or timing out idle connections) before the limit is reached.
     let cfg =
         common::config("[limits]\nmax_connections_per_ip = 100000\nheader_timeout = \"300s\"\n");
-    let mut d = match Limited::start(NOFILE, &cfg) {
+    let mut d = match limited(NOFILE, &cfg) {
         Ok(d) => d,
         Err(why) => {
-            eprintln!("SKIPPED fd_exhaustion: {why}");
+            eprintln!("SKIPPED fd_exhaustion: {why:#}");
             return;
         }
     };
@@ -592,7 +497,7 @@ async fn fd_exhaustion_is_survived_and_the_daemon_serves_again_afterwards() {
         fd_count(d.pid()) <= baseline + 2
     })
     .await;
-    assert!(!d.exited(), "the daemon is still running");
+    assert!(!d.has_exited(), "the daemon is still running");
     let http = reqwest::Client::builder()
         .timeout(TIMEOUT)
         .build()
@@ -608,7 +513,7 @@ async fn fd_exhaustion_is_survived_and_the_daemon_serves_again_afterwards() {
     let log = d.log_text();
     assert!(!log.contains("panicked"), "{log}");
     drop(c);
-    let status = d.terminate().await;
+    let status = d.terminate();
     assert!(status.success(), "daemon exit status {status:?}");
 }
 
@@ -680,9 +585,7 @@ async fn after_a_sigkill_of_the_daemon_the_shell_is_hung_up_and_only_escaped_job
     let (shell, job, escaped) = (pid_of("bash"), pid_of("sleep 1000"), pid_of("sleep 1001"));
     assert_ne!(sid_of(escaped), sid_of(shell), "setsid escaped the session");
 
-    let mut daemon = d.child.take().expect("running");
-    daemon.kill().expect("SIGKILL");
-    daemon.wait().expect("reaped");
+    d.kill();
     // The master side closed with the daemon: the kernel hangs up the terminal's session.
     common::eventually("the session's shell to be hung up", || !alive(shell)).await;
     // Give what the hang-up reaches time to go (bash passes SIGHUP on to its jobs); what is

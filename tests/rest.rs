@@ -1,5 +1,7 @@
 //! The REST API and the daemon's process ownership: create / list / get / delete, and a
-//! shutdown that leaves no process behind.
+//! shutdown that leaves no process behind. The API tests run the daemon in-process; SIGTERM
+//! of the binary is tested on the binary, and the in-process daemon's own end as well (every
+//! other test relies on it to leave nothing behind).
 
 mod common;
 
@@ -9,7 +11,7 @@ use uuid::Uuid;
 
 #[tokio::test]
 async fn create_list_get_delete() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let http = reqwest::Client::new();
     let work = tempfile::tempdir().unwrap();
     let resp = http
@@ -89,7 +91,7 @@ async fn create_list_get_delete() {
 
 #[tokio::test]
 async fn rest_errors() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let http = reqwest::Client::new();
     let cases = [
         (json!({"assistant":"nope"}), 400),
@@ -147,7 +149,7 @@ async fn rest_errors() {
 
 #[tokio::test]
 async fn assistants_report_availability() {
-    let d = Daemon::start_with(&common::config(
+    let d = Daemon::in_process_with(&common::config(
         "[assistants.ghost]\nname = \"Ghost\"\ncommand = [\"no-such-program-ptyhub-test\"]\nyolo = [\"x\"]\n",
     ));
     let list: Vec<Value> = reqwest::get(d.http("/api/assistants"))
@@ -217,7 +219,7 @@ async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
 
 #[tokio::test]
 async fn pages_are_embedded_with_types_etags_and_caching() {
-    let d = Daemon::start();
+    let d = Daemon::in_process();
     let http = reqwest::Client::new();
     for path in ["/".to_owned(), format!("/session/{}", Uuid::new_v4())] {
         let resp = http.get(d.http(&path)).send().await.unwrap();
@@ -249,4 +251,43 @@ async fn pages_are_embedded_with_types_etags_and_caching() {
             .status(),
         400
     );
+}
+
+#[tokio::test]
+async fn an_in_process_daemon_ends_like_sigterm_and_leaves_no_process() {
+    let d = Daemon::in_process_with(&common::config(
+        "[assistants.stubborn]\ncommand = [\"bash\", \"-c\", \"trap '' TERM HUP; echo stubborn-ready; while :; do sleep 0.1; done\"]\n",
+    ));
+    let mut viewers = Vec::new();
+    let mut ids = Vec::new();
+    for assistant in ["shell", "stubborn"] {
+        let id = Uuid::new_v4();
+        let mut c = Client::connect(&d.ws(id, &format!("?assistant={assistant}"))).await;
+        c.wait_json("ready").await;
+        ids.push(id);
+        viewers.push(c);
+    }
+    viewers[0]
+        .run(
+            "setsid nohup sleep 1000 >/dev/null 2>&1 & echo bg-$((3*3))",
+            "bg-9",
+        )
+        .await;
+    viewers[1].wait_screen("stubborn-ready").await;
+    for id in &ids {
+        assert!(!common::processes_of(*id).is_empty());
+    }
+    // What the end of a test does: the daemon is dropped, with viewers still connected.
+    drop(d);
+    for v in &mut viewers {
+        let (code, _) = v.until_closed().await;
+        assert_eq!(code, 1001);
+    }
+    for id in &ids {
+        assert!(
+            common::processes_of(*id).is_empty(),
+            "processes of {id} left: {:?}",
+            common::processes_of(*id)
+        );
+    }
 }

@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 use tokio::time::timeout_at;
 
 use crate::client::{contains, on_pool, tail, Tasks, STEP_TIMEOUT};
-use crate::daemon::{wait_child, STOP_TIMEOUT};
 use crate::echo::{echo_samples, ECHO_SCRIPT};
 use crate::flood::MarkerScan;
+use crate::launcher::{wait_child, STOP_TIMEOUT};
 use crate::procfs::CpuTimes;
 use crate::Ctx;
 

@@ -1,16 +1,14 @@
-//! The daemon under test: its config, its binary, and a launcher that starts it on
-//! 127.0.0.1:0, talks REST and `/metrics` to it, and stops it, checking that no session
-//! process outlives it.
+//! The daemon under test: its config, its binary, and a handle that starts it on 127.0.0.1:0
+//! (through `launcher`, tests/common/launcher.rs, shared with the integration tests), talks REST
+//! and `/metrics` to it, and stops it, checking that no session process outlives it.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -18,14 +16,16 @@ use uuid::Uuid;
 
 use crate::client::STEP_TIMEOUT;
 use crate::echo::ECHO_SCRIPT;
+use crate::launcher::{Launch, Process, Stopped, STOP_TIMEOUT};
 use crate::procfs::{process_cpu_seconds, running_sessions, session_processes, MemSample};
 use crate::Ctx;
 
-/// How long the daemon gets to exit after SIGTERM (its kill grace is 1 s here).
-pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// RSS counts as settled when two reads this far apart differ by less than 0.5%.
 const SETTLE_STEP: Duration = Duration::from_millis(200);
-const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+/// RSS counts as settled when it moved less than 0.5% over this many steps (2 s): jemalloc
+/// hands freed pages back gradually over about 10 s, a little each step.
+const SETTLE_STEPS: usize = 10;
+const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// The daemon config: a quiet bash with a fixed prompt, the raw-mode `cat` for echo timing, an
 /// idle program for memory, and for the soak the same bash as an agent with a YOLO mode.
@@ -73,7 +73,7 @@ pub(crate) fn daemon_binary() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("PTYHUB_BIN") {
         return Ok(PathBuf::from(p));
     }
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_ptyhub"));
+    let built = PathBuf::from(crate::launcher::CARGO_BIN);
     if built.exists() {
         return Ok(built);
     }
@@ -91,9 +91,10 @@ pub(crate) fn daemon_binary() -> Result<PathBuf> {
     Ok(built)
 }
 
-/// A daemon of our own on 127.0.0.1:0. Stopped (SIGTERM, then SIGKILL) when dropped.
+/// A daemon of our own on 127.0.0.1:0 (started by the launcher shared with tests/common).
+/// Stopped (SIGTERM, then SIGKILL) when dropped.
 pub(crate) struct Daemon {
-    child: Option<Child>,
+    process: Process,
     addr: SocketAddr,
     pub(crate) log: PathBuf,
     /// Sessions we created, to find processes the daemon leaves behind.
@@ -113,60 +114,19 @@ impl Daemon {
             .build()
             .context("building the HTTP client")?;
         let log = ctx.dir.join(format!("daemon-{name}.log"));
-        let stderr = File::create(&log).context("creating the daemon log")?;
-        let mut child = Command::new(&ctx.bin)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--config")
-            .arg(ctx.dir.join("ptyhub.toml"))
+        let process = Launch::new(&ctx.bin, ctx.dir.join("ptyhub.toml"), &ctx.dir, &log)
             // Loopback only; the generator measures sessions, not authentication.
-            .arg("--no-auth")
-            .current_dir(&ctx.dir)
+            .args(["--no-auth"])
             .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("starting {}", ctx.bin.display()))?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(line) = lines.next() {
-                let _ = tx.send(line);
-            }
-            // Keep draining so the daemon never blocks on a full pipe.
-            for _ in lines {}
-        });
-        let addr = match rx.recv_timeout(STEP_TIMEOUT) {
-            Ok(Ok(line)) => line
-                .trim()
-                .strip_prefix("ptyhub listening on http://")
-                .and_then(|s| s.strip_suffix('/'))
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| anyhow!("unexpected first line from the daemon: {line:?}")),
-            Ok(Err(e)) => Err(anyhow!("reading the daemon's stdout: {e}")),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(anyhow!(
-                "the daemon closed its stdout without printing its address"
-            )),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(anyhow!(
-                "the daemon printed no address within {STEP_TIMEOUT:?}"
-            )),
-        };
-        match addr {
-            Ok(addr) => Ok(Daemon {
-                child: Some(child),
-                addr,
-                log,
-                sessions: Vec::new(),
-                http,
-            }),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(anyhow!("{e:#}; daemon log:\n{}", log_tail(&log)))
-            }
-        }
+            .ready_timeout(STEP_TIMEOUT)
+            .spawn()?;
+        Ok(Daemon {
+            addr: process.addr(),
+            process,
+            log,
+            sessions: Vec::new(),
+            http,
+        })
     }
 
     pub(crate) fn ws(&self, id: Uuid, query: &str) -> String {
@@ -180,7 +140,7 @@ impl Daemon {
     }
 
     pub(crate) fn pid(&self) -> Option<i32> {
-        self.child.as_ref().map(|c| c.id() as i32)
+        self.process.pid().map(|pid| pid as i32)
     }
 
     /// CPU seconds (user + system, all threads) the daemon has used so far.
@@ -272,15 +232,20 @@ impl Daemon {
     /// `SETTLE_LIMIT` at the latest.
     pub(crate) async fn settled_memory(&self) -> Result<MemSample> {
         let deadline = Instant::now() + SETTLE_LIMIT;
-        let mut last = self.memory()?;
+        let mut window = std::collections::VecDeque::from([self.memory()?.rss_kib]);
         loop {
             tokio::time::sleep(SETTLE_STEP).await;
             let now = self.memory()?;
-            if now.rss_kib.abs_diff(last.rss_kib) * 200 < last.rss_kib || Instant::now() >= deadline
+            let then = window[0];
+            if (window.len() == SETTLE_STEPS && now.rss_kib.abs_diff(then) * 200 < then)
+                || Instant::now() >= deadline
             {
                 return Ok(now);
             }
-            last = now;
+            if window.len() == SETTLE_STEPS {
+                window.pop_front();
+            }
+            window.push_back(now.rss_kib);
         }
     }
 
@@ -300,20 +265,15 @@ impl Daemon {
     /// Returns what went wrong (nothing, normally).
     fn stop(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
-        let Some(mut child) = self.child.take() else {
-            return problems;
-        };
-        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-        match wait_child(&mut child, STOP_TIMEOUT) {
-            Some(status) if status.success() => {}
-            Some(status) => problems.push(format!("daemon exited with {status} after SIGTERM")),
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
-                problems.push(format!(
-                    "daemon still running {STOP_TIMEOUT:?} after SIGTERM: killed"
-                ));
+        match self.process.stop(STOP_TIMEOUT) {
+            Stopped::NotRunning => return problems,
+            Stopped::Exited(status) if status.success() => {}
+            Stopped::Exited(status) => {
+                problems.push(format!("daemon exited with {status} after SIGTERM"))
             }
+            Stopped::Killed => problems.push(format!(
+                "daemon still running {STOP_TIMEOUT:?} after SIGTERM: killed"
+            )),
         }
         let left = session_processes(&self.sessions);
         if !left.is_empty() {
@@ -352,17 +312,6 @@ impl Drop for Daemon {
             eprintln!("load: {p}");
         }
     }
-}
-
-pub(crate) fn wait_child(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 /// One scrape of `/metrics`.
@@ -451,10 +400,4 @@ impl Metrics {
     pub(crate) fn since(&self, before: &Metrics, key: &str) -> u64 {
         self.get(key).saturating_sub(before.get(key))
     }
-}
-
-pub(crate) fn log_tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
 }

@@ -20,8 +20,9 @@ use crate::bare::bare_pty;
 use crate::client::{
     connect, contains, is_snapshot_chunk, on_pool, Conn, Snapshots, Tasks, Ws, STEP_TIMEOUT,
 };
-use crate::daemon::{log_tail, Daemon};
+use crate::daemon::Daemon;
 use crate::join::join_once;
+use crate::launcher::log_tail;
 use crate::procfs::{process_cpu_seconds, CpuTimes};
 use crate::report::{fail, median_by, round3, spread, Report};
 use crate::{Ctx, Settings};

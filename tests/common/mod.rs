@@ -1,11 +1,15 @@
-//! Test harness: a real `ptyhub` daemon on 127.0.0.1 with an ephemeral port, and a scripted
-//! WebSocket client that keeps its own vt100 screen of everything it receives.
+//! Test harness: a `ptyhub` daemon on 127.0.0.1 with an ephemeral port, the real binary
+//! (`launcher`, shared with the load generator) or in this process (`in_process`), and a
+//! scripted WebSocket client that keeps its own vt100 screen of everything it receives.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read};
+pub mod in_process;
+pub mod launcher;
+
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -37,13 +41,23 @@ env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
     )
 }
 
-/// A running daemon; killed (SIGTERM, then SIGKILL) when dropped.
+/// How a test's daemon runs.
+enum Runner {
+    /// The `ptyhub` binary cargo built, as a child process (`launcher`).
+    Binary(launcher::Process),
+    /// `ptyhub::daemon::Daemon` on a thread of the test's process (`in_process`).
+    InProcess(in_process::InProcess),
+}
+
+/// A running daemon, the binary or in-process: same config, address, temp dir and log either
+/// way. Stopped when dropped: the binary with SIGTERM, then SIGKILL; the in-process one as
+/// SIGTERM stops the binary (every session ended, its programs gone).
 pub struct Daemon {
-    pub child: Option<Child>,
+    // Dropped first: the daemon goes before its directory.
+    runner: Runner,
     pub addr: SocketAddr,
     pub dir: tempfile::TempDir,
     pub log: PathBuf,
-    printed: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Daemon {
@@ -56,69 +70,100 @@ impl Daemon {
         Self::start_args(config_toml, &["--no-auth"])
     }
 
-    /// A daemon with these extra flags; `stdout_lines` keeps what it printed after the first line.
+    /// A daemon with these extra flags; `printed` keeps what it printed after the first line.
     pub fn start_args(config_toml: &str, args: &[&str]) -> Daemon {
+        Self::start_launch(config_toml, |launch| launch.args(args))
+    }
+
+    /// The binary, started as `adjust` says on top of the usual flags, environment and temp dir
+    /// (e.g. under a wrapper such as `prlimit`); panics if it does not start.
+    pub fn start_launch(
+        config_toml: &str,
+        adjust: impl FnOnce(launcher::Launch) -> launcher::Launch,
+    ) -> Daemon {
+        Self::try_start_launch(config_toml, adjust)
+            .unwrap_or_else(|e| panic!("daemon did not start: {e:#}"))
+    }
+
+    /// `start_launch`, returning why it did not start instead of panicking.
+    pub fn try_start_launch(
+        config_toml: &str,
+        adjust: impl FnOnce(launcher::Launch) -> launcher::Launch,
+    ) -> anyhow::Result<Daemon> {
+        let (dir, cfg, log) = Self::prepare(config_toml);
+        let launch = launcher::Launch::new(launcher::CARGO_BIN, &cfg, dir.path(), &log)
+            .env_remove("PTYHUB_TOKEN")
+            .env("RUST_LOG", "ptyhub=debug")
+            .ready_timeout(TIMEOUT);
+        let process = adjust(launch).spawn()?;
+        Ok(Daemon {
+            addr: process.addr(),
+            runner: Runner::Binary(process),
+            dir,
+            log,
+        })
+    }
+
+    /// The daemon in this process, authentication off: for tests of the REST API and the
+    /// protocol, which do not look at the daemon's process, its signals, stdout or exit.
+    pub fn in_process() -> Daemon {
+        Self::in_process_with(&config(""))
+    }
+
+    /// `in_process` with this config.
+    pub fn in_process_with(config_toml: &str) -> Daemon {
+        Self::in_process_auth(config_toml, None)
+    }
+
+    /// `in_process` with this config and token (`None`: authentication off, as `--no-auth`).
+    pub fn in_process_auth(config_toml: &str, token: Option<&str>) -> Daemon {
+        let (dir, cfg, log) = Self::prepare(config_toml);
+        let daemon = in_process::InProcess::start(&cfg, token.map(str::to_owned), &log, TIMEOUT)
+            .unwrap_or_else(|e| panic!("in-process daemon did not start: {e:#}"));
+        Daemon {
+            addr: daemon.addr(),
+            runner: Runner::InProcess(daemon),
+            dir,
+            log,
+        }
+    }
+
+    /// A temp dir holding the config; the log's path in it.
+    fn prepare(config_toml: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("ptyhub.toml");
         std::fs::write(&cfg, config_toml).expect("write config");
         let log = dir.path().join("daemon.log");
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ptyhub"))
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--config")
-            .arg(&cfg)
-            .args(args)
-            .env_remove("PTYHUB_TOKEN")
-            .current_dir(dir.path())
-            .env("RUST_LOG", "ptyhub=debug")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn ptyhub");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let printed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let printed2 = printed.clone();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
+        (dir, cfg, log)
+    }
+
+    /// The binary's process; panics for an in-process daemon (it has none of its own).
+    fn process(&self) -> &launcher::Process {
+        match &self.runner {
+            Runner::Binary(p) => p,
+            Runner::InProcess(_) => {
+                panic!("an in-process daemon has no process of its own: use Daemon::start")
             }
-            // Keep draining so the daemon never blocks on a full pipe.
-            for line in lines.map_while(Result::ok) {
-                printed2.lock().unwrap().push(line);
-            }
-        });
-        let line = match rx.recv_timeout(TIMEOUT) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "daemon did not start: {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-        };
-        let addr = line
-            .trim()
-            .strip_prefix("ptyhub listening on http://")
-            .and_then(|s| s.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-            .parse()
-            .expect("address");
-        Daemon {
-            child: Some(child),
-            addr,
-            dir,
-            log,
-            printed,
         }
     }
 
-    /// Lines printed on stdout after the first one.
+    fn process_mut(&mut self) -> &mut launcher::Process {
+        match &mut self.runner {
+            Runner::Binary(p) => p,
+            Runner::InProcess(_) => {
+                panic!("an in-process daemon has no process of its own: use Daemon::start")
+            }
+        }
+    }
+
+    /// Whether it runs in this process.
+    pub fn is_in_process(&self) -> bool {
+        matches!(self.runner, Runner::InProcess(_))
+    }
+
+    /// Lines the binary printed on stdout after the first one.
     pub fn printed(&self) -> Vec<String> {
-        self.printed.lock().unwrap().clone()
+        self.process().printed()
     }
 
     pub fn http(&self, path: &str) -> String {
@@ -129,22 +174,32 @@ impl Daemon {
         format!("ws://{}/ws/{}{}", self.addr, id, query)
     }
 
+    /// The binary's pid.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
+        self.process().pid().expect("running")
     }
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Sends SIGTERM and waits for the exit status.
+    /// Sends SIGTERM to the binary and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        wait_child(&mut child, TIMEOUT).expect("daemon did not exit after SIGTERM")
+        match self.process_mut().stop(TIMEOUT) {
+            launcher::Stopped::Exited(status) => status,
+            launcher::Stopped::Killed => panic!("daemon did not exit after SIGTERM"),
+            launcher::Stopped::NotRunning => panic!("daemon not running"),
+        }
+    }
+
+    /// Whether the binary has exited (it is reaped then).
+    pub fn has_exited(&mut self) -> bool {
+        self.process_mut().try_wait().is_some()
+    }
+
+    /// SIGKILLs the binary and reaps it.
+    pub fn kill(&mut self) -> std::process::ExitStatus {
+        self.process_mut().kill().expect("SIGKILL")
     }
 
     /// Resident memory of the daemon, KiB.
@@ -167,32 +222,6 @@ impl Daemon {
         let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
             + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
         ticks / 100.0
-    }
-}
-
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            if wait_child(&mut child, Duration::from_secs(15)).is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
     }
 }
 
