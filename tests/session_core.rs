@@ -54,6 +54,23 @@ fn log_text(handle: &SessionHandle, from: u64) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Joins as `role`; the membership lasts as long as the returned guard.
+async fn join(
+    handle: &SessionHandle,
+    role: Role,
+) -> (
+    session::Membership,
+    session::JoinReply,
+    event_queue::EventReceiver,
+) {
+    let (events, rx) = event_queue::channel(64, 1 << 20);
+    let (member, reply) = handle
+        .join(role, events, Arc::new(NoLive), LIMIT)
+        .await
+        .expect("join");
+    (member, reply, rx)
+}
+
 /// Waits (bounded) until the log holds `want`.
 async fn wait_for_output(handle: &SessionHandle, want: &str) {
     let found = tokio::time::timeout(WAIT, async {
@@ -69,11 +86,7 @@ async fn wait_for_output(handle: &SessionHandle, want: &str) {
 async fn without_a_screen_model_joiners_replay_the_log() {
     let handle = start("lines", false);
     wait_for_output(&handle, "line-5").await;
-    let (events, _rx) = event_queue::channel(64, 1 << 20);
-    let (_member, join) = handle
-        .join(Role::Viewer, events, Arc::new(NoLive), LIMIT)
-        .await
-        .expect("join");
+    let (_member, join, _rx) = join(&handle, Role::Viewer).await;
     assert!(join.snapshot.is_none(), "no model, no snapshot");
     assert_eq!(join.offset, handle.log().start());
     let replay = log_text(&handle, join.offset);
@@ -90,11 +103,7 @@ async fn without_a_screen_model_joiners_replay_the_log() {
 async fn with_a_screen_model_joiners_get_a_snapshot_at_the_head() {
     let handle = start("lines", true);
     wait_for_output(&handle, "line-5").await;
-    let (events, _rx) = event_queue::channel(64, 1 << 20);
-    let (_member, join) = handle
-        .join(Role::Viewer, events, Arc::new(NoLive), LIMIT)
-        .await
-        .expect("join");
+    let (_member, join, _rx) = join(&handle, Role::Viewer).await;
     let snapshot = join.snapshot.expect("a snapshot of what was drawn");
     assert!(!snapshot.gzip.is_empty() && snapshot.gzip.len() <= LIMIT);
     assert_eq!(join.offset, handle.log().head());
@@ -106,11 +115,7 @@ async fn with_a_screen_model_joiners_get_a_snapshot_at_the_head() {
 #[tokio::test]
 async fn the_exit_code_is_reported_after_the_last_output() {
     let handle = start("three", true);
-    let (events, mut rx) = event_queue::channel(64, 1 << 20);
-    let (_member, join) = handle
-        .join(Role::Writer, events, Arc::new(NoLive), LIMIT)
-        .await
-        .expect("join");
+    let (_member, join, mut rx) = join(&handle, Role::Writer).await;
     let info = match join.exit {
         Some(info) => info,
         None => tokio::time::timeout(WAIT, async {
