@@ -217,6 +217,36 @@ async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
     }
 }
 
+/// An idle keep-alive connection is closed at shutdown rather than waited for: the daemon
+/// never has to give up on draining it.
+#[tokio::test]
+async fn sigterm_closes_idle_keep_alive_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut d = Daemon::start();
+    let mut conn = tokio::net::TcpStream::connect(d.addr).await.expect("connect");
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("request");
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&reply).contains("\r\n\r\n") {
+        let n = tokio::time::timeout(common::TIMEOUT, conn.read(&mut buf))
+            .await
+            .expect("reply in time")
+            .expect("read");
+        assert!(n > 0, "closed before replying");
+        reply.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 200"));
+    let status = d.terminate();
+    assert!(status.success(), "daemon exit status {status:?}");
+    let log = d.log_text();
+    assert!(
+        !log.contains("closing connections that did not finish"),
+        "the idle connection held the shutdown up:\n{log}"
+    );
+}
+
 #[tokio::test]
 async fn pages_are_embedded_with_types_etags_and_caching() {
     let d = Daemon::in_process();

@@ -38,6 +38,7 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
         let slot = Arc::new(slot);
         let evicted = slot.evicted();
         let header_timeout = state.cfg.limits.header_timeout;
+        let shutdown = state.shutdown.clone();
         state.tasks.spawn(async move {
             let service = service_fn(move |req| {
                 let state = state2.clone();
@@ -51,12 +52,21 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
                 .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
+            let mut conn = std::pin::pin!(conn);
             tokio::select! {
-                done = conn => if let Err(e) = done {
+                done = conn.as_mut() => if let Err(e) = done {
                     debug!(%peer, "http connection: {e}");
                 },
                 // Only connections that never sent a request are evicted: nothing is lost.
                 _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
+                // An idle keep-alive connection closes at once, so the daemon does not wait
+                // out its drain for it; a request under way is answered first.
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    if let Err(e) = conn.await {
+                        debug!(%peer, "http connection at shutdown: {e}");
+                    }
+                }
             }
         });
     }
