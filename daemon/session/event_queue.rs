@@ -2,10 +2,10 @@
 //! stops reading is told to leave (its `overrun` token is cancelled) instead of being buffered
 //! for, so no client can grow the daemon's memory through what is addressed to it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::ViewerEvent;
@@ -18,73 +18,129 @@ pub const MAX_EVENT_BYTES: usize = 256 * 1024;
 /// The session's end of a viewer's event queue.
 #[derive(Debug)]
 pub struct EventSender {
-    tx: mpsc::Sender<ViewerEvent>,
-    queued: Arc<AtomicUsize>,
-    max_bytes: usize,
-    overrun: CancellationToken,
+    shared: Arc<Shared>,
 }
 
 /// The viewer's end of its event queue.
 #[derive(Debug)]
 pub struct EventReceiver {
-    rx: mpsc::Receiver<ViewerEvent>,
-    queued: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// A permit is stored when nobody waits, so a push between a check and a wait is not lost.
+    ready: Notify,
     overrun: CancellationToken,
+    max_events: usize,
+    max_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    events: VecDeque<ViewerEvent>,
+    bytes: usize,
+    /// The sender is gone: after what is queued, nothing more comes.
+    closed: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // Every update completes before anything can panic: a poisoned queue is consistent.
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// A queue of at most `max_events` events and `max_bytes` bytes.
 pub fn channel(max_events: usize, max_bytes: usize) -> (EventSender, EventReceiver) {
-    let (tx, rx) = mpsc::channel(max_events.max(1));
-    let queued = Arc::new(AtomicUsize::new(0));
-    let overrun = CancellationToken::new();
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(Queue::default()),
+        ready: Notify::new(),
+        overrun: CancellationToken::new(),
+        max_events: max_events.max(1),
+        max_bytes,
+    });
     (
         EventSender {
-            tx,
-            queued: queued.clone(),
-            max_bytes,
-            overrun: overrun.clone(),
+            shared: shared.clone(),
         },
-        EventReceiver {
-            rx,
-            queued,
-            overrun,
-        },
+        EventReceiver { shared },
     )
 }
 
 impl EventSender {
     /// Queues `event` without waiting. When the queue is full the viewer is marked overrun
     /// (it is closed by its own task) and false is returned.
+    ///
+    /// A status that follows a status still queued, at the same size, replaces it: the newer
+    /// one says all the older did (a burst of joins is one status per viewer, not one per
+    /// join). Statuses of different sizes are all kept, since each tells the client the size
+    /// the output before it was written at.
     pub fn push(&self, event: ViewerEvent) -> bool {
         let cost = event.cost();
-        let before = self.queued.fetch_add(cost, Ordering::Relaxed);
-        if before + cost > self.max_bytes || self.tx.try_send(event).is_err() {
-            self.queued.fetch_sub(cost, Ordering::Relaxed);
-            self.overrun.cancel();
+        let mut q = self.shared.lock();
+        if let (
+            Some(ViewerEvent::Status { info: queued, .. }),
+            ViewerEvent::Status { info: newer, .. },
+        ) = (q.events.back(), &event)
+        {
+            if (queued.rows, queued.cols) == (newer.rows, newer.cols) {
+                if let Some(old) = q.events.pop_back() {
+                    q.bytes -= old.cost();
+                }
+            }
+        }
+        if q.events.len() >= self.shared.max_events || q.bytes + cost > self.shared.max_bytes {
+            drop(q);
+            self.shared.overrun.cancel();
             return false;
         }
+        q.events.push_back(event);
+        q.bytes += cost;
+        drop(q);
+        self.shared.ready.notify_one();
         true
     }
 }
 
+impl Drop for EventSender {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_one();
+    }
+}
+
 impl EventReceiver {
-    /// The next event; `None` once the session dropped its end.
+    /// The next event; `None` once the session dropped its end and the queue is empty.
+    /// Cancel-safe: an event is taken only when it is returned.
     pub async fn recv(&mut self) -> Option<ViewerEvent> {
-        let ev = self.rx.recv().await?;
-        self.queued.fetch_sub(ev.cost(), Ordering::Relaxed);
-        Some(ev)
+        loop {
+            {
+                let mut q = self.shared.lock();
+                if let Some(ev) = q.events.pop_front() {
+                    q.bytes -= ev.cost();
+                    return Some(ev);
+                }
+                if q.closed {
+                    return None;
+                }
+            }
+            self.shared.ready.notified().await;
+        }
     }
 
     /// The next event if one is queued.
     pub fn try_recv(&mut self) -> Option<ViewerEvent> {
-        let ev = self.rx.try_recv().ok()?;
-        self.queued.fetch_sub(ev.cost(), Ordering::Relaxed);
+        let mut q = self.shared.lock();
+        let ev = q.events.pop_front()?;
+        q.bytes -= ev.cost();
         Some(ev)
     }
 
     /// Cancelled once an event could not be queued: the viewer fell too far behind.
     pub fn overrun(&self) -> CancellationToken {
-        self.overrun.clone()
+        self.shared.overrun.clone()
     }
 }
 
@@ -114,7 +170,7 @@ mod tests {
         );
         assert!(rx.overrun().is_cancelled());
         while rx.try_recv().is_some() {}
-        assert_eq!(rx.queued.load(Ordering::Relaxed), 0);
+        assert_eq!(rx.shared.lock().bytes, 0);
         assert!(tx.push(ViewerEvent::Close(EndReason::Deleted)));
         assert!(rx.recv().await.is_some());
     }
@@ -125,5 +181,60 @@ mod tests {
         assert!(tx.push(chat(1)) && tx.push(chat(1)) && tx.push(chat(1)));
         assert!(!tx.push(chat(1)));
         assert!(rx.overrun().is_cancelled());
+    }
+
+    fn status(viewers: usize, rows: u16, offset: u64) -> ViewerEvent {
+        ViewerEvent::Status {
+            info: crate::session::StatusInfo {
+                viewers,
+                rows,
+                cols: 80,
+                assistant: "Shell".into(),
+                session_name: String::new(),
+                session_uuid: uuid::Uuid::nil(),
+                work_dir: "/".into(),
+                yolo_mode: false,
+                yolo_supported: false,
+                restarting: false,
+            },
+            offset,
+        }
+    }
+
+    fn viewers_and_rows(ev: Option<ViewerEvent>) -> (usize, u16, u64) {
+        match ev {
+            Some(ViewerEvent::Status { info, offset }) => (info.viewers, info.rows, offset),
+            other => panic!("expected a status, got {other:?}"),
+        }
+    }
+
+    /// A join burst (many statuses at one size) takes one place in the queue, not one per
+    /// join, so a reading viewer is never closed for other people's joins; a size change is
+    /// never folded away.
+    #[tokio::test]
+    async fn statuses_of_one_size_coalesce_and_sizes_are_kept() {
+        let (tx, mut rx) = channel(4, usize::MAX);
+        for n in 1..=1000 {
+            assert!(tx.push(status(n, 24, n as u64)), "status {n} queued");
+        }
+        assert!(tx.push(status(1000, 30, 2000)));
+        assert!(tx.push(chat(1)));
+        assert!(tx.push(status(999, 30, 2001)));
+        assert_eq!(viewers_and_rows(rx.recv().await), (1000, 24, 1000));
+        assert_eq!(viewers_and_rows(rx.recv().await), (1000, 30, 2000));
+        assert!(matches!(rx.recv().await, Some(ViewerEvent::Chat(_))));
+        assert_eq!(viewers_and_rows(rx.recv().await), (999, 30, 2001));
+        assert!(!rx.overrun().is_cancelled());
+        assert_eq!(rx.shared.lock().bytes, 0);
+    }
+
+    /// The receiver sees the end once the sender is gone and the queue is drained.
+    #[tokio::test]
+    async fn ends_after_the_last_event_once_the_sender_goes() {
+        let (tx, mut rx) = channel(8, usize::MAX);
+        assert!(tx.push(chat(1)));
+        drop(tx);
+        assert!(rx.recv().await.is_some());
+        assert!(rx.recv().await.is_none());
     }
 }
