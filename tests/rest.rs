@@ -223,7 +223,9 @@ async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
 async fn sigterm_closes_idle_keep_alive_connections() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut d = Daemon::start();
-    let mut conn = tokio::net::TcpStream::connect(d.addr).await.expect("connect");
+    let mut conn = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
     conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
         .await
         .expect("request");
