@@ -290,14 +290,8 @@ impl Daemon {
     /// Stops the daemon and files its findings under `what`.
     pub(crate) fn finish(mut self, what: &str, notes: &mut Vec<String>) -> usize {
         let (resyncs, warnings) = self.log_findings();
-        for w in warnings.iter().take(5) {
-            notes.push(format!("{what}: daemon logged: {w}"));
-        }
-        if warnings.len() > 5 {
-            notes.push(format!(
-                "{what}: ... and {} more WARN/ERROR lines",
-                warnings.len() - 5
-            ));
+        for (count, kind) in warning_kinds(&warnings) {
+            notes.push(format!("{what}: daemon logged {count} × {kind}"));
         }
         for p in self.stop() {
             notes.push(format!("{what}: {p}"));
@@ -400,4 +394,24 @@ impl Metrics {
     pub(crate) fn since(&self, before: &Metrics, key: &str) -> u64 {
         self.get(key).saturating_sub(before.get(key))
     }
+}
+
+/// WARN/ERROR lines grouped by what they say (level, module and message, without the time
+/// and the `key=value` fields), most frequent first: every kind is reported, none cut off.
+fn warning_kinds(lines: &[String]) -> Vec<(usize, String)> {
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in lines {
+        let body = line
+            .find(" WARN ")
+            .or_else(|| line.find(" ERROR "))
+            .map_or(line.as_str(), |at| line[at..].trim_start());
+        let kind: Vec<&str> = body
+            .split_whitespace()
+            .filter(|w| !w.contains('='))
+            .collect();
+        *kinds.entry(kind.join(" ")).or_default() += 1;
+    }
+    let mut kinds: Vec<(usize, String)> = kinds.into_iter().map(|(k, n)| (n, k)).collect();
+    kinds.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    kinds
 }
