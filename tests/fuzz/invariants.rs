@@ -12,12 +12,13 @@ use bytes::Bytes;
 use ptyhub::config::{self, ConfigError};
 use ptyhub::protocol::swe::{
     self, ClientMessage, DecodeError, ServerMessage, MAX_OUTPUT_FRAME, MAX_SNAPSHOT_CHUNKS,
-    MAX_SNAPSHOT_PAYLOAD,
+    MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_LIMIT,
 };
 use ptyhub::session::queries::{Expected, Query, QueryHook, QueryScan};
 use ptyhub::session::screen::ScreenModel;
 use ptyhub::session::snapshot;
 use ptyhub::session::upload;
+use ptyhub::term::seq::Scanner;
 use serde_json::{json, Value};
 
 // ---- terminal output to feed the screen model --------------------------------------------
@@ -143,20 +144,6 @@ fn nz(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
 }
 
-/// Every scrollback row of the active grid, rendered, with its wrap flag, oldest first.
-fn scrollback_rows(screen: &vt100::Screen) -> Vec<(String, bool)> {
-    let mut s = screen.clone();
-    let total = s.scrollback_len();
-    let cols = s.size().1.get();
-    (0..total)
-        .map(|line| {
-            s.set_scrollback(total - line);
-            let text = s.rows_formatted(0, cols).next().unwrap_or_default();
-            (text, s.row_wrapped(0))
-        })
-        .collect()
-}
-
 /// How much of the scrollback two screens must share.
 #[derive(Clone, Copy, Debug)]
 pub enum Scrollback {
@@ -171,6 +158,16 @@ pub enum Scrollback {
 /// attributes, cursor position and visibility, which grid is active, the input modes, the
 /// current attributes, wrap flags, and the scrollback.
 pub fn assert_same(got: &vt100::Screen, want: &vt100::Screen, what: &str, sb: Scrollback) {
+    assert_same_live(got, want, what);
+    let n = scrollback_to_compare(got, want, what, sb);
+    if n > 0 {
+        // Scrolling back needs `&mut`: copies, and only when there is something to see.
+        assert_same_scrollback(&mut got.clone(), &mut want.clone(), n, what);
+    }
+}
+
+/// [`assert_same`] but the scrollback.
+fn assert_same_live(got: &vt100::Screen, want: &vt100::Screen, what: &str) {
     assert_eq!(got.size(), want.size(), "{what}: size");
     assert_eq!(
         got.contents_formatted(),
@@ -205,22 +202,81 @@ pub fn assert_same(got: &vt100::Screen, want: &vt100::Screen, what: &str, sb: Sc
             "{what}: wrap of row {r}"
         );
     }
-    let (g, w) = (scrollback_rows(got), scrollback_rows(want));
-    let (g, w) = match sb {
-        Scrollback::All => (&g[..], &w[..]),
-        Scrollback::Newest(n) => {
-            assert!(g.len() >= n && w.len() >= n, "{what}: fewer than {n} lines");
-            (&g[g.len() - n..], &w[w.len() - n..])
+}
+
+/// How many of the newest scrollback lines to compare; checks the lengths `sb` asks for.
+fn scrollback_to_compare(
+    got: &vt100::Screen,
+    want: &vt100::Screen,
+    what: &str,
+    sb: Scrollback,
+) -> usize {
+    match sb {
+        Scrollback::All => {
+            assert_eq!(
+                got.scrollback_len(),
+                want.scrollback_len(),
+                "{what}: scrollback length"
+            );
+            got.scrollback_len()
         }
-    };
-    assert_eq!(g.len(), w.len(), "{what}: scrollback length");
-    for (i, (g, w)) in g.iter().zip(w).enumerate() {
-        assert_eq!(g, w, "{what}: scrollback line {i}");
+        Scrollback::Newest(n) => {
+            let enough = got.scrollback_len() >= n && want.scrollback_len() >= n;
+            assert!(enough, "{what}: fewer than {n} lines");
+            n
+        }
     }
 }
 
+/// The newest `n` scrollback lines of the active grids are the same, as rendered alone with
+/// their wrap flags. A line renders alone from its first `cols` cells, and vt100's
+/// `rows_diff` is empty exactly when those cells are equal (but the halves of an equal wide
+/// character, which rendering skips too): lines are compared a window of rows at a time by
+/// diff, and rendered only where the diff is not empty (the verdict is the rendering's).
+/// Leaves both scrolled to the live screen.
+fn assert_same_scrollback(got: &mut vt100::Screen, want: &mut vt100::Screen, n: usize, what: &str) {
+    let (rows, cols) = (usize::from(got.size().0.get()), got.size().1.get());
+    let render = |s: &vt100::Screen| (s.rows_formatted(0, cols).next(), s.row_wrapped(0));
+    let mut line = 0;
+    while line < n {
+        // Line `line` of the newest `n` at the top: the same offset on both.
+        let window = (n - line).min(rows);
+        got.set_scrollback(n - line);
+        want.set_scrollback(n - line);
+        let differ: Vec<usize> = got
+            .rows_diff(want, 0, cols)
+            .take(window)
+            .enumerate()
+            .filter(|(r, diff)| {
+                let r = *r as u16;
+                !diff.is_empty() || got.row_wrapped(r) != want.row_wrapped(r)
+            })
+            .map(|(r, _)| line + r)
+            .collect();
+        for l in differ {
+            got.set_scrollback(n - l);
+            want.set_scrollback(n - l);
+            assert_eq!(render(got), render(want), "{what}: scrollback line {l}");
+        }
+        line += window;
+    }
+    got.set_scrollback(0);
+    want.set_scrollback(0);
+}
+
+/// A copy of `screen` to probe, without the active grid's scrollback. The caller compared
+/// that scrollback already, and a probe only scrolls lines in and the oldest out, never
+/// changes one: the probes then compare what they scrolled in, not every line again.
+fn probe_base(screen: &vt100::Screen) -> vt100::Screen {
+    let mut copy = screen.clone();
+    copy.clear_scrollback();
+    copy
+}
+
 /// Feed both screens (cloned) the same `tail` and compare again: shows hidden state (scroll
-/// region, saved cursor, the main grid under the alternate one, REP's last character).
+/// region, saved cursor, the main grid under the alternate one, REP's last character). Both
+/// come from [`probe_base`]: their scrollback afterwards is what the probe scrolled in, or the
+/// main grid's whole one when the probe leaves the alternate screen.
 fn assert_same_after(got: &vt100::Screen, want: &vt100::Screen, tail: &[u8], what: &str) {
     let (rows, cols) = got.size();
     let run = |s: &vt100::Screen| {
@@ -229,16 +285,13 @@ fn assert_same_after(got: &vt100::Screen, want: &vt100::Screen, tail: &[u8], wha
         p.process(tail);
         p
     };
-    let (g, w) = (run(got), run(want));
-    // The two may keep different amounts of scrollback (a joiner keeps more than the model):
-    // what the probe scrolled in is compared, the rest was compared before.
+    let (mut g, mut w) = (run(got), run(want));
+    let what = format!("{what}, then {:?}", String::from_utf8_lossy(tail));
+    assert_same_live(g.screen(), w.screen(), &what);
+    // The two may keep different amounts of scrollback (a joiner keeps more than the model).
     let n = g.screen().scrollback_len().min(w.screen().scrollback_len());
-    assert_same(
-        g.screen(),
-        w.screen(),
-        &format!("{what}, then {:?}", String::from_utf8_lossy(tail)),
-        Scrollback::Newest(n),
-    );
+    // The copies are ours to scroll.
+    assert_same_scrollback(g.screen_mut(), w.screen_mut(), n, &what);
 }
 
 /// Probes of hidden state that only plain grid state decides (no saved cursor).
@@ -394,10 +447,18 @@ pub fn check_bulk(
     before: &[u8],
     flood: &[u8],
     after: &[u8],
+    min_skip: Option<usize>,
 ) -> usize {
+    dump(|| {
+        let size = format!("{rows}x{cols} sb {scrollback} min {min_skip:?}");
+        format!("{size} before {before:?} flood {flood:?} after {after:?}")
+    });
     let mut model = ScreenModel::new(rows, cols, scrollback);
     model.process(before);
-    let skipped = model.process_bulk(flood);
+    let skipped = match min_skip {
+        Some(min) => model.process_bulk_from(flood, min),
+        None => model.process_bulk(flood),
+    };
     assert!(skipped <= flood.len(), "skipped more than given");
     model.process(after);
     let all = [before, flood, after].concat();
@@ -405,23 +466,37 @@ pub fn check_bulk(
     let want = fresh(rows, cols, scrollback, applied);
     let what = format!("{rows}x{cols} sb {scrollback}, skipped {skipped}");
     assert_same(model.screen(), want.screen(), &what, Scrollback::All);
-    assert_eq!(
-        model.scrollback_len(),
-        {
-            let mut p = fresh(rows, cols, scrollback, applied);
-            if p.screen().alternate_screen() {
-                p.process(b"\x1b[?47l");
-            }
-            p.screen().scrollback_len()
-        },
-        "{what}: main scrollback length"
-    );
+    if !want.screen().alternate_screen() {
+        assert_eq!(
+            model.scrollback_len(),
+            want.screen().scrollback_len(),
+            "{what}: scrollback length"
+        );
+    } else if !passes_through(&model, applied) {
+        // Under the alternate screen the model keeps the main grid's count itself, except
+        // while it passes an oversized sequence through (a known limit, pinned by an ignored
+        // test in tests/properties.rs).
+        assert_eq!(
+            model.scrollback_len(),
+            main_grid(want.screen()).scrollback_len(),
+            "{what}: main scrollback length"
+        );
+    }
     if model.pending_len() == 0 {
+        let (got, want) = (probe_base(model.screen()), probe_base(want.screen()));
         for probe in PROBES.iter().chain(SAVED_CURSOR_PROBES).chain([&REP_PROBE]) {
-            assert_same_after(model.screen(), want.screen(), probe, &what);
+            assert_same_after(&got, &want, probe, &what);
         }
     }
     skipped
+}
+
+/// Whether `model`, fed `stream`, is passing an oversized sequence through: the stream ends
+/// inside a sequence, and none of it is held back.
+fn passes_through(model: &ScreenModel, stream: &[u8]) -> bool {
+    let mut scan = Scanner::default();
+    scan.skip(stream);
+    model.pending_len() == 0 && !scan.is_ground()
 }
 
 /// Plain text as a flood is made of: printable ASCII, TAB, CR, LF.
@@ -472,8 +547,8 @@ pub fn check_snapshot(
     }
     let stream = chunks.concat();
     dump(|| format!("{rows}x{cols} sb {scrollback} max {max_scrollback} chunks {chunks:?}"));
-    let encoded = snapshot::encode(&model, max_scrollback);
-    assert!(encoded.gzip.len() <= snapshot::LIMIT, "snapshot over limit");
+    let encoded = snapshot::encode(&model, max_scrollback, SNAPSHOT_LIMIT);
+    assert!(encoded.gzip.len() <= SNAPSHOT_LIMIT, "snapshot over limit");
     let frames = swe::snapshot_frames(&encoded.gzip).expect("a snapshot fits its chunks");
     let gzip = reassemble_snapshot(&frames).expect("chunks reassemble");
     assert_eq!(gzip, encoded.gzip, "chunks carry the gzip stream");
@@ -512,14 +587,14 @@ pub fn check_snapshot(
         Scrollback::Newest(kept),
     );
     let reproducible = saved_cursor_reproducible(model.screen());
-    for probe in PROBES.iter().filter(|_| kept == all) {
-        assert_same_after(got.screen(), model.screen(), probe, &what);
-    }
-    for probe in SAVED_CURSOR_PROBES
-        .iter()
-        .filter(|_| reproducible && kept == all)
-    {
-        assert_same_after(got.screen(), model.screen(), probe, &what);
+    if kept == all {
+        let (got, model) = (probe_base(got.screen()), probe_base(model.screen()));
+        for probe in PROBES {
+            assert_same_after(&got, &model, probe, &what);
+        }
+        for probe in SAVED_CURSOR_PROBES.iter().filter(|_| reproducible) {
+            assert_same_after(&got, &model, probe, &what);
+        }
     }
     // Joining there: the snapshot, then the live stream from the held-back bytes on, ends
     // like a terminal that saw everything.
