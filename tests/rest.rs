@@ -177,44 +177,61 @@ async fn assistants_report_availability() {
     }
 }
 
-#[tokio::test]
-async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
-    let mut d = Daemon::start_with(&common::config(
-        "[assistants.stubborn]\ncommand = [\"bash\", \"-c\", \"trap '' TERM HUP; echo stubborn-ready; while :; do sleep 0.1; done\"]\n",
-    ));
+/// A program that ignores SIGTERM and SIGHUP.
+const STUBBORN: &str = "[assistants.stubborn]\ncommand = [\"bash\", \"-c\", \"trap '' TERM HUP; echo stubborn-ready; while :; do sleep 0.1; done\"]\n";
+
+/// One session per assistant, each with a viewer, running: the first (a shell) has a
+/// background job that ignores SIGHUP and escaped into its own session; a `stubborn` one has
+/// printed that it is ready.
+async fn hard_to_end_sessions(d: &Daemon, assistants: &[&str]) -> (Vec<Client>, Vec<Uuid>) {
     let mut viewers = Vec::new();
     let mut ids = Vec::new();
-    for assistant in ["shell", "shell", "stubborn"] {
+    for assistant in assistants {
         let id = Uuid::new_v4();
         let mut c = Client::connect(&d.ws(id, &format!("?assistant={assistant}"))).await;
         c.wait_json("ready").await;
         ids.push(id);
         viewers.push(c);
     }
-    // A background job that ignores SIGHUP and escaped into its own session still ends.
     viewers[0]
         .run(
             "setsid nohup sleep 1000 >/dev/null 2>&1 & echo bg-$((3*3))",
             "bg-9",
         )
         .await;
-    viewers[2].wait_screen("stubborn-ready").await;
+    for (c, assistant) in viewers.iter_mut().zip(assistants) {
+        if *assistant == "stubborn" {
+            c.wait_screen("stubborn-ready").await;
+        }
+    }
     for id in &ids {
         assert!(!common::processes_of(*id).is_empty());
     }
-    let status = d.terminate();
-    assert!(status.success(), "daemon exit status {status:?}");
-    for v in &mut viewers {
+    (viewers, ids)
+}
+
+/// Every viewer was closed with 1001 (going away) and no process of the sessions is left.
+async fn all_closed_with_1001_and_gone(viewers: &mut [Client], ids: &[Uuid]) {
+    for v in viewers {
         let (code, _) = v.until_closed().await;
         assert_eq!(code, 1001);
     }
-    for id in &ids {
+    for id in ids {
         assert!(
             common::processes_of(*id).is_empty(),
             "processes of {id} left: {:?}",
             common::processes_of(*id)
         );
     }
+}
+
+#[tokio::test]
+async fn sigterm_closes_viewers_with_1001_and_leaves_no_process() {
+    let mut d = Daemon::start_with(&common::config(STUBBORN));
+    let (mut viewers, ids) = hard_to_end_sessions(&d, &["shell", "shell", "stubborn"]).await;
+    let status = d.terminate();
+    assert!(status.success(), "daemon exit status {status:?}");
+    all_closed_with_1001_and_gone(&mut viewers, &ids).await;
 }
 
 /// An idle keep-alive connection is closed at shutdown rather than waited for: the daemon
@@ -287,39 +304,9 @@ async fn pages_are_embedded_with_types_etags_and_caching() {
 
 #[tokio::test]
 async fn an_in_process_daemon_ends_like_sigterm_and_leaves_no_process() {
-    let d = Daemon::in_process_with(&common::config(
-        "[assistants.stubborn]\ncommand = [\"bash\", \"-c\", \"trap '' TERM HUP; echo stubborn-ready; while :; do sleep 0.1; done\"]\n",
-    ));
-    let mut viewers = Vec::new();
-    let mut ids = Vec::new();
-    for assistant in ["shell", "stubborn"] {
-        let id = Uuid::new_v4();
-        let mut c = Client::connect(&d.ws(id, &format!("?assistant={assistant}"))).await;
-        c.wait_json("ready").await;
-        ids.push(id);
-        viewers.push(c);
-    }
-    viewers[0]
-        .run(
-            "setsid nohup sleep 1000 >/dev/null 2>&1 & echo bg-$((3*3))",
-            "bg-9",
-        )
-        .await;
-    viewers[1].wait_screen("stubborn-ready").await;
-    for id in &ids {
-        assert!(!common::processes_of(*id).is_empty());
-    }
+    let d = Daemon::in_process_with(&common::config(STUBBORN));
+    let (mut viewers, ids) = hard_to_end_sessions(&d, &["shell", "stubborn"]).await;
     // What the end of a test does: the daemon is dropped, with viewers still connected.
     drop(d);
-    for v in &mut viewers {
-        let (code, _) = v.until_closed().await;
-        assert_eq!(code, 1001);
-    }
-    for id in &ids {
-        assert!(
-            common::processes_of(*id).is_empty(),
-            "processes of {id} left: {:?}",
-            common::processes_of(*id)
-        );
-    }
+    all_closed_with_1001_and_gone(&mut viewers, &ids).await;
 }
