@@ -250,7 +250,7 @@ fn print_sizes() {
         println!(
             "snapshot {snap}: ansi {} B, gzip {} B, {} scrollback lines",
             encoded.ansi_len,
-            encoded.gzip.len(),
+            encoded.bytes.len(),
             encoded.scrollback_lines
         );
     }

@@ -66,7 +66,14 @@ pub(super) async fn route(
     };
     match (&method, segments.as_slice()) {
         (&Method::GET, ["ws", id]) => match parse_id(id) {
-            Ok(id) if access.reaches(id) => websocket(req, id, access, state, slot),
+            Ok(id) if access.reaches(id) => {
+                websocket(req, id, WsDialect::Browser, access, state, slot)
+            }
+            Ok(_) => forbidden(),
+            Err(e) => e.response(),
+        },
+        (&Method::GET, ["ws", id, "raw"]) => match parse_id(id) {
+            Ok(id) if access.reaches(id) => websocket(req, id, WsDialect::Raw, access, state, slot),
             Ok(_) => forbidden(),
             Err(e) => e.response(),
         },

@@ -1,4 +1,5 @@
 //! The WebSocket upgrade: which session (created if asked), which dialect, which options.
+//! The one place that decides which dialect a path speaks is [`WsDialect`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,13 +11,23 @@ use uuid::Uuid;
 
 use super::connections::Slot;
 use crate::auth::{Access, Role};
+use crate::protocol::raw::Raw;
 use crate::protocol::swe::Swe;
-use crate::protocol::Notice;
+use crate::protocol::{Dialect, Notice};
 use crate::registry::Found;
 use crate::session::CreateSpec;
 use crate::viewer::{self, ViewerOptions};
 
 use super::*;
+
+/// Which dialect a WebSocket path speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WsDialect {
+    /// `/ws/{id}`: the browser dialect (sections 1-8).
+    Browser,
+    /// `/ws/{id}/raw`: the raw terminal dialect (section 10).
+    Raw,
+}
 
 /// The query parameters of a WebSocket connection.
 #[derive(Debug, Default)]
@@ -25,26 +36,53 @@ pub(super) struct WsQuery {
     name: Option<String>,
     cwd: Option<String>,
     flow_ack: bool,
+    /// `create=0`: join only, never create.
+    join_only: bool,
+    /// `rows` and `cols`: the client's size, applied as its first resize.
+    size: Option<(u16, u16)>,
 }
 
-pub(super) fn ws_query(req: &Request<Incoming>) -> WsQuery {
+/// Parses the query; `Err` says what is wrong with it (answered 400 before the upgrade).
+pub(super) fn ws_query(req: &Request<Incoming>) -> Result<WsQuery, String> {
     let mut q = WsQuery::default();
+    let (mut rows, mut cols) = (None, None);
     let raw = req.uri().query().unwrap_or("");
+    let positive = |k: &str, v: &str| match v.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(u16::try_from(n).unwrap_or(u16::MAX)),
+        _ => Err(format!("{k} must be a positive integer, not {v:?}")),
+    };
     for (k, v) in form_urlencoded::parse(raw.as_bytes()) {
         match &*k {
             "assistant" => q.assistant = Some(v.into_owned()),
             "name" => q.name = Some(v.into_owned()),
             "cwd" => q.cwd = Some(v.into_owned()),
             "flow" => q.flow_ack = v == "ack",
+            "create" => q.join_only = matches!(&*v, "0" | "false" | "no"),
+            "rows" => rows = Some(positive("rows", &v)?),
+            "cols" => cols = Some(positive("cols", &v)?),
             _ => {}
         }
     }
-    q
+    q.size = match (rows, cols) {
+        (Some(rows), Some(cols)) => Some((rows, cols)),
+        (None, None) => None,
+        _ => return Err("cols and rows are given together".to_owned()),
+    };
+    Ok(q)
+}
+
+/// Why a connection was refused after the upgrade.
+enum Refused {
+    /// The session could not be created (close 4002).
+    CreateFailed(String),
+    /// `create=0` and no such session (close 4004).
+    NotFound,
 }
 
 pub(super) fn websocket(
     mut req: Request<Incoming>,
     id: Uuid,
+    dialect: WsDialect,
     access: Access,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
@@ -52,6 +90,10 @@ pub(super) fn websocket(
     if !fastwebsockets::upgrade::is_upgrade_request(&req) {
         return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
     }
+    let q = match ws_query(&req) {
+        Ok(q) => q,
+        Err(why) => return error(StatusCode::BAD_REQUEST, &why),
+    };
     // Authenticated now: it leaves the pool that strangers compete for.
     if !slot.authenticate() {
         crate::metrics::METRICS.refused(429);
@@ -60,14 +102,18 @@ pub(super) fn websocket(
             "too many WebSockets from this address",
         );
     }
-    let q = ws_query(&req);
     // Creation happens before the upgrade so two racing joiners start one program, but its
     // failure is reported after it, as the protocol wants (an error message and close 4002).
     let session = match state.registry.get(&id) {
         Some(h) => Ok(h),
-        None if !matches!(access, Access::Full) => Err("this link's session has ended".to_owned()),
+        None if q.join_only => Err(Refused::NotFound),
+        None if !matches!(access, Access::Full) => Err(Refused::CreateFailed(
+            "this link's session has ended".to_owned(),
+        )),
         None => match q.assistant.clone() {
-            None => Err("no session with this id, and no assistant given to create one".to_owned()),
+            None => Err(Refused::CreateFailed(
+                "no session with this id, and no assistant given to create one".to_owned(),
+            )),
             Some(assistant) => state
                 .registry
                 .get_or_create(CreateSpec {
@@ -78,7 +124,7 @@ pub(super) fn websocket(
                     screen: true,
                 })
                 .map(Found::handle)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| Refused::CreateFailed(e.to_string())),
         },
     };
     let (response, upgrade) = match fastwebsockets::upgrade::upgrade(&mut req) {
@@ -100,10 +146,12 @@ pub(super) fn websocket(
         ),
     };
     let opts = ViewerOptions {
-        flow_ack: q.flow_ack,
+        // Only the browser dialect has an `ack` message.
+        flow_ack: q.flow_ack && dialect == WsDialect::Browser,
         read_only,
         revoked,
         expires,
+        initial_size: q.size,
     };
     state.tasks.spawn(async move {
         // The connection counts against its address for as long as the WebSocket lives.
@@ -115,14 +163,40 @@ pub(super) fn websocket(
                 return;
             }
         };
-        match session {
-            Ok(handle) => viewer::run(ws, handle, cfg, opts, Swe).await,
-            Err(message) => {
-                info!(session = %id, "refused WebSocket: {message}");
-                let notice = Notice::CreateFailed(&message);
-                viewer::refuse(ws, &Swe, 4002, notice, &message).await;
-            }
+        match dialect {
+            WsDialect::Browser => serve(ws, id, session, cfg, opts, Swe).await,
+            WsDialect::Raw => serve(ws, id, session, cfg, opts, Raw).await,
         }
     });
     response.map(|_| Body::default())
+}
+
+/// Runs the viewer, or tells it why it was refused.
+async fn serve<D: Dialect>(
+    ws: fastwebsockets::WebSocket<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
+    id: Uuid,
+    session: Result<crate::session::SessionHandle, Refused>,
+    cfg: Arc<crate::config::Config>,
+    opts: ViewerOptions,
+    dialect: D,
+) {
+    match session {
+        Ok(handle) => viewer::run(ws, handle, cfg, opts, dialect).await,
+        Err(Refused::CreateFailed(message)) => {
+            info!(session = %id, "refused WebSocket: {message}");
+            let notice = Notice::CreateFailed(&message);
+            viewer::refuse(ws, &dialect, 4002, notice, &message).await;
+        }
+        Err(Refused::NotFound) => {
+            debug!(session = %id, "no such session to join (create=0)");
+            viewer::refuse(
+                ws,
+                &dialect,
+                4004,
+                Notice::NoSuchSession,
+                "session not found",
+            )
+            .await;
+        }
+    }
 }

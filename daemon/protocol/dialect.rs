@@ -9,7 +9,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::request::{Outcome, Request};
-use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, StatusInfo};
+use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, SnapshotForm, StatusInfo};
 
 /// One whole message from a client (fragments already joined).
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +53,8 @@ pub enum Notice<'a> {
     TooManyViewers(&'a str),
     /// The session could not be created; says why.
     CreateFailed(&'a str),
+    /// The client asked to join only, and there is no such session.
+    NoSuchSession,
 }
 
 /// A dialect: a pure codec between a client's messages and the session's domain words.
@@ -69,11 +71,25 @@ pub trait Dialect: Send + Sync + 'static {
     fn output_ranges(data: &[u8]) -> impl Iterator<Item = Range<usize>>
     where
         Self: Sized;
-    /// The largest gzip stream this dialect can carry as one snapshot; the session trims
-    /// scrollback to fit it.
-    fn snapshot_limit(&self) -> usize;
-    /// A snapshot (gzip of the screen's ANSI) as binary messages; empty when it cannot be sent.
-    fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>>;
+    /// How this dialect carries a snapshot (gzip or plain, and its largest size); the session
+    /// trims scrollback to fit it.
+    fn snapshot_form(&self) -> SnapshotForm;
+    /// A snapshot (packed as [`Dialect::snapshot_form`] asked) as binary messages; empty when
+    /// it cannot be sent.
+    fn snapshot(&self, packed: &[u8]) -> Vec<Vec<u8>>;
     /// The close code and reason that tell the client why its session ended.
     fn ended(&self, reason: EndReason) -> (u16, &'static str);
+}
+
+/// The short machine word for a refusal, the same in every dialect's `error` message.
+pub fn refusal_code(r: &Refusal) -> &'static str {
+    match r {
+        Refusal::ReadOnly(_) => "read_only",
+        Refusal::NotRunning(_) => "not_running",
+        Refusal::InvalidChat(_) => "invalid_chat",
+        Refusal::YoloUnsupported(_) => "yolo_unsupported",
+        Refusal::RestartInProgress => "restart_in_progress",
+        Refusal::BadSignal(_) => "bad_signal",
+        Refusal::SignalFailed(_) => "signal_failed",
+    }
 }

@@ -69,17 +69,7 @@ impl DecodeError {
 
 /// The `error` message that tells a client why the session refused what it asked.
 pub fn refusal(r: &crate::session::Refusal) -> ServerMessage {
-    use crate::session::Refusal;
-    let code = match r {
-        Refusal::ReadOnly(_) => "read_only",
-        Refusal::NotRunning(_) => "not_running",
-        Refusal::InvalidChat(_) => "invalid_chat",
-        Refusal::YoloUnsupported(_) => "yolo_unsupported",
-        Refusal::RestartInProgress => "restart_in_progress",
-        Refusal::BadSignal(_) => "bad_signal",
-        Refusal::SignalFailed(_) => "signal_failed",
-    };
-    ServerMessage::error(code, r.message())
+    ServerMessage::error(super::dialect::refusal_code(r), r.message())
 }
 
 /// The close code and reason that tell a client why its session ended.
@@ -484,6 +474,7 @@ impl Dialect for Swe {
             Notice::Refused(r) => refusal(r),
             Notice::TooManyViewers(why) => ServerMessage::error("too_many_viewers", why),
             Notice::CreateFailed(why) => ServerMessage::error("session_create_failed", why),
+            Notice::NoSuchSession => ServerMessage::error("not_found", "Session not found"),
         };
         Some(text(msg))
     }
@@ -492,12 +483,12 @@ impl Dialect for Swe {
         output_frame_ranges(data)
     }
 
-    fn snapshot_limit(&self) -> usize {
-        SNAPSHOT_LIMIT
+    fn snapshot_form(&self) -> crate::session::SnapshotForm {
+        crate::session::SnapshotForm::gzip(SNAPSHOT_LIMIT)
     }
 
     fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>> {
-        // The session keeps the stream within `snapshot_limit`; an empty list would mean a
+        // The session keeps the stream within the form's limit; an empty list would mean a
         // bug there, and the viewer then just goes on with live output.
         snapshot_frames(gzip).unwrap_or_default()
     }

@@ -174,7 +174,7 @@ impl Session {
                 role,
                 events,
                 live,
-                snapshot_limit,
+                form,
                 reply,
             } => {
                 let max = self.cfg.limits.max_viewers_per_session;
@@ -195,7 +195,7 @@ impl Session {
                     let _ = reply.send(Ok(join));
                 } else if self.drawn {
                     // Rendered on the screen thread once it has parsed up to here.
-                    self.snapshot_then(snapshot_limit, move |snapshot, offset| {
+                    self.snapshot_then(form, move |snapshot, offset| {
                         join.snapshot = snapshot;
                         join.offset = offset;
                         let _ = reply.send(Ok(join));
@@ -242,10 +242,7 @@ impl Session {
                     self.apply_size();
                 }
             }
-            Command::Resync {
-                snapshot_limit,
-                reply,
-            } => self.snapshot_then(snapshot_limit, move |snapshot, offset| {
+            Command::Resync { form, reply } => self.snapshot_then(form, move |snapshot, offset| {
                 let _ = reply.send(Resync { snapshot, offset });
             }),
             Command::Chat {
@@ -308,13 +305,13 @@ impl Session {
     /// incomplete escape sequence, are streamed instead).
     pub(super) fn snapshot_then(
         &self,
-        limit: usize,
+        form: SnapshotForm,
         done: impl FnOnce(Option<EncodedSnapshot>, u64) + Send + 'static,
     ) {
         match &self.screen {
             Some(screen) => screen.snapshot(
                 self.log.head(),
-                limit,
+                form,
                 Box::new(move |snapshot, offset| done(Some(snapshot), offset)),
             ),
             None => done(None, self.log.start()),

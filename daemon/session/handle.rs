@@ -20,8 +20,8 @@ pub(super) enum Command {
         role: Role,
         events: EventSender,
         live: Arc<dyn LiveOutput>,
-        /// The largest snapshot the viewer's dialect carries (gzip bytes).
-        snapshot_limit: usize,
+        /// How the viewer's dialect carries a snapshot.
+        form: SnapshotForm,
         reply: oneshot::Sender<Result<JoinReply, JoinError>>,
     },
     Leave {
@@ -39,7 +39,7 @@ pub(super) enum Command {
         cols: u16,
     },
     Resync {
-        snapshot_limit: usize,
+        form: SnapshotForm,
         reply: oneshot::Sender<Resync>,
     },
     Chat {
@@ -110,14 +110,14 @@ impl SessionHandle {
     }
 
     /// Adds a viewer with `role`; `events` receives everything addressed to it, `live` its
-    /// output; its snapshot is at most `snapshot_limit` gzip bytes. The viewer stays a member
+    /// output; its snapshot is packed as `form` asks. The viewer stays a member
     /// until the returned [`Membership`] is dropped.
     pub async fn join(
         &self,
         role: Role,
         events: EventSender,
         live: Arc<dyn LiveOutput>,
-        snapshot_limit: usize,
+        form: SnapshotForm,
     ) -> Result<(Membership, JoinReply), JoinError> {
         let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
@@ -126,7 +126,7 @@ impl SessionHandle {
             role,
             events,
             live,
-            snapshot_limit,
+            form,
             reply,
         })
         .await?;
@@ -164,15 +164,10 @@ impl SessionHandle {
         self.send(Command::Resize { viewer, rows, cols }).await
     }
 
-    /// A fresh snapshot (at most `snapshot_limit` gzip bytes) and the offset the stream
-    /// resumes from.
-    pub async fn resync(&self, snapshot_limit: usize) -> Result<Resync, SessionGone> {
+    /// A fresh snapshot (packed as `form` asks) and the offset the stream resumes from.
+    pub async fn resync(&self, form: SnapshotForm) -> Result<Resync, SessionGone> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Resync {
-            snapshot_limit,
-            reply,
-        })
-        .await?;
+        self.send(Command::Resync { form, reply }).await?;
         rx.await.map_err(|_| SessionGone)
     }
 

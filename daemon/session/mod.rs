@@ -44,7 +44,7 @@ pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
 use screen::ScreenModel;
 use screen_thread::ScreenThread;
-pub use snapshot::EncodedSnapshot;
+pub use snapshot::{EncodedSnapshot, Packing, SnapshotForm};
 
 use actor::{Proc, Session};
 pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};

@@ -19,7 +19,7 @@ use tracing::warn;
 
 use super::queries::Query;
 use super::screen::ScreenModel;
-use super::snapshot::{self, EncodedSnapshot};
+use super::snapshot::{self, EncodedSnapshot, SnapshotForm};
 use crate::metrics::METRICS;
 use crate::term::seq::ESC;
 
@@ -32,6 +32,9 @@ const MAX_BATCH: usize = 4 << 20;
 const GATHER: usize = 1 << 20;
 const GATHER_WAIT: Duration = Duration::from_millis(10);
 
+/// Snapshots kept for reuse while the model is unchanged: one per form in use.
+const MAX_CACHED_FORMS: usize = 4;
+
 /// Called on the screen thread with a snapshot and the log offset it belongs to.
 pub type SnapshotFn = Box<dyn FnOnce(EncodedSnapshot, u64) + Send>;
 
@@ -41,7 +44,7 @@ enum Job {
     Resize(u16, u16),
     Snapshot {
         head: u64,
-        limit: usize,
+        form: SnapshotForm,
         take: SnapshotFn,
     },
 }
@@ -103,9 +106,9 @@ impl ScreenThread {
 
     /// Renders a snapshot once the model has parsed everything before `head`, and hands it to
     /// `take` with the exact offset it belongs to (`head` less what the model holds back of an
-    /// unfinished sequence). The gzip stream is at most `limit` bytes.
-    pub fn snapshot(&self, head: u64, limit: usize, take: SnapshotFn) {
-        self.send(Job::Snapshot { head, limit, take });
+    /// unfinished sequence), packed as `form` asks.
+    pub fn snapshot(&self, head: u64, form: SnapshotForm, take: SnapshotFn) {
+        self.send(Job::Snapshot { head, form, take });
     }
 
     /// Whether more output may be queued now.
@@ -136,14 +139,15 @@ fn run(
     shared: Arc<Shared>,
     answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
 ) {
-    // The last snapshot and its offset, while the model has not changed since.
-    let mut last: Option<(EncodedSnapshot, (u64, usize))> = None;
+    // The last snapshot of each form and its offset, while the model has not changed since
+    // (browser and raw joiners ask for different forms; neither evicts the other).
+    let mut last: Vec<(EncodedSnapshot, (u64, SnapshotForm))> = Vec::new();
     // A job taken from the queue while gathering output, to run next.
     let mut next: Option<Job> = None;
     while let Some(job) = next.take().or_else(|| jobs.recv().ok()) {
         match job {
             Job::Output(chunk) => {
-                last = None;
+                last.clear();
                 // Parse the output queued up to the next other job as one run, so the part of
                 // a long plain flood that scrolls away unseen is skipped. Text without an ESC
                 // (so without a terminal query to answer) waits a moment for more to join it:
@@ -194,16 +198,19 @@ fn run(
                 }
             }
             Job::Resize(rows, cols) => {
-                last = None;
+                last.clear();
                 model.resize(rows, cols);
             }
-            Job::Snapshot { head, limit, take } => {
+            Job::Snapshot { head, form, take } => {
                 let offset = head - model.pending_len() as u64;
-                let snapshot = match &last {
-                    Some((snapshot, at)) if *at == (offset, limit) => snapshot.clone(),
-                    _ => {
-                        let snapshot = snapshot::encode(&model, max_scrollback, limit);
-                        last = Some((snapshot.clone(), (offset, limit)));
+                let snapshot = match last.iter().find(|(_, at)| *at == (offset, form)) {
+                    Some((snapshot, _)) => snapshot.clone(),
+                    None => {
+                        let snapshot = snapshot::encode_as(&model, max_scrollback, form);
+                        if last.len() == MAX_CACHED_FORMS {
+                            last.remove(0);
+                        }
+                        last.push((snapshot.clone(), (offset, form)));
                         snapshot
                     }
                 };

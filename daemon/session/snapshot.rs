@@ -1,5 +1,6 @@
-//! Snapshot encoding: the screen's ANSI gzipped (level 1), with scrollback trimmed until the
-//! stream fits what a snapshot may be on the wire (each dialect frames it itself).
+//! Snapshot encoding: the screen's ANSI, gzipped (level 1) or plain as the asking dialect
+//! carries it, with scrollback trimmed until it fits what a snapshot may be on the wire (each
+//! dialect frames it itself).
 
 use std::io::Write as _;
 
@@ -12,44 +13,101 @@ use crate::session::screen::ScreenModel;
 /// Compressions tried when trimming scrollback, on top of the first two.
 const MAX_TRIM_TRIES: usize = 6;
 
-/// One encoded snapshot: a single gzip stream of at most the limit it was encoded for.
+/// How a dialect carries a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Packing {
+    /// One gzip stream (the browser dialect).
+    Gzip,
+    /// The ANSI itself (a replay, for clients that write it straight into a terminal).
+    Plain,
+}
+
+/// What a dialect asks of a snapshot: its packing, and the most bytes it may be once packed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SnapshotForm {
+    /// Gzip or plain.
+    pub packing: Packing,
+    /// Largest packed size, bytes: scrollback is trimmed until it fits.
+    pub limit: usize,
+}
+
+impl SnapshotForm {
+    /// A gzip stream of at most `limit` bytes.
+    pub const fn gzip(limit: usize) -> Self {
+        SnapshotForm {
+            packing: Packing::Gzip,
+            limit,
+        }
+    }
+
+    /// Plain ANSI of at most `limit` bytes.
+    pub const fn plain(limit: usize) -> Self {
+        SnapshotForm {
+            packing: Packing::Plain,
+            limit,
+        }
+    }
+
+    fn pack(self, ansi: Vec<u8>) -> Vec<u8> {
+        match self.packing {
+            Packing::Gzip => gzip(&ansi),
+            Packing::Plain => ansi,
+        }
+    }
+}
+
+/// One encoded snapshot: a single gzip stream, or plain ANSI, of at most the limit it was
+/// encoded for.
 #[derive(Clone)]
 pub struct EncodedSnapshot {
-    /// The gzip stream.
-    pub gzip: Bytes,
+    /// The packed bytes (see [`SnapshotForm`]).
+    pub bytes: Bytes,
+    /// How `bytes` is packed.
+    pub packing: Packing,
     /// Length of the ANSI before compression.
     pub ansi_len: usize,
     /// Scrollback lines included.
     pub scrollback_lines: usize,
 }
 
-/// gzip (flate2, level 1) `model.snapshot_ansi(n)` with n = all scrollback (up to `max_scrollback`)
-/// first; if the stream is over `limit` bytes (what the asking dialect can carry), drop scrollback, oldest first, until it fits, falling
-/// back to no scrollback at all (and, for a screen too big even alone, to its plain text, then to
-/// just the cursor and modes). Chunks never grow: the stream shrinks instead.
+/// [`encode_as`] a gzip stream of at most `limit` bytes (the browser dialect's snapshot).
 pub fn encode(model: &ScreenModel, max_scrollback: usize, limit: usize) -> EncodedSnapshot {
-    // Rendered once; trimming only re-assembles and re-compresses.
+    encode_as(model, max_scrollback, SnapshotForm::gzip(limit))
+}
+
+/// Packs `model.snapshot_ansi(n)` as `form` asks, with n = all scrollback (up to
+/// `max_scrollback`) first; if that is over `form.limit` bytes (what the asking dialect can
+/// carry), drops scrollback, oldest first, until it fits, falling back to no scrollback at all
+/// (and, for a screen too big even alone, to its plain text, then to just the cursor and
+/// modes). Chunks never grow: the snapshot shrinks instead.
+pub fn encode_as(
+    model: &ScreenModel,
+    max_scrollback: usize,
+    form: SnapshotForm,
+) -> EncodedSnapshot {
+    let limit = form.limit;
+    // Rendered once; trimming only re-assembles and re-packs.
     let parts = model.snapshot_parts(max_scrollback);
     let attempt = |n: usize| {
         let ansi = parts.assemble(n);
-        (ansi.len(), gzip(&ansi))
+        (ansi.len(), form.pack(ansi))
     };
 
     let all = parts.lines();
-    let (mut ansi_len, mut gz) = attempt(all);
+    let (mut ansi_len, mut packed) = attempt(all);
     let mut lines = all;
-    if gz.len() > limit {
-        let (len0, gz0) = attempt(0);
-        if gz0.len() > limit {
+    if packed.len() > limit {
+        let (len0, packed0) = attempt(0);
+        if packed0.len() > limit {
             lines = 0;
-            (ansi_len, gz) = fallback(model, limit);
+            (ansi_len, packed) = fallback(model, form);
         } else {
             // The size grows about linearly with the lines kept: interpolate
             // between the largest count known to fit and the smallest known
             // not to, aiming a little under the limit.
-            let (mut fit, mut fit_size) = (0, gz0.len());
-            let (mut over, mut over_size) = (all, gz.len());
-            (ansi_len, gz) = (len0, gz0);
+            let (mut fit, mut fit_size) = (0, packed0.len());
+            let (mut over, mut over_size) = (all, packed.len());
+            (ansi_len, packed) = (len0, packed0);
             for _ in 0..MAX_TRIM_TRIES {
                 if over - fit <= 1 || limit - fit_size < limit / 32 {
                     break;
@@ -60,7 +118,7 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize, limit: usize) -> Encod
                 let (len, g) = attempt(guess);
                 if g.len() <= limit {
                     (fit, fit_size) = (guess, g.len());
-                    (ansi_len, gz) = (len, g);
+                    (ansi_len, packed) = (len, g);
                 } else {
                     (over, over_size) = (guess, g.len());
                 }
@@ -70,7 +128,8 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize, limit: usize) -> Encod
     }
 
     EncodedSnapshot {
-        gzip: Bytes::from(gz),
+        bytes: Bytes::from(packed),
+        packing: form.packing,
         ansi_len,
         scrollback_lines: lines,
     }
@@ -79,14 +138,15 @@ pub fn encode(model: &ScreenModel, max_scrollback: usize, limit: usize) -> Encod
 /// For a screen that does not fit even without scrollback (an adversarial
 /// 500 x 1000 screen of random true colour): its text without attributes,
 /// or failing that, only the cursor and input modes.
-fn fallback(model: &ScreenModel, limit: usize) -> (usize, Vec<u8>) {
+fn fallback(model: &ScreenModel, form: SnapshotForm) -> (usize, Vec<u8>) {
     let plain = model.snapshot_ansi_plain();
-    let gz = gzip(&plain);
-    if gz.len() <= limit {
-        return (plain.len(), gz);
+    let len = plain.len();
+    let packed = form.pack(plain);
+    if packed.len() <= form.limit {
+        return (len, packed);
     }
     let minimal = model.snapshot_ansi_minimal();
-    (minimal.len(), gzip(&minimal))
+    (minimal.len(), form.pack(minimal))
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -113,7 +173,7 @@ mod tests {
 
     /// How many chunks the browser dialect cuts this snapshot into.
     fn chunks(encoded: &EncodedSnapshot) -> usize {
-        crate::protocol::swe::snapshot_frames(&encoded.gzip)
+        crate::protocol::swe::snapshot_frames(&encoded.bytes)
             .expect("fits in 255 chunks")
             .len()
     }
@@ -184,16 +244,16 @@ mod tests {
         stream.extend_from_slice(b"\x1b[?1049h\x1b[2;3Hin vim\x1b[?2004h");
         model.process(&stream);
         let encoded = encode(&model, 1000, LIMIT);
-        let ansi = gunzip(&encoded.gzip);
+        let ansi = gunzip(&encoded.bytes);
         assert_eq!(ansi, model.snapshot_ansi(1000));
         assert_eq!(encoded.ansi_len, ansi.len());
-        assert_eq!(encoded.gzip.len(), encoded.gzip.len());
+        assert_eq!(encoded.bytes.len(), encoded.bytes.len());
         assert_eq!(encoded.scrollback_lines, model.scrollback_len());
         assert!(chunks(&encoded) > 1, "several chunks");
         // The limit on scrollback is honoured.
         let encoded = encode(&model, 10, LIMIT);
         assert_eq!(encoded.scrollback_lines, 10);
-        assert_eq!(gunzip(&encoded.gzip), model.snapshot_ansi(10));
+        assert_eq!(gunzip(&encoded.bytes), model.snapshot_ansi(10));
     }
 
     #[test]
@@ -202,7 +262,7 @@ mod tests {
         let encoded = encode(&model, 1000, LIMIT);
         assert_eq!(chunks(&encoded), 1);
         assert_eq!(encoded.scrollback_lines, 0);
-        let got = parser(24, 80, &gunzip(&encoded.gzip));
+        let got = parser(24, 80, &gunzip(&encoded.bytes));
         assert_eq!(
             got.screen().contents_formatted(),
             model.screen().contents_formatted()
@@ -220,7 +280,7 @@ mod tests {
         let encoded = encode(&model, usize::MAX, LIMIT);
         let took = t.elapsed();
         assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
-        assert!(encoded.gzip.len() <= LIMIT);
+        assert!(encoded.bytes.len() <= LIMIT);
         assert!(
             encoded.scrollback_lines > 0 && encoded.scrollback_lines < all,
             "trimmed, not dropped: {} of {all}",
@@ -228,11 +288,11 @@ mod tests {
         );
         // Not needlessly far under the limit.
         assert!(
-            encoded.gzip.len() > LIMIT * 9 / 10,
+            encoded.bytes.len() > LIMIT * 9 / 10,
             "{} of {LIMIT}",
-            encoded.gzip.len()
+            encoded.bytes.len()
         );
-        let ansi = gunzip(&encoded.gzip);
+        let ansi = gunzip(&encoded.bytes);
         let got = parser(rows, cols, &ansi);
         assert_eq!(
             got.screen().contents_formatted(),
@@ -253,7 +313,7 @@ mod tests {
             encoded.scrollback_lines,
             chunks(&encoded),
             encoded.ansi_len,
-            encoded.gzip.len()
+            encoded.bytes.len()
         );
     }
 
@@ -267,7 +327,7 @@ mod tests {
         let encoded = encode(&model, usize::MAX, LIMIT);
         assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
         assert_eq!(encoded.scrollback_lines, 0);
-        let got = parser(rows, cols, &gunzip(&encoded.gzip));
+        let got = parser(rows, cols, &gunzip(&encoded.bytes));
         assert_eq!(got.screen().contents(), model.screen().contents());
         assert_eq!(got.screen().cursor_position(), (6, 8));
         assert!(got.screen().bracketed_paste());

@@ -59,6 +59,9 @@ pub struct ViewerOptions {
     pub revoked: Option<CancellationToken>,
     /// When the share link it connected with expires.
     pub expires: Option<std::time::SystemTime>,
+    /// The client's terminal size given when connecting (rows, cols), applied as its first
+    /// resize once it has joined.
+    pub initial_size: Option<(u16, u16)>,
 }
 
 /// Tells the client why (in its dialect) and closes with `code`; for connections refused
@@ -132,7 +135,7 @@ pub async fn run<D: Dialect>(
         Role::Writer
     };
     let (membership, join) = match session
-        .join(role, events_tx, live, dialect.snapshot_limit())
+        .join(role, events_tx, live, dialect.snapshot_form())
         .await
     {
         Ok(joined) => joined,
@@ -150,6 +153,12 @@ pub async fn run<D: Dialect>(
     };
     let viewer = membership.viewer();
     debug!(session = %session.id(), viewer, "viewer joined");
+    if let Some((rows, cols)) = opts.initial_size {
+        // As if the client had sent it: a read-only viewer is told it was refused.
+        if session.resize(viewer, rows, cols).await.is_err() {
+            return;
+        }
+    }
 
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
     let replies = Replies {
@@ -606,7 +615,7 @@ impl<D: Dialect> Writer<D> {
     }
 
     async fn resync(&mut self, why: &str) -> WriteResult {
-        let Ok(resync) = self.session.resync(self.dialect.snapshot_limit()).await else {
+        let Ok(resync) = self.session.resync(self.dialect.snapshot_form()).await else {
             return self.close_for(EndReason::Deleted).await;
         };
         info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
@@ -620,8 +629,8 @@ impl<D: Dialect> Writer<D> {
 
     async fn send_snapshot(&mut self, snapshot: &EncodedSnapshot) -> WriteResult {
         METRICS.snapshots.inc();
-        let frames = self.dialect.snapshot(&snapshot.gzip);
-        let mut out = Vec::with_capacity(snapshot.gzip.len() + frames.len() * 8);
+        let frames = self.dialect.snapshot(&snapshot.bytes);
+        let mut out = Vec::with_capacity(snapshot.bytes.len() + frames.len() * 10);
         for frame in &frames {
             live::push_frame(&mut out, OpCode::Binary, frame);
         }
