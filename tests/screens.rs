@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Client, Daemon};
+use common::{assert_same_screen, Client, Daemon};
 use uuid::Uuid;
 
 /// A script that prints `lines` coloured lines (16, 256 and true colour, bold, italic,
@@ -31,56 +31,6 @@ read -r line
 printf '\e[?1002l\e[?1006l\e[?2004l\e[?1l\e>\e[?1049l'
 printf 'LEFT-%s-ALT\n' THE
 "#;
-
-fn assert_same_screen(a: &Client, b: &Client, what: &str) {
-    let (sa, sb) = (a.term.screen(), b.term.screen());
-    assert_eq!(sa.contents(), sb.contents(), "{what}: text differs");
-    assert_eq!(
-        sa.contents_formatted(),
-        sb.contents_formatted(),
-        "{what}: attributes differ"
-    );
-    assert_eq!(
-        sa.cursor_position(),
-        sb.cursor_position(),
-        "{what}: cursor differs"
-    );
-    assert_eq!(
-        sa.hide_cursor(),
-        sb.hide_cursor(),
-        "{what}: cursor visibility differs"
-    );
-    assert_eq!(
-        sa.alternate_screen(),
-        sb.alternate_screen(),
-        "{what}: active screen differs"
-    );
-    assert_eq!(
-        sa.application_cursor(),
-        sb.application_cursor(),
-        "{what}: app cursor differs"
-    );
-    assert_eq!(
-        sa.application_keypad(),
-        sb.application_keypad(),
-        "{what}: app keypad differs"
-    );
-    assert_eq!(
-        sa.bracketed_paste(),
-        sb.bracketed_paste(),
-        "{what}: bracketed paste differs"
-    );
-    assert_eq!(
-        sa.mouse_protocol_mode(),
-        sb.mouse_protocol_mode(),
-        "{what}: mouse mode differs"
-    );
-    assert_eq!(
-        sa.mouse_protocol_encoding(),
-        sb.mouse_protocol_encoding(),
-        "{what}: mouse encoding differs"
-    );
-}
 
 async fn sized(d: &Daemon, id: Uuid, query: &str) -> Client {
     let mut c = Client::connect(&d.ws(id, query)).await;

@@ -20,7 +20,9 @@ impl LiveOutput for NoLive {
     fn wake(&self) {}
 }
 
-const LIMIT: usize = ptyhub::protocol::swe::SNAPSHOT_LIMIT;
+const FORM: ptyhub::session::SnapshotForm =
+    ptyhub::session::SnapshotForm::gzip(ptyhub::protocol::swe::SNAPSHOT_LIMIT);
+const LIMIT: usize = FORM.limit;
 const WAIT: Duration = Duration::from_secs(20);
 
 fn config() -> Arc<ptyhub::config::Config> {
@@ -65,7 +67,7 @@ async fn join(
 ) {
     let (events, rx) = event_queue::channel(64, 1 << 20);
     let (member, reply) = handle
-        .join(role, events, Arc::new(NoLive), LIMIT)
+        .join(role, events, Arc::new(NoLive), FORM)
         .await
         .expect("join");
     (member, reply, rx)
@@ -93,7 +95,7 @@ async fn without_a_screen_model_joiners_replay_the_log() {
     for i in 1..=5 {
         assert!(replay.contains(&format!("line-{i}")), "{replay:?}");
     }
-    let resync = handle.resync(LIMIT).await.expect("resync");
+    let resync = handle.resync(FORM).await.expect("resync");
     assert!(resync.snapshot.is_none());
     assert_eq!(resync.offset, handle.log().start());
     handle.end(EndReason::Deleted).await.expect("ends");
@@ -105,7 +107,7 @@ async fn with_a_screen_model_joiners_get_a_snapshot_at_the_head() {
     wait_for_output(&handle, "line-5").await;
     let (_member, join, _rx) = join(&handle, Role::Viewer).await;
     let snapshot = join.snapshot.expect("a snapshot of what was drawn");
-    assert!(!snapshot.gzip.is_empty() && snapshot.gzip.len() <= LIMIT);
+    assert!(!snapshot.bytes.is_empty() && snapshot.bytes.len() <= LIMIT);
     assert_eq!(join.offset, handle.log().head());
     handle.end(EndReason::Deleted).await.expect("ends");
 }

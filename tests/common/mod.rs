@@ -174,6 +174,11 @@ impl Daemon {
         format!("ws://{}/ws/{}{}", self.addr, id, query)
     }
 
+    /// The raw dialect's URL for a session (`id` a uuid or a number).
+    pub fn ws_raw(&self, id: impl std::fmt::Display, query: &str) -> String {
+        format!("ws://{}/ws/{}/raw{}", self.addr, id, query)
+    }
+
     /// The binary's pid.
     pub fn pid(&self) -> u32 {
         self.process().pid().expect("running")
@@ -325,6 +330,11 @@ pub struct Client {
     /// flow=ack: acknowledge output as it is drawn (while waiting in `until`).
     pub auto_ack: bool,
     acked: usize,
+    /// A raw-dialect client: every binary frame is terminal bytes; those before `ready` are
+    /// the replay.
+    pub raw: bool,
+    /// Raw dialect: the replay bytes received before `ready`.
+    pub replay: Vec<u8>,
 }
 
 impl Client {
@@ -354,7 +364,16 @@ impl Client {
             closed: None,
             auto_ack: false,
             acked: 0,
+            raw: false,
+            replay: Vec::new(),
         })
+    }
+
+    /// A raw-dialect client (`/ws/{id}/raw`).
+    pub async fn connect_raw(url: &str) -> Client {
+        let mut c = Self::connect(url).await;
+        c.raw = true;
+        c
     }
 
     /// Sets the local terminal size (the one this client draws into) and tells the server.
@@ -428,6 +447,17 @@ impl Client {
             Ok(Some(Ok(msg))) => msg,
         };
         match msg {
+            Message::Binary(b) if self.raw => {
+                self.frame_lens.push(b.len());
+                self.term.process(&b);
+                if self.count("ready") == 0 {
+                    self.replay.extend_from_slice(&b);
+                    self.events.push(("replay", b.to_vec()));
+                } else {
+                    self.output.extend_from_slice(&b);
+                    self.events.push(("output", b.to_vec()));
+                }
+            }
             Message::Binary(b) => {
                 self.frame_lens.push(b.len());
                 if b.len() >= 3 && b[0] == 0x02 {
@@ -564,6 +594,57 @@ impl Client {
         self.type_str(&format!("{cmd}\r")).await;
         self.wait_screen(marker).await;
     }
+}
+
+/// Asserts two clients draw the same screen: text, attributes, cursor, active screen, modes.
+pub fn assert_same_screen(a: &Client, b: &Client, what: &str) {
+    let (sa, sb) = (a.term.screen(), b.term.screen());
+    assert_eq!(sa.contents(), sb.contents(), "{what}: text differs");
+    assert_eq!(
+        sa.contents_formatted(),
+        sb.contents_formatted(),
+        "{what}: attributes differ"
+    );
+    assert_eq!(
+        sa.cursor_position(),
+        sb.cursor_position(),
+        "{what}: cursor differs"
+    );
+    assert_eq!(
+        sa.hide_cursor(),
+        sb.hide_cursor(),
+        "{what}: cursor visibility differs"
+    );
+    assert_eq!(
+        sa.alternate_screen(),
+        sb.alternate_screen(),
+        "{what}: active screen differs"
+    );
+    assert_eq!(
+        sa.application_cursor(),
+        sb.application_cursor(),
+        "{what}: app cursor differs"
+    );
+    assert_eq!(
+        sa.application_keypad(),
+        sb.application_keypad(),
+        "{what}: app keypad differs"
+    );
+    assert_eq!(
+        sa.bracketed_paste(),
+        sb.bracketed_paste(),
+        "{what}: bracketed paste differs"
+    );
+    assert_eq!(
+        sa.mouse_protocol_mode(),
+        sb.mouse_protocol_mode(),
+        "{what}: mouse mode differs"
+    );
+    assert_eq!(
+        sa.mouse_protocol_encoding(),
+        sb.mouse_protocol_encoding(),
+        "{what}: mouse encoding differs"
+    );
 }
 
 /// A file in the test's temp dir holding `contents`.

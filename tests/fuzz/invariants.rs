@@ -548,10 +548,10 @@ pub fn check_snapshot(
     let stream = chunks.concat();
     dump(|| format!("{rows}x{cols} sb {scrollback} max {max_scrollback} chunks {chunks:?}"));
     let encoded = snapshot::encode(&model, max_scrollback, SNAPSHOT_LIMIT);
-    assert!(encoded.gzip.len() <= SNAPSHOT_LIMIT, "snapshot over limit");
-    let frames = swe::snapshot_frames(&encoded.gzip).expect("a snapshot fits its chunks");
+    assert!(encoded.bytes.len() <= SNAPSHOT_LIMIT, "snapshot over limit");
+    let frames = swe::snapshot_frames(&encoded.bytes).expect("a snapshot fits its chunks");
     let gzip = reassemble_snapshot(&frames).expect("chunks reassemble");
-    assert_eq!(gzip, encoded.gzip, "chunks carry the gzip stream");
+    assert_eq!(gzip, encoded.bytes, "chunks carry the gzip stream");
     let mut ansi = Vec::new();
     flate2::read::GzDecoder::new(&gzip[..])
         .read_to_end(&mut ansi)
@@ -1370,4 +1370,95 @@ pub fn check_presented_token(
             "token {t:?} was not sent"
         );
     }
+}
+
+// ---- the raw terminal dialect --------------------------------------------------------------
+
+/// A raw control message as a client writes it (JSON), for the requests raw clients can send.
+pub fn raw_control_json(req: &ClientMessage) -> Option<Value> {
+    Some(match req {
+        ClientMessage::Resize { rows, cols } => {
+            json!({"type": "resize", "cols": cols, "rows": rows})
+        }
+        ClientMessage::Signal { signal } => json!({"type": "signal", "signal": signal}),
+        ClientMessage::Ping { data: None } => json!({"type": "ping"}),
+        ClientMessage::Ping { data: Some(d) } => json!({"type": "ping", "data": d}),
+        _ => return None,
+    })
+}
+
+/// **Decoding a raw client frame never panics and follows PROTOCOL.md section 10**: a binary
+/// frame without the `0x01` prefix is always input, byte for byte; input is always the frame
+/// unchanged; only a frame whose rest after `0x01` is a JSON object may be refused (with a
+/// bounded message); a control message written back as JSON decodes to itself, both as text
+/// and behind `0x01`.
+pub fn check_raw_frame(is_text: bool, frame: &[u8]) {
+    use ptyhub::protocol::raw;
+    use ptyhub::protocol::Inbound;
+    let message = if is_text {
+        match std::str::from_utf8(frame) {
+            Ok(t) => Inbound::Text(t.to_owned()),
+            Err(_) => return,
+        }
+    } else {
+        Inbound::Binary(Bytes::copy_from_slice(frame))
+    };
+    let prefixed = frame.first() == Some(&raw::CONTROL_PREFIX);
+    match raw::decode(message) {
+        Ok(ClientMessage::Input(b)) => assert_eq!(b.as_ref(), frame, "input changed"),
+        Ok(req) => {
+            assert!(
+                is_text || prefixed,
+                "an unprefixed binary frame taken as control"
+            );
+            let json = raw_control_json(&req)
+                .unwrap_or_else(|| panic!("{req:?}: not a raw control message"))
+                .to_string();
+            check_raw_control_roundtrip(&req, &json);
+        }
+        Err(raw::BadControl(why)) => {
+            assert!(
+                prefixed,
+                "{frame:?} refused without the control prefix: {why}"
+            );
+            assert!(!why.is_empty() && why.len() <= MAX_ERROR_MESSAGE, "{why}");
+            let v: Value = serde_json::from_slice(&frame[1..]).expect("refused only JSON");
+            assert!(v.is_object(), "refused a non-object");
+        }
+    }
+}
+
+/// **Encode then decode is identity for raw control messages**, as text and behind `0x01`
+/// (ping data over the cap excepted: it is refused).
+pub fn check_raw_control_roundtrip(req: &ClientMessage, json: &str) {
+    use ptyhub::protocol::raw;
+    use ptyhub::protocol::Inbound;
+    let mut prefixed = vec![raw::CONTROL_PREFIX];
+    prefixed.extend_from_slice(json.as_bytes());
+    for message in [
+        Inbound::Text(json.to_owned()),
+        Inbound::Binary(Bytes::from(prefixed)),
+    ] {
+        match raw::decode(message) {
+            Ok(got) => assert!(same_message(&got, req), "{req:?} as {json}: {got:?}"),
+            Err(raw::BadControl(why)) => {
+                let over = matches!(req, ClientMessage::Ping { data: Some(d) }
+                    if d.to_string().len() > raw::MAX_PING_DATA_BYTES);
+                assert!(over, "{req:?} as {json} refused: {why}");
+            }
+        }
+    }
+}
+
+/// **Raw output frames cover the output exactly**, in order, each non-empty and at most the
+/// frame size: no byte is escaped, dropped or repeated.
+pub fn check_raw_output_frames(data: &[u8]) {
+    use ptyhub::protocol::raw;
+    let mut at = 0;
+    for r in raw::frame_ranges(data) {
+        assert_eq!(r.start, at, "gap or overlap");
+        assert!(!r.is_empty() && r.len() <= raw::MAX_OUTPUT_FRAME, "{r:?}");
+        at = r.end;
+    }
+    assert_eq!(at, data.len(), "output not covered");
 }

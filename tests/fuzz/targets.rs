@@ -97,6 +97,11 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 9,
         run: auth_token,
     },
+    Target {
+        name: "raw_frames",
+        max_input: 1 << 11,
+        run: raw_frames,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -806,5 +811,51 @@ fn ws_frame_rules(u: &mut Unstructured<'_>) -> Result<()> {
         _ => u.arbitrary()?,
     };
     inv::check_ws_frame_rules(&payload, u.arbitrary()?, u.arbitrary()?, len);
+    Ok(())
+}
+
+// ---- the raw terminal dialect --------------------------------------------------------------
+
+fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let prefix = u.ratio(1, 2)?;
+    let body = match u.int_in_range(0..=3)? {
+        0 => u.bytes(u.len().min(1024))?.to_vec(),
+        1 => {
+            let n = u.int_in_range(0..=16)?;
+            (0..n)
+                .map(|_| pick(u, JSON_PIECES).copied())
+                .collect::<Result<String>>()?
+                .into_bytes()
+        }
+        _ => {
+            // A known (or nearly known) type with random fields.
+            let mut m = Map::new();
+            let ty = pick(u, &["ping", "resize", "signal", "chat", "x"])?;
+            m.insert("type".into(), Value::String((*ty).into()));
+            for _ in 0..u.int_in_range(0..=3)? {
+                let k = pick(u, &["cols", "rows", "signal", "data", "type"])?;
+                m.insert((*k).into(), json_value(u, 2)?);
+            }
+            Value::Object(m).to_string().into_bytes()
+        }
+    };
+    let mut frame = Vec::with_capacity(body.len() + 1);
+    if prefix {
+        frame.push(0x01);
+    }
+    frame.extend(body);
+    inv::check_raw_frame(is_text, &frame);
+    let (rows, cols): (u16, u16) = (u.arbitrary()?, u.arbitrary()?);
+    let req = ClientMessage::Resize {
+        rows: rows.max(1),
+        cols: cols.max(1),
+    };
+    let json = inv::raw_control_json(&req).map(|v| v.to_string());
+    if let Some(json) = json {
+        inv::check_raw_control_roundtrip(&req, &json);
+    }
+    let n: usize = u.int_in_range(0..=3)? * 65536 + u.int_in_range(0..=3)?;
+    inv::check_raw_output_frames(&vec![0x02; n.saturating_sub(3)]);
     Ok(())
 }
