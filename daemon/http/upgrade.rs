@@ -76,6 +76,8 @@ pub(super) fn websocket(
                     name: q.name.clone(),
                     cwd: q.cwd.as_ref().map(PathBuf::from),
                     screen: true,
+                    command: None,
+                    size: None,
                 })
                 .map(Found::handle)
                 .map_err(|e| e.to_string()),
