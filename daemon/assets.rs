@@ -11,6 +11,11 @@ use hyper::{HeaderMap, Response, StatusCode};
 #[folder = "static/"]
 struct Static;
 
+/// Whether an embedded file has this path (relative to `static/`).
+pub fn exists(path: &str) -> bool {
+    Static::get(path).is_some()
+}
+
 /// The embedded file at `path` (relative to `static/`), honouring `If-None-Match`.
 pub fn serve(path: &str, request_headers: &HeaderMap) -> Option<Response<Full<Bytes>>> {
     let file = Static::get(path)?;

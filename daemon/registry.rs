@@ -1,6 +1,7 @@
-//! Every live session by uuid: lookup, create-if-absent, and removal when a session ends.
+//! Every live session by uuid and by number: lookup, create-if-absent, and removal when a
+//! session ends.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use dashmap::DashMap;
 use uuid::Uuid;
@@ -9,9 +10,15 @@ use crate::auth::Auth;
 use crate::config::Config;
 use crate::session::{self, CreateError, CreateSpec, EndReason, SessionHandle, SessionInfo};
 
+/// How many session numbers there are: 1 to 255, so a number fits the one-byte tag of the
+/// multiplexed dialect.
+pub const MAX_NUM: usize = u8::MAX as usize;
+
 /// Session uuid → handle.
 pub struct Registry {
     sessions: DashMap<Uuid, SessionHandle>,
+    /// Which numbers are taken, and by which session.
+    nums: Mutex<Numbers>,
     cfg: Arc<Config>,
     /// Share links die with their session.
     auth: Arc<Auth>,
@@ -19,6 +26,54 @@ pub struct Registry {
     me: Weak<Registry>,
     /// Set once shutdown has begun: no more sessions are created.
     closing: std::sync::atomic::AtomicBool,
+}
+
+/// The session numbers in use. A number is taken before its session starts and given back
+/// after the session has left `sessions`, so it also counts the sessions being created: the
+/// session limit is checked against it exactly, however many creators race.
+struct Numbers {
+    /// `by_num[n - 1]`: the session numbered `n`.
+    by_num: [Option<Uuid>; MAX_NUM],
+    /// How many are taken.
+    used: usize,
+}
+
+impl Numbers {
+    /// Takes the smallest free number for `id`, if the session limit `max` allows one more.
+    fn take(&mut self, id: Uuid, max: usize) -> Result<u8, CreateError> {
+        if self.used >= max {
+            return Err(CreateError::TooMany(max));
+        }
+        let free = self
+            .by_num
+            .iter()
+            .position(Option::is_none)
+            .ok_or(CreateError::NoFreeNumber(MAX_NUM))?;
+        self.by_num[free] = Some(id);
+        self.used += 1;
+        // `free` < 255, so the number is 1..=255.
+        Ok(free as u8 + 1)
+    }
+
+    /// Gives `num` back, if `id` still holds it.
+    fn free(&mut self, num: u8, id: Uuid) {
+        let Some(slot) = usize::from(num)
+            .checked_sub(1)
+            .and_then(|i| self.by_num.get_mut(i))
+        else {
+            return;
+        };
+        if *slot == Some(id) {
+            *slot = None;
+            self.used -= 1;
+        }
+    }
+
+    fn get(&self, num: u8) -> Option<Uuid> {
+        usize::from(num)
+            .checked_sub(1)
+            .and_then(|i| self.by_num.get(i).copied().flatten())
+    }
 }
 
 /// Whether `get_or_create` found the session or made it.
@@ -38,11 +93,48 @@ impl Found {
     }
 }
 
+/// Why a session id from a path or a message names no session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Neither a uuid nor a number from 1 to 255.
+    #[error("{0:?} is not a UUID or a session number (1 to 255)")]
+    BadId(String),
+    /// A well-formed number that no session has now.
+    #[error("no such session")]
+    NoSuchNumber(u8),
+}
+
+/// A session id as written in a path or a message: the uuid, or the number (decimal digits
+/// only, 1 to 255; a uuid is never that short, so the two cannot be confused).
+pub fn parse_session_id(id: &str) -> Result<SessionId, ResolveError> {
+    let bad = || ResolveError::BadId(id.to_owned());
+    if !id.is_empty() && id.len() <= 3 && id.bytes().all(|b| b.is_ascii_digit()) {
+        return match id.parse::<u8>() {
+            Ok(num) if num >= 1 => Ok(SessionId::Num(num)),
+            _ => Err(bad()),
+        };
+    }
+    Uuid::parse_str(id).map(SessionId::Uuid).map_err(|_| bad())
+}
+
+/// A session id as written: see [`parse_session_id`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionId {
+    /// The session's uuid (it may not exist yet: a uuid can name a session to create).
+    Uuid(Uuid),
+    /// The session's number.
+    Num(u8),
+}
+
 impl Registry {
     /// An empty registry.
     pub fn new(cfg: Arc<Config>, auth: Arc<Auth>) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             sessions: DashMap::new(),
+            nums: Mutex::new(Numbers {
+                by_num: [None; MAX_NUM],
+                used: 0,
+            }),
             cfg,
             auth,
             me: me.clone(),
@@ -60,34 +152,68 @@ impl Registry {
         self.sessions.get(id).map(|h| h.clone())
     }
 
+    /// The session with this number.
+    pub fn get_by_num(&self, num: u8) -> Option<SessionHandle> {
+        // The uuid is copied out first: the numbers' lock is never held with a shard's.
+        let id = self.numbers().get(num)?;
+        self.get(&id)
+    }
+
+    /// The uuid a path's or message's session id names: a uuid as it is (it may name a session
+    /// still to be created), a number only when a session has it now.
+    pub fn resolve(&self, id: &str) -> Result<Uuid, ResolveError> {
+        match parse_session_id(id)? {
+            SessionId::Uuid(id) => Ok(id),
+            SessionId::Num(num) => self
+                .get_by_num(num)
+                .map(|h| h.id())
+                .ok_or(ResolveError::NoSuchNumber(num)),
+        }
+    }
+
+    fn numbers(&self) -> std::sync::MutexGuard<'_, Numbers> {
+        // Every update completes before anything can panic: a poisoned table is still whole.
+        self.nums.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Creates a session; `Err` if the id is taken is reported as `Found::Existing`.
     pub fn get_or_create(&self, spec: CreateSpec) -> Result<Found, CreateError> {
         if self.closing.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(CreateError::ShuttingDown);
         }
-        let max = self.cfg.limits.max_sessions;
-        // Checked before taking the entry: `len` locks every shard, the entry holds one.
-        // Racing creators can overshoot by a few; the bound still holds well enough.
-        if !self.sessions.contains_key(&spec.id) && self.sessions.len() >= max {
-            return Err(CreateError::TooMany(max));
-        }
         // The entry lock makes two racing creators of one uuid start one program.
         match self.sessions.entry(spec.id) {
             dashmap::Entry::Occupied(e) => Ok(Found::Existing(e.get().clone())),
             dashmap::Entry::Vacant(e) => {
+                let id = spec.id;
+                // Taken under the numbers' own lock, so racing creators of different uuids
+                // never share a number, and the session limit holds exactly.
+                let num = self.numbers().take(id, self.cfg.limits.max_sessions)?;
                 let me = self.me.clone();
-                let handle = session::start(
+                let started = session::start(
                     self.cfg.clone(),
                     spec,
+                    num,
                     Box::new(move |id| {
                         if let Some(registry) = me.upgrade() {
                             registry.sessions.remove(&id);
                             registry.auth.forget_session(id);
+                            // Given back only once the uuid has left the map: a number never
+                            // names two sessions.
+                            registry.numbers().free(num, id);
                         }
                     }),
-                )?;
-                e.insert(handle.clone());
-                Ok(Found::Created(handle))
+                );
+                match started {
+                    Ok(handle) => {
+                        e.insert(handle.clone());
+                        Ok(Found::Created(handle))
+                    }
+                    Err(err) => {
+                        self.numbers().free(num, id);
+                        Err(err)
+                    }
+                }
             }
         }
     }
@@ -95,7 +221,7 @@ impl Registry {
     /// Every session's metadata, oldest first.
     pub fn list(&self) -> Vec<SessionInfo> {
         let mut all: Vec<SessionInfo> = self.sessions.iter().map(|h| h.info()).collect();
-        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.num.cmp(&b.num)));
         all
     }
 
@@ -122,5 +248,67 @@ impl Registry {
             let ends = handles.iter().map(|h| h.end(reason));
             futures_util::future::join_all(ends).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_parse_as_uuid_or_number() {
+        let id = Uuid::new_v4();
+        assert_eq!(parse_session_id(&id.to_string()), Ok(SessionId::Uuid(id)));
+        assert_eq!(
+            parse_session_id(&id.simple().to_string()),
+            Ok(SessionId::Uuid(id))
+        );
+        assert_eq!(parse_session_id("1"), Ok(SessionId::Num(1)));
+        assert_eq!(parse_session_id("255"), Ok(SessionId::Num(255)));
+        assert_eq!(parse_session_id("007"), Ok(SessionId::Num(7)));
+        for bad in [
+            "", "0", "000", "256", "999", "1000", "-1", "+1", " 1", "1.0", "xyz",
+        ] {
+            assert!(
+                matches!(parse_session_id(bad), Err(ResolveError::BadId(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_are_the_smallest_free_and_bounded() {
+        let mut n = Numbers {
+            by_num: [None; MAX_NUM],
+            used: 0,
+        };
+        let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
+        assert_eq!(n.take(ids[0], 10).unwrap(), 1);
+        assert_eq!(n.take(ids[1], 10).unwrap(), 2);
+        assert_eq!(n.take(ids[2], 10).unwrap(), 3);
+        n.free(2, ids[1]);
+        assert_eq!(n.get(2), None);
+        assert_eq!(
+            n.take(ids[3], 10).unwrap(),
+            2,
+            "a freed number is reused first"
+        );
+        // Freeing on behalf of a session that no longer holds the number changes nothing.
+        n.free(2, ids[1]);
+        assert_eq!(n.get(2), Some(ids[3]));
+        n.free(0, ids[0]);
+        assert_eq!(n.used, 3);
+        assert!(matches!(
+            n.take(Uuid::new_v4(), 3),
+            Err(CreateError::TooMany(3))
+        ));
+        for _ in 3..MAX_NUM {
+            n.take(Uuid::new_v4(), 100_000).unwrap();
+        }
+        assert!(n.get(255).is_some());
+        assert!(matches!(
+            n.take(Uuid::new_v4(), 100_000),
+            Err(CreateError::NoFreeNumber(255))
+        ));
     }
 }

@@ -45,8 +45,10 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         name: None,
         cwd: Some(std::env::temp_dir()),
         screen,
+        command: None,
+        size: None,
     };
-    session::start(config(), spec, Box::new(|_| {})).expect("session starts")
+    session::start(config(), spec, 1, Box::new(|_| {})).expect("session starts")
 }
 
 /// Everything the log holds from `from`.

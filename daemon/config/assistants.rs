@@ -95,6 +95,31 @@ impl Assistant {
     }
 }
 
+/// What makes an argument array unusable whatever it runs, for people: no program, an empty
+/// program, or a NUL, which `execve` cannot pass. `None` when it has none of these.
+pub fn argv_problem(argv: &[String]) -> Option<String> {
+    match argv.first() {
+        None => Some(
+            "the command is empty: it needs at least the program, e.g. [\"bash\", \"-l\"]"
+                .to_owned(),
+        ),
+        Some(program) if program.is_empty() => {
+            Some("the program (first element of the command) is an empty string".to_owned())
+        }
+        Some(_) => argv
+            .iter()
+            .position(|a| a.contains('\0'))
+            .map(|i| format!("command arguments cannot contain NUL (element {i} does)")),
+    }
+}
+
+/// Whether `program` can be run, found the way [`Assistant::availability`] finds an
+/// assistant's program (no `$SHELL` substitution: the name is taken as written). Err says why,
+/// e.g. "program `htop` not found in PATH".
+pub fn program_available(program: &str) -> Result<(), String> {
+    find_program(program, std::env::var_os("PATH").as_deref()).map(|_| ())
+}
+
 /// The daemon's `SHELL`, if it is valid UTF-8 (argument arrays are strings).
 fn shell_from_env() -> Option<String> {
     std::env::var("SHELL").ok()
@@ -261,6 +286,26 @@ mod tests {
             assert_eq!(resolve_argv(&unchanged, Some("/bin/zsh")), unchanged);
         }
         assert!(resolve_argv(&[], Some("/bin/zsh")).is_empty());
+    }
+
+    #[test]
+    fn argv_problems_are_named() {
+        assert_eq!(argv_problem(&argv(&["sh", "-c", "true"])), None);
+        assert!(argv_problem(&[])
+            .unwrap()
+            .starts_with("the command is empty"));
+        assert!(argv_problem(&argv(&["", "x"]))
+            .unwrap()
+            .contains("empty string"));
+        assert_eq!(
+            argv_problem(&argv(&["sh", "-c", "a\0b"])).as_deref(),
+            Some("command arguments cannot contain NUL (element 2 does)")
+        );
+        assert_eq!(program_available("sh"), Ok(()));
+        assert_eq!(
+            program_available("no-such-program-xyz"),
+            Err("program `no-such-program-xyz` not found in PATH".to_owned())
+        );
     }
 
     #[test]

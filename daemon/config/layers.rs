@@ -11,8 +11,8 @@ use toml::Spanned;
 use super::values::{
     AnyDuration, Argv, AssistantKey, ChatHistory, Cols, DisplayName, EnvVars, FailedAuthPerMinute,
     FlowBudgetBytes, Listen, MaxChatChars, MaxConnectionsPerIp, MaxMessageBytes, MaxNameChars,
-    MaxSessions, MaxViewersPerSession, OutputLogBytes, PositiveDuration, Rows, ScrollbackLines,
-    Token, UploadMaxBytes,
+    MaxSessions, MaxViewersPerSession, OutputLogBytes, PositiveDuration, Rows, ScrollbackApiBytes,
+    ScrollbackLines, Token, UploadMaxBytes,
 };
 use super::{
     Assistant, AuthConfig, Config, ConfigError, LimitsConfig, SessionConfig, ViewerConfig,
@@ -150,6 +150,7 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
         kill_grace: o.kill_grace.or(b.kill_grace),
         reap_after_exit: o.reap_after_exit.or(b.reap_after_exit),
         chat_history: o.chat_history.or(b.chat_history),
+        scrollback_api_bytes: o.scrollback_api_bytes.or(b.scrollback_api_bytes),
     };
     let (b, o) = (base.viewer, over.viewer);
     let viewer = RawViewer {
@@ -214,6 +215,9 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         kill_grace: need(s.kill_grace, "session.kill_grace")?.0,
         reap_after_exit: need(s.reap_after_exit, "session.reap_after_exit")?.0,
         chat_history: to_usize(need(s.chat_history, "session.chat_history")?.0),
+        scrollback_api_bytes: to_usize(
+            need(s.scrollback_api_bytes, "session.scrollback_api_bytes")?.0,
+        ),
     };
     let v = raw.viewer;
     let viewer = ViewerConfig {
@@ -328,6 +332,7 @@ struct RawSession {
     kill_grace: Option<AnyDuration>,
     reap_after_exit: Option<AnyDuration>,
     chat_history: Option<ChatHistory>,
+    scrollback_api_bytes: Option<ScrollbackApiBytes>,
 }
 
 #[derive(Deserialize, Default)]
@@ -525,6 +530,11 @@ yolo_env = { A = "2", B = "3" }
                 "1000 is out of range: expected an integer of at least 65536",
             ),
             ("[session]\nchat_history = -1\n", 2, "-1 is out of range"),
+            (
+                "[session]\nscrollback_api_bytes = 0\n",
+                2,
+                "0 is out of range: expected an integer from 1 to 16777216",
+            ),
             (
                 "[session]\nscrollback_lines = 100001\n",
                 2,

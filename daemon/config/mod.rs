@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use assistants::Assistant;
+pub use assistants::{argv_problem, program_available, Assistant};
 use layers::build;
 
 /// The embedded default configuration, which is also the documented example.
@@ -71,6 +71,8 @@ pub struct SessionConfig {
     pub reap_after_exit: Duration,
     /// Chat messages kept per session.
     pub chat_history: usize,
+    /// Most bytes of recent output `GET /api/sessions/{id}/scrollback` returns.
+    pub scrollback_api_bytes: usize,
 }
 
 /// `[viewer]`: per-connection settings.
@@ -229,6 +231,7 @@ mod tests {
         assert_eq!(s.kill_grace, Duration::from_secs(5));
         assert_eq!(s.reap_after_exit, Duration::from_secs(3600));
         assert_eq!(s.chat_history, 200);
+        assert_eq!(s.scrollback_api_bytes, 64 * 1024);
         let v = &c.viewer;
         assert_eq!(v.stall_deadline, Duration::from_secs(10));
         assert_eq!(v.flow_budget_bytes, 2 * 1024 * 1024);

@@ -32,6 +32,10 @@ const MAX_SCROLLBACK_LINES: u64 = 100_000;
 /// client by snapshot instead.
 const MIN_FLOW_BUDGET_BYTES: u64 = 512 * 1024;
 
+/// Largest reply of the scrollback endpoint, bytes of output (16 MiB): the reply is built in
+/// memory, a third larger again in base64, while the output log is locked for the copy.
+const MAX_SCROLLBACK_API_BYTES: u64 = 16 * 1024 * 1024;
+
 /// `usize::MAX` as a bound: sizes held in a `usize` can be no larger on this platform.
 const USIZE_MAX: u64 = usize::MAX as u64;
 
@@ -51,6 +55,8 @@ pub(super) type FlowBudgetBytes = Int<MIN_FLOW_BUDGET_BYTES, { u64::MAX }>;
 pub(super) type MaxMessageBytes = Int<2, USIZE_MAX>;
 /// `viewer.upload_max_bytes`.
 pub(super) type UploadMaxBytes = Int<1, USIZE_MAX>;
+/// `session.scrollback_api_bytes`.
+pub(super) type ScrollbackApiBytes = Int<1, MAX_SCROLLBACK_API_BYTES>;
 /// `limits.max_sessions`.
 pub(super) type MaxSessions = Int<1, 100_000>;
 /// `limits.max_viewers_per_session`.
@@ -249,17 +255,9 @@ pub(super) struct Argv(pub(super) Vec<String>);
 impl<'de> Deserialize<'de> for Argv {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let argv = Vec::<String>::deserialize(d)?;
-        match argv.first() {
-            None => Err(de::Error::custom(
-                "the command is empty: it needs at least the program, e.g. [\"bash\", \"-l\"]",
-            )),
-            Some(program) if program.is_empty() => Err(de::Error::custom(
-                "the program (first element of the command) is an empty string",
-            )),
-            Some(_) if argv.iter().any(|a| a.contains('\0')) => {
-                Err(de::Error::custom("command arguments cannot contain NUL"))
-            }
-            Some(_) => Ok(Argv(argv)),
+        match super::assistants::argv_problem(&argv) {
+            Some(problem) => Err(de::Error::custom(problem)),
+            None => Ok(Argv(argv)),
         }
     }
 }

@@ -5,13 +5,14 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION, SET_COOKIE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, LOCATION, SET_COOKIE};
 use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
 use tracing::info;
 use uuid::Uuid;
 
 use crate::auth::{self};
+use crate::registry::{Registry, ResolveError};
 
 use super::*;
 
@@ -89,6 +90,28 @@ impl ApiError {
 pub(super) fn parse_id(id: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(id)
         .map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("{id:?} is not a UUID")))
+}
+
+/// The uuid a session id from a path names: a uuid as written (the session may not exist, or
+/// not yet), or a session number from 1 to 255 that a session has now. 400 for anything else,
+/// 404 for a number no session has. Access checks (`Access::reaches`) go on the uuid returned.
+pub(super) fn resolve_id(registry: &Registry, id: &str) -> Result<Uuid, ApiError> {
+    registry.resolve(id).map_err(|e| {
+        let status = match e {
+            ResolveError::BadId(_) => StatusCode::BAD_REQUEST,
+            ResolveError::NoSuchNumber(_) => StatusCode::NOT_FOUND,
+        };
+        ApiError(status, e.to_string())
+    })
+}
+
+/// 405 for a method the path does not answer, with the `Allow` header listing those it does.
+pub(super) fn method_not_allowed(allowed: &[&str]) -> Response<Body> {
+    let mut resp = error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {
+        resp.headers_mut().insert(ALLOW, v);
+    }
+    resp
 }
 
 pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {

@@ -1,21 +1,23 @@
-//! The REST API: sessions (create, list, get, rename, delete), share links, assistants,
-//! metrics.
+//! The REST API: sessions (create, list, get, rename, delete, recent output), share links,
+//! assistants, metrics.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use base64::Engine as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tracing::info;
 use uuid::Uuid;
 
 use crate::auth::{self, Role};
 use crate::config::Config;
 use crate::registry::Found;
-use crate::session::{CreateError, CreateSpec, EndReason, RenameError};
+use crate::session::{CreateError, CreateSpec, EndReason, RenameError, CUSTOM_ASSISTANT};
 
 use super::*;
 
@@ -93,11 +95,45 @@ pub(super) fn metrics(state: &Arc<AppState>) -> Response<Body> {
     )
 }
 
+/// `GET /api/sessions/{id}/scrollback` reply (field names as the protocol spells them).
+#[derive(Debug, Serialize)]
+pub(super) struct Scrollback {
+    /// The newest raw output bytes, base64.
+    scrollback: String,
+    /// How many bytes that is, decoded.
+    size: usize,
+    /// Whether the program still runs.
+    alive: bool,
+    /// Its exit status once it ended.
+    exit_code: Option<i32>,
+}
+
+pub(super) fn scrollback(id: Uuid, state: &Arc<AppState>) -> Response<Body> {
+    let Some(handle) = state.registry.get(&id) else {
+        return error(StatusCode::NOT_FOUND, "no such session");
+    };
+    // The metadata first: once it says the program has ended, the log already holds all of its
+    // output and the exit notice, so `alive: false` never comes with output cut short.
+    let info = handle.info();
+    let bytes = handle.log().tail(state.cfg.session.scrollback_api_bytes);
+    json(
+        StatusCode::OK,
+        &Scrollback {
+            scrollback: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            size: bytes.len(),
+            alive: info.alive,
+            exit_code: info.exit_code,
+        },
+    )
+}
+
 /// `POST /api/sessions` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CreateRequest {
-    assistant: String,
+    /// Assistant key; without `cmd` it is required.
+    #[serde(default)]
+    assistant: Option<String>,
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
@@ -105,6 +141,104 @@ pub(super) struct CreateRequest {
     /// Optional: the client may choose the uuid, as with the WebSocket route.
     #[serde(default)]
     id: Option<Uuid>,
+    /// The program and its arguments, run instead of the assistant's command. Taken as any
+    /// JSON value so a wrong shape gets a message about `cmd` rather than serde's.
+    #[serde(default, alias = "command")]
+    cmd: Option<Value>,
+    /// Initial width, columns.
+    #[serde(default)]
+    cols: Option<Value>,
+    /// Initial height, rows.
+    #[serde(default)]
+    rows: Option<Value>,
+}
+
+impl CreateRequest {
+    /// What to create, or why the request is bad.
+    fn into_spec(self, cfg: &Config) -> Result<CreateSpec, ApiError> {
+        let bad = |message: String| ApiError(StatusCode::BAD_REQUEST, message);
+        let command = self.cmd.map(parse_cmd).transpose()?;
+        let assistant = match (self.assistant, &command) {
+            (Some(key), _) => key,
+            (None, Some(_)) => CUSTOM_ASSISTANT.to_owned(),
+            (None, None) => {
+                return Err(bad(
+                    "assistant is required (the key of a configured assistant, see \
+                     GET /api/assistants), unless cmd gives the command to run"
+                        .to_owned(),
+                ))
+            }
+        };
+        let size = if self.rows.is_none() && self.cols.is_none() {
+            None
+        } else {
+            Some((
+                dimension("rows", self.rows, cfg.session.rows)?,
+                dimension("cols", self.cols, cfg.session.cols)?,
+            ))
+        };
+        Ok(CreateSpec {
+            id: self.id.unwrap_or_else(Uuid::new_v4),
+            assistant,
+            name: self.name,
+            cwd: self.cwd,
+            screen: true,
+            command,
+            size,
+        })
+    }
+}
+
+/// `cmd` as sent: an array of strings. What the strings may be (a program that exists, no
+/// NUL) is checked where the session starts, for every way of creating one.
+fn parse_cmd(cmd: Value) -> Result<Vec<String>, ApiError> {
+    let bad = |message: String| ApiError(StatusCode::BAD_REQUEST, message);
+    let Value::Array(items) = cmd else {
+        return Err(bad(format!(
+            "cmd must be an array of strings, the program and its arguments, e.g. \
+             [\"sh\", \"-c\", \"make test\"] (it is never run through a shell), not {}",
+            json_kind(&cmd)
+        )));
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::String(arg) => Ok(arg),
+            other => Err(bad(format!(
+                "cmd[{i}] must be a string, not {}",
+                json_kind(&other)
+            ))),
+        })
+        .collect()
+}
+
+/// `rows` or `cols` as sent: a positive integer (clamped later like any size); `default`
+/// when absent.
+fn dimension(name: &str, value: Option<Value>, default: u16) -> Result<u16, ApiError> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    match value.as_u64() {
+        // Larger than any terminal: the size policy's clamp brings it down.
+        Some(n) if n >= 1 => Ok(u16::try_from(n).unwrap_or(u16::MAX)),
+        _ => Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("{name} must be a positive integer, not {value}"),
+        )),
+    }
+}
+
+/// A JSON value's type, for messages.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// Reads a JSON body of at most [`MAX_BODY`] bytes, sent within the header timeout (a body
@@ -165,12 +299,9 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
         Ok(r) => r,
         Err(e) => return e.response(),
     };
-    let spec = CreateSpec {
-        id: request.id.unwrap_or_else(Uuid::new_v4),
-        assistant: request.assistant,
-        name: request.name,
-        cwd: request.cwd,
-        screen: true,
+    let spec = match request.into_spec(&state.cfg) {
+        Ok(spec) => spec,
+        Err(e) => return e.response(),
     };
     match state.registry.get_or_create(spec) {
         Ok(Found::Created(h)) => json(StatusCode::CREATED, &h.info()),
@@ -178,8 +309,12 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
             StatusCode::CONFLICT,
             "a session with this id already exists",
         ),
-        Err(e @ CreateError::Spawn(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        Err(e @ CreateError::TooMany(_)) => error(StatusCode::TOO_MANY_REQUESTS, &e.to_string()),
+        Err(e @ (CreateError::Spawn(_) | CreateError::Thread(_))) => {
+            error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())
+        }
+        Err(e @ (CreateError::TooMany(_) | CreateError::NoFreeNumber(_))) => {
+            error(StatusCode::TOO_MANY_REQUESTS, &e.to_string())
+        }
         Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }

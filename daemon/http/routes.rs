@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use tracing::{debug, info};
+use uuid::Uuid;
 
 use super::connections::Slot;
 use crate::auth::Access;
@@ -28,6 +29,24 @@ pub(super) fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What a page or an embedded asset answers.
+const PAGE_METHODS: &[&str] = &["GET", "HEAD"];
+
+/// The methods each known path answers, for a 405's `Allow`; `None` for an unknown path.
+/// Which of them a share link may use is decided by the route itself (403).
+pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static str]> {
+    Some(match segments {
+        [""] | ["session", _] => PAGE_METHODS,
+        ["metrics"] | ["ws"] | ["ws", _] | ["ws", _, "raw"] | ["api", "assistants"] => &["GET"],
+        ["api", "sessions"] => &["GET", "POST"],
+        ["api", "sessions", _] => &["GET", "PATCH", "DELETE"],
+        ["api", "sessions", _, "scrollback"] => &["GET"],
+        ["api", "sessions", _, "share"] => &["GET", "POST"],
+        ["api", "sessions", _, "share", _] => &["DELETE"],
+        _ => return None,
+    })
+}
+
 pub(super) async fn route(
     req: Request<Incoming>,
     peer: SocketAddr,
@@ -48,12 +67,22 @@ pub(super) async fn route(
         _ if matches!(method, Method::GET | Method::HEAD) => {
             return static_file(path.trim_start_matches('/'), &req)
         }
-        _ => return error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        // Public too, so whether an asset exists is no secret either.
+        _ if crate::assets::exists(path.trim_start_matches('/')) => {
+            return method_not_allowed(PAGE_METHODS)
+        }
+        _ => return error(StatusCode::NOT_FOUND, "not found"),
     };
     let access = match guard::check(&req, peer, state, kind, &path) {
         Ok(access) => access,
         Err(refused) => return *refused,
     };
+    let Some(allowed) = allowed_methods(&segments) else {
+        return error(StatusCode::NOT_FOUND, "no such endpoint");
+    };
+    if !allowed.contains(&method.as_str()) {
+        return method_not_allowed(allowed);
+    }
     let full = matches!(access, Access::Full);
     let forbidden = || {
         refuse(
@@ -64,39 +93,50 @@ pub(super) async fn route(
             &path,
         )
     };
+    // The session a path's id names, if this caller may reach it. A share link is refused a
+    // number no session has as it is refused any session not its own, so it cannot probe
+    // which numbers exist.
+    let target = |id: &str| -> Result<Uuid, Box<Response<Body>>> {
+        match resolve_id(&state.registry, id) {
+            Ok(id) if access.reaches(id) => Ok(id),
+            Ok(_) => Err(Box::new(forbidden())),
+            Err(e) if e.0 == StatusCode::NOT_FOUND && !full => Err(Box::new(forbidden())),
+            Err(e) => Err(Box::new(e.response())),
+        }
+    };
     match (&method, segments.as_slice()) {
-        (&Method::GET, ["ws", id]) => match parse_id(id) {
-            Ok(id) if access.reaches(id) => {
-                websocket(req, id, WsDialect::Browser, access, state, slot)
-            }
-            Ok(_) => forbidden(),
-            Err(e) => e.response(),
+        (&Method::GET, ["ws", id]) => match target(id) {
+            Ok(id) => websocket(req, id, WsDialect::Browser, access, state, slot),
+            Err(refused) => *refused,
         },
-        (&Method::GET, ["ws", id, "raw"]) => match parse_id(id) {
-            Ok(id) if access.reaches(id) => websocket(req, id, WsDialect::Raw, access, state, slot),
-            Ok(_) => forbidden(),
-            Err(e) => e.response(),
+        (&Method::GET, ["ws", id, "raw"]) => match target(id) {
+            Ok(id) => websocket(req, id, WsDialect::Raw, access, state, slot),
+            Err(refused) => *refused,
         },
-        (&Method::GET | &Method::HEAD, [""]) if full => static_file("index.html", &req),
-        (&Method::GET | &Method::HEAD, ["session", id]) => match parse_id(id) {
+        (_, [""]) if full => static_file("index.html", &req),
+        (_, ["session", id]) => match parse_id(id) {
             Ok(id) if access.reaches(id) => static_file("terminal.html", &req),
             Ok(_) => forbidden(),
             Err(e) => e.response(),
         },
-        (&Method::GET, ["metrics"]) if full => metrics(state),
-        (&Method::GET, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
+        (_, ["metrics"]) if full => metrics(state),
+        (_, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
         (&Method::GET, ["api", "sessions"]) if full => json(StatusCode::OK, &state.registry.list()),
         (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
-        (_, ["api", "sessions", id, rest @ ..]) => match parse_id(id) {
-            Err(e) => e.response(),
-            Ok(id) if !access.reaches(id) => forbidden(),
-            Ok(id) => match (&method, rest) {
+        (_, ["api", "sessions", id, rest @ ..]) => {
+            let id = match target(id) {
+                Ok(id) => id,
+                Err(refused) => return *refused,
+            };
+            match (&method, rest) {
                 (&Method::GET, []) => match state.registry.get(&id) {
                     Some(h) => json(StatusCode::OK, &h.info()),
                     None => error(StatusCode::NOT_FOUND, "no such session"),
                 },
                 (&Method::PATCH, []) if access.may_write(id) => patch(req, id, state).await,
                 (&Method::DELETE, []) if full => delete(id, peer, state).await,
+                // A share link sees its session's screen anyway: its recent output too.
+                (&Method::GET, ["scrollback"]) => scrollback(id, state),
                 (&Method::POST, ["share"]) if full => share(req, id, state).await,
                 (&Method::GET, ["share"]) if full => {
                     json(StatusCode::OK, &state.auth.shares_of(id))
@@ -109,12 +149,42 @@ pub(super) async fn route(
                         error(StatusCode::NOT_FOUND, "no such share link")
                     }
                 }
-                // Everything a share link may not do on its session is refused the same way.
-                (_, [] | ["share", ..]) if !full => forbidden(),
-                _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
-            },
-        },
-        (_, [""] | ["metrics"] | ["api", "sessions"]) => forbidden(),
-        _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
+                // A method the path answers, which this share link may not use.
+                _ => forbidden(),
+            }
+        }
+        // A method the path answers, kept for the daemon's own token.
+        _ => forbidden(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_path_has_its_methods() {
+        let allowed = |path: &str| {
+            let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+            allowed_methods(&segments).map(|m| m.join(", "))
+        };
+        let cases = [
+            ("/", Some("GET, HEAD")),
+            ("/session/x", Some("GET, HEAD")),
+            ("/metrics", Some("GET")),
+            ("/ws/1", Some("GET")),
+            ("/api/assistants", Some("GET")),
+            ("/api/sessions", Some("GET, POST")),
+            ("/api/sessions/1", Some("GET, PATCH, DELETE")),
+            ("/api/sessions/1/scrollback", Some("GET")),
+            ("/api/sessions/1/share", Some("GET, POST")),
+            ("/api/sessions/1/share/abc", Some("DELETE")),
+            ("/api/nope", None),
+            ("/api/sessions/1/nope", None),
+            ("/ws/1/nope", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(allowed(path).as_deref(), want, "{path}");
+        }
     }
 }

@@ -122,6 +122,8 @@ pub(super) fn websocket(
                     name: q.name.clone(),
                     cwd: q.cwd.as_ref().map(PathBuf::from),
                     screen: true,
+                    command: None,
+                    size: q.size,
                 })
                 .map(Found::handle)
                 .map_err(|e| Refused::CreateFailed(e.to_string())),

@@ -51,6 +51,13 @@ pub(super) struct Session {
     pub(super) cfg: Arc<Config>,
     pub(super) assistant_key: String,
     pub(super) assistant: Assistant,
+    /// Whether the program is the creator's own command rather than the assistant's: such a
+    /// session has no YOLO mode whatever its assistant has.
+    pub(super) own_command: bool,
+    /// The program and arguments run last.
+    pub(super) command: Vec<String>,
+    /// The session's number (see `SessionInfo::num`).
+    pub(super) num: u8,
     pub(super) name: String,
     pub(super) cwd: PathBuf,
     pub(super) created_at: SystemTime,
@@ -395,6 +402,7 @@ impl Session {
     pub(super) fn publish_info(&self) {
         let info = SessionInfo {
             id: self.id,
+            num: self.num,
             name: self.name.clone(),
             assistant: self.assistant_key.clone(),
             assistant_name: self.assistant.name.clone(),
@@ -407,6 +415,7 @@ impl Session {
             created_at: rfc3339(self.created_at),
             work_dir: self.cwd.display().to_string(),
             yolo_mode: self.yolo_mode,
+            command: self.command.clone(),
         };
         self.info.send_replace(info);
     }

@@ -101,6 +101,9 @@ pub struct StatusInfo {
 pub struct SessionInfo {
     /// The session id.
     pub id: Uuid,
+    /// The session's number, 1 to 255, given by the registry: the smallest one free when the
+    /// session was created. Paths and messages may name the session by it.
+    pub num: u8,
     /// User-given name, possibly empty.
     pub name: String,
     /// Assistant key in the config.
@@ -125,6 +128,9 @@ pub struct SessionInfo {
     pub work_dir: String,
     /// Whether the program runs in YOLO mode.
     pub yolo_mode: bool,
+    /// The program and arguments run last (the assistant's command, its resume or YOLO
+    /// command after a restart, or the creator's own command).
+    pub command: Vec<String>,
 }
 
 /// What a joining viewer receives before any live output.
@@ -194,8 +200,14 @@ pub enum CreateError {
     #[error("ptyhub is shutting down")]
     ShuttingDown,
     /// The daemon already runs its maximum of sessions.
-    #[error("session limit reached: this server runs at most {0} sessions")]
+    #[error("session limit reached: this server runs at most {0} sessions (limits.max_sessions)")]
     TooMany(usize),
+    /// Every session number is taken.
+    #[error("session limit reached: all {0} session numbers are in use")]
+    NoFreeNumber(usize),
+    /// The creator's own command cannot be run; says why.
+    #[error("bad command: {0}")]
+    BadCommand(String),
 }
 
 /// What to create.
@@ -213,7 +225,19 @@ pub struct CreateSpec {
     /// nothing draws a screen) there are no snapshots and no answers to terminal queries:
     /// joiners replay the output log from its oldest byte instead.
     pub screen: bool,
+    /// The program and its arguments, run as they are (never through a shell, no `$SHELL`
+    /// substitution) instead of the assistant's command. Such a session has no YOLO mode.
+    /// With it, `assistant` may be [`CUSTOM_ASSISTANT`]: no assistant, the program's file
+    /// name shown as the assistant's name; a configured assistant lends its name and `env`.
+    pub command: Option<Vec<String>>,
+    /// The initial `(rows, cols)` of the PTY and the screen, clamped like any size; default
+    /// the configured `session.rows` and `session.cols`.
+    pub size: Option<(u16, u16)>,
 }
+
+/// The assistant key of a session that runs its creator's command and no configured
+/// assistant (unless the config defines an assistant of that key).
+pub const CUSTOM_ASSISTANT: &str = "custom";
 
 /// What a viewer may do to its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -115,6 +115,10 @@ impl Session {
         if !self.permitted(viewer, Action::ToggleYolo) {
             return;
         }
+        if self.own_command {
+            let message = "this session runs its own command, which has no YOLO mode".to_owned();
+            return self.refuse(viewer, Refusal::YoloUnsupported(message));
+        }
         if !self.assistant.yolo_supported() {
             let message = format!("{} has no YOLO mode", self.assistant.name);
             return self.refuse(viewer, Refusal::YoloUnsupported(message));
@@ -156,6 +160,7 @@ impl Session {
         })?;
         info!(session = %self.id, pid = spawned.pid, yolo = self.yolo_mode, "agent restarted");
         self.attach(spawned);
+        self.command = argv;
         // Running again: tell the viewers the new agent is up.
         self.broadcast_status();
         Ok(())

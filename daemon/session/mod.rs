@@ -51,6 +51,7 @@ pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
 pub use events::{
     CreateError, CreateSpec, EndReason, JoinError, JoinReply, LiveOutput, RenameError, Resync,
     Role, SessionGone, SessionInfo, StatusInfo, UploadFailed, Uploaded, ViewerEvent, ViewerId,
+    CUSTOM_ASSISTANT,
 };
 use handle::Command;
 pub use handle::{Membership, OnEnd, SessionHandle};
@@ -69,23 +70,35 @@ const PARSE_BACKLOG: usize = 16 << 20;
 /// before anyone else.
 const TYPIST_WINDOW: Duration = Duration::from_millis(500);
 
-/// Creates a session: validates the request, starts the program, spawns the actor.
+/// Creates session number `num` (given by the registry; shown in its metadata): validates the
+/// request, starts the program, spawns the actor.
 pub fn start(
     cfg: Arc<Config>,
     spec: CreateSpec,
+    num: u8,
     on_end: OnEnd,
 ) -> Result<SessionHandle, CreateError> {
-    let assistant = cfg
-        .assistants
-        .get(&spec.assistant)
-        .ok_or_else(|| CreateError::UnknownAssistant(spec.assistant.clone()))?
-        .clone();
-    assistant
-        .availability()
-        .map_err(|reason| CreateError::Unavailable {
-            key: spec.assistant.clone(),
-            reason,
-        })?;
+    let (assistant, argv) = match &spec.command {
+        Some(argv) => (
+            own_command_assistant(&cfg, &spec.assistant, argv)?,
+            argv.clone(),
+        ),
+        None => {
+            let assistant = cfg
+                .assistants
+                .get(&spec.assistant)
+                .ok_or_else(|| CreateError::UnknownAssistant(spec.assistant.clone()))?
+                .clone();
+            assistant
+                .availability()
+                .map_err(|reason| CreateError::Unavailable {
+                    key: spec.assistant.clone(),
+                    reason,
+                })?;
+            let argv = assistant.start_argv();
+            (assistant, argv)
+        }
+    };
     let name = validate_name(
         spec.name.as_deref().unwrap_or(""),
         cfg.limits.max_name_chars,
@@ -101,9 +114,9 @@ pub fn start(
         .filter(|d| d.is_dir())
         .ok_or_else(|| CreateError::BadWorkDir(cwd.display().to_string()))?;
 
-    let argv = assistant.start_argv();
     let yolo_mode = assistant.starts_in_yolo();
-    let (rows, cols) = size::clamp(cfg.session.rows, cfg.session.cols);
+    let (rows, cols) = spec.size.unwrap_or((cfg.session.rows, cfg.session.cols));
+    let (rows, cols) = size::clamp(rows, cols);
     let (screen, answers) = if spec.screen {
         let model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
         let thread_name = format!("screen-{}", &spec.id.simple().to_string()[..8]);
@@ -143,6 +156,9 @@ pub fn start(
         typist: None,
         assistant_key: spec.assistant,
         assistant,
+        own_command: spec.command.is_some(),
+        command: argv,
+        num,
         name,
         cwd,
         created_at,
@@ -174,9 +190,47 @@ pub fn start(
     Ok(handle)
 }
 
+/// The assistant a session with its creator's own command `argv` runs as: the configured one
+/// of key `key` lending its display name and environment, or, for [`CUSTOM_ASSISTANT`] (when
+/// the config has no such key), none, shown as the program's file name. Its command is `argv`
+/// and it has no YOLO command, so a YOLO toggle is refused and nothing restarts it.
+fn own_command_assistant(
+    cfg: &Config,
+    key: &str,
+    argv: &[String],
+) -> Result<crate::config::Assistant, CreateError> {
+    if let Some(problem) = crate::config::argv_problem(argv) {
+        return Err(CreateError::BadCommand(problem));
+    }
+    // `argv_problem` found the program there, and not empty.
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    crate::config::program_available(program).map_err(CreateError::BadCommand)?;
+    let (name, env) = match cfg.assistants.get(key) {
+        Some(a) => (a.name.clone(), a.env.clone()),
+        None if key == CUSTOM_ASSISTANT => {
+            let name = std::path::Path::new(program)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| program.to_owned());
+            (name, Default::default())
+        }
+        None => return Err(CreateError::UnknownAssistant(key.to_owned())),
+    };
+    Ok(crate::config::Assistant {
+        name,
+        command: argv.to_vec(),
+        resume: None,
+        yolo: None,
+        env,
+        yolo_env: Default::default(),
+    })
+}
+
 fn placeholder_info(id: Uuid) -> SessionInfo {
     SessionInfo {
         id,
+        num: 0,
         name: String::new(),
         assistant: String::new(),
         assistant_name: String::new(),
@@ -189,6 +243,7 @@ fn placeholder_info(id: Uuid) -> SessionInfo {
         created_at: String::new(),
         work_dir: String::new(),
         yolo_mode: false,
+        command: Vec::new(),
     }
 }
 

@@ -139,6 +139,16 @@ impl OutputLog {
         }
         Ok(at)
     }
+
+    /// Copies the newest bytes still held, at most `max` of them, into `out`.
+    pub fn tail(&self, max: usize, out: &mut Vec<u8>) {
+        let from = self
+            .head
+            .saturating_sub(u64::try_from(max).unwrap_or(u64::MAX))
+            .max(self.start);
+        // `from` is inside the window, so the read cannot fall behind.
+        let _ = self.read(from, max, out);
+    }
 }
 
 /// The log as shared between the actor (writer) and the viewers (readers).
@@ -173,6 +183,13 @@ impl SharedLog {
     /// See [`OutputLog::read`].
     pub fn read(&self, from: u64, max: usize, out: &mut Vec<u8>) -> Result<u64, FellBehind> {
         self.lock().read(from, max, out)
+    }
+
+    /// The newest bytes still kept, at most `max` (copied under the lock, so bound `max`).
+    pub fn tail(&self, max: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.lock().tail(max, &mut out);
+        out
     }
 
     /// Offset one past the newest byte.
@@ -263,6 +280,30 @@ mod tests {
         small.append(Bytes::from_static(b"ab"));
         small.append(Bytes::from_static(b"cd"));
         assert_eq!(small.chunks_from(0).unwrap_err(), FellBehind);
+    }
+
+    #[test]
+    fn tail_is_the_newest_bytes_within_the_window() {
+        let mut log = OutputLog::new(8);
+        let tail = |log: &OutputLog, max| {
+            let mut out = Vec::new();
+            log.tail(max, &mut out);
+            out
+        };
+        assert_eq!(tail(&log, 4), b"");
+        log.append(Bytes::from_static(b"abc"));
+        log.append(Bytes::from_static(b"defg"));
+        assert_eq!(tail(&log, 3), b"efg");
+        assert_eq!(tail(&log, 5), b"cdefg", "across chunks");
+        assert_eq!(tail(&log, 100), b"abcdefg");
+        assert_eq!(tail(&log, 0), b"");
+        log.append(Bytes::from_static(b"hijk"));
+        // "abc" fell out of the window: only what is still held.
+        assert_eq!(tail(&log, 100), b"defghijk");
+        assert_eq!(tail(&log, usize::MAX), b"defghijk");
+        let shared = SharedLog::new(1024);
+        shared.append(Bytes::from_static(b"hello"));
+        assert_eq!(shared.tail(3), b"llo");
     }
 
     #[test]
