@@ -44,10 +44,11 @@ impl Session {
     }
 
     pub(super) fn broadcast_status(&mut self) {
+        // The REST view first: a viewer that reads the API on seeing the status sees it too.
+        self.publish_info();
         let info = self.status();
         let offset = self.log.head();
         self.broadcast(ViewerEvent::Status { info, offset });
-        self.publish_info();
     }
 
     pub(super) fn broadcast(&self, event: ViewerEvent) {
