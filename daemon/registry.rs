@@ -26,6 +26,8 @@ pub struct Registry {
     me: Weak<Registry>,
     /// Set once shutdown has begun: no more sessions are created.
     closing: std::sync::atomic::AtomicBool,
+    /// Announces each session created, for connections that carry every session.
+    created: tokio::sync::broadcast::Sender<Uuid>,
 }
 
 /// The session numbers in use. A number is taken before its session starts and given back
@@ -75,6 +77,9 @@ impl Numbers {
             .and_then(|i| self.by_num.get(i).copied().flatten())
     }
 }
+
+/// Announcements a slow listener may miss before it is told it lagged (it then lists again).
+const CREATED_BACKLOG: usize = 64;
 
 /// Whether `get_or_create` found the session or made it.
 pub enum Found {
@@ -139,6 +144,7 @@ impl Registry {
             auth,
             me: me.clone(),
             closing: Default::default(),
+            created: tokio::sync::broadcast::channel(CREATED_BACKLOG).0,
         })
     }
 
@@ -207,6 +213,8 @@ impl Registry {
                 match started {
                     Ok(handle) => {
                         e.insert(handle.clone());
+                        // No listener is fine: nobody carries every session right now.
+                        let _ = self.created.send(handle.id());
                         Ok(Found::Created(handle))
                     }
                     Err(err) => {
@@ -216,6 +224,11 @@ impl Registry {
                 }
             }
         }
+    }
+
+    /// Announces every session created from now on (its uuid, once it can be looked up).
+    pub fn subscribe_created(&self) -> tokio::sync::broadcast::Receiver<Uuid> {
+        self.created.subscribe()
     }
 
     /// Every session's metadata, oldest first.

@@ -109,6 +109,7 @@ pub(super) async fn route(
             Ok(id) => websocket(req, id, WsDialect::Browser, access, state, slot),
             Err(refused) => *refused,
         },
+        (&Method::GET, ["ws"]) => multiplexed(req, access, state, slot),
         (&Method::GET, ["ws", id, "raw"]) => match target(id) {
             Ok(id) => websocket(req, id, WsDialect::Raw, access, state, slot),
             Err(refused) => *refused,

@@ -16,6 +16,7 @@ use crate::protocol::swe::Swe;
 use crate::protocol::{Dialect, Notice};
 use crate::registry::Found;
 use crate::session::CreateSpec;
+use crate::viewer::mux::MuxOptions;
 use crate::viewer::{self, ViewerOptions};
 
 use super::*;
@@ -201,4 +202,50 @@ async fn serve<D: Dialect>(
             .await;
         }
     }
+}
+
+/// `GET /ws`: one connection for every session the token reaches (section 11).
+pub(super) fn multiplexed(
+    mut req: Request<Incoming>,
+    access: Access,
+    state: &Arc<AppState>,
+    slot: Arc<Slot>,
+) -> Response<Body> {
+    if !fastwebsockets::upgrade::is_upgrade_request(&req) {
+        return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
+    }
+    if !slot.authenticate() {
+        crate::metrics::METRICS.refused(429);
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many WebSockets from this address",
+        );
+    }
+    let (response, upgrade) = match fastwebsockets::upgrade::upgrade(&mut req) {
+        Ok(pair) => pair,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("bad WebSocket upgrade: {e}"),
+            )
+        }
+    };
+    let opts = match &access {
+        Access::Full => MuxOptions::default(),
+        Access::Share(s) => MuxOptions {
+            only: Some(s.session),
+            read_only: s.role == Role::Viewer,
+            revoked: Some(s.revoked.clone()),
+            expires: s.expires_at,
+        },
+    };
+    let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
+    state.tasks.spawn(async move {
+        let _slot = slot;
+        match upgrade.await {
+            Ok(ws) => crate::viewer::mux::run(ws, registry, cfg, opts).await,
+            Err(e) => debug!("upgrade failed: {e}"),
+        }
+    });
+    response.map(|_| Body::default())
 }

@@ -6,6 +6,7 @@
 //! `PROTOCOL.md` is the first; later dialects sit next to it on the same session core.
 
 pub mod dialect;
+pub mod mux;
 pub mod raw;
 pub mod request;
 pub mod swe;

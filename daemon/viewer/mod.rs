@@ -11,12 +11,13 @@
 
 pub mod frame_rules;
 pub mod live;
+pub mod mux;
+pub mod reader;
 pub mod socket;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use fastwebsockets::{Frame, OpCode, WebSocket, WebSocketError};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -29,14 +30,14 @@ use tracing::{debug, info};
 use crate::metrics::METRICS;
 
 use crate::config::Config;
-use crate::protocol::{apply, Dialect, Inbound, Notice, Outbound, Outcome};
+use crate::protocol::{Dialect, Notice, Outbound};
 use crate::session::event_queue::{self, EventReceiver};
 use crate::session::output_log::FellBehind;
 use crate::session::{
-    EncodedSnapshot, EndReason, JoinError, JoinReply, Role, SessionGone, SessionHandle,
-    ViewerEvent, ViewerId,
+    EncodedSnapshot, EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent,
 };
 use live::Live;
+use reader::{read_loop, Local, Replies, SessionMessages};
 
 type Io = TokioIo<Upgraded>;
 
@@ -46,7 +47,7 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// capped, control payloads are at most 125 bytes), so this bounds them in bytes too.
 const LOCAL_QUEUE: usize = 64;
 /// After the session has ended, how long a stuck writer may take to deliver its close frame.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// How this viewer connected.
 #[derive(Debug, Clone, Default)]
@@ -104,14 +105,7 @@ pub async fn run<D: Dialect>(
         cfg.viewer.flow_budget_bytes,
         live::push_output::<D>,
     );
-    let share_end = ShareEnd {
-        revoked: opts.revoked.clone().unwrap_or_default(),
-        at: opts.expires.map(|t| {
-            Instant::now()
-                + t.duration_since(std::time::SystemTime::now())
-                    .unwrap_or_default()
-        }),
-    };
+    let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
     let mut writer = Writer {
         ws: halves.write,
         live: live.clone(),
@@ -167,14 +161,12 @@ pub async fn run<D: Dialect>(
         overrun: overrun.clone(),
     };
     let max_message = cfg.viewer.max_message_bytes;
-    let read_task = tokio::spawn(read_loop(
-        halves.read,
-        session.clone(),
+    let messages = SessionMessages {
+        session: session.clone(),
         viewer,
-        replies,
-        max_message,
         dialect,
-    ));
+    };
+    let read_task = tokio::spawn(read_loop(halves.read, replies, max_message, messages));
 
     let ended = session.ended();
     let result = tokio::select! {
@@ -204,153 +196,36 @@ pub async fn run<D: Dialect>(
     debug!(session = %session.id(), viewer, "viewer left");
 }
 
-/// The reader's way to the writer: waits for room while the writer is busy, but not past the
-/// stall deadline; a client that lets its replies pile up that long is overrun and closed.
-struct Replies {
-    tx: mpsc::Sender<Local>,
-    patience: Duration,
-    overrun: CancellationToken,
-}
-
-impl Replies {
-    async fn send(&self, l: Local) -> Result<(), SessionGone> {
-        match tokio::time::timeout(self.patience, self.tx.send(l)).await {
-            Ok(sent) => sent.map_err(|_| SessionGone),
-            Err(_) => {
-                self.overrun.cancel();
-                Err(SessionGone)
-            }
-        }
-    }
-}
-
-/// What the reader task hands the writer task.
-enum Local {
-    /// A reply to this client only.
-    Send(Outbound),
-    /// A control frame fastwebsockets obliges us to send (pong, close reply).
-    Control(OpCode, Vec<u8>),
-    /// The client has drawn this many more bytes.
-    Ack(u64),
-    /// The reader stopped; close with this code if given.
-    Done(Option<(u16, &'static str)>),
-}
-
-async fn read_loop<D: Dialect>(
-    mut raw: socket::ReadSide,
-    session: SessionHandle,
-    viewer: ViewerId,
-    replies: Replies,
-    max_message: usize,
-    dialect: Arc<D>,
-) {
-    let (mut reader, _) = fastwebsockets::after_handshake_split(
-        &mut raw,
-        tokio::io::sink(),
-        fastwebsockets::Role::Server,
-    );
-    reader.set_max_message_size(max_message);
-    // Close and ping are answered here, after the checks of `frame_rules`, so a violation
-    // gets its close code (the library would echo an unmasked or oversized close as is).
-    reader.set_auto_close(false);
-    reader.set_auto_pong(false);
-    let mut never_called = |_: Frame<'_>| async { Ok::<(), SessionGone>(()) };
-    // A fragmented message being collected: its opcode and the bytes so far.
-    let mut partial: Option<(OpCode, Vec<u8>)> = None;
-    // Whether the client closed the connection itself: then the closing handshake is complete
-    // once our close goes out, and the TCP connection is dropped at once (a browser reports the
-    // close only when the server has closed TCP).
-    let mut client_closed = false;
-    let done = loop {
-        let mut frame = match reader.read_frame(&mut never_called).await {
-            Ok(frame) => frame,
-            Err(e) => {
-                debug!(%viewer, "read ended: {e}");
-                break frame_rules::read_error(&e);
-            }
-        };
-        if let Err(violation) = frame_rules::check(&mut frame) {
-            break Some(violation);
-        }
-        let (opcode, payload) = match frame.opcode {
-            OpCode::Close => match frame_rules::close_reply(&frame.payload) {
-                Ok(code) => {
-                    client_closed = true;
-                    break Some((code, ""));
-                }
-                Err(violation) => break Some(violation),
-            },
-            OpCode::Ping => {
-                let pong = Local::Control(OpCode::Pong, frame.payload.to_vec());
-                if replies.send(pong).await.is_err() {
-                    break None;
-                }
-                continue;
-            }
-            OpCode::Pong => continue,
-            OpCode::Text | OpCode::Binary if partial.is_some() => {
-                break Some((1002, "a new message inside a fragmented one"));
-            }
-            OpCode::Text | OpCode::Binary if frame.fin => (frame.opcode, frame.payload.to_vec()),
-            OpCode::Text | OpCode::Binary => {
-                partial = Some((frame.opcode, frame.payload.to_vec()));
-                continue;
-            }
-            OpCode::Continuation => {
-                let Some((op, mut bytes)) = partial.take() else {
-                    break Some((1002, "continuation frame without a message"));
-                };
-                bytes.extend_from_slice(&frame.payload);
-                if bytes.len() >= max_message {
-                    break Some((1009, "message too large"));
-                }
-                if !frame.fin {
-                    partial = Some((op, bytes));
-                    continue;
-                }
-                (op, bytes)
-            }
-        };
-        let message = match opcode {
-            OpCode::Text => match String::from_utf8(payload) {
-                Ok(text) => Inbound::Text(text),
-                Err(_) => break Some((1007, "invalid UTF-8 in a text frame")),
-            },
-            _ => Inbound::Binary(Bytes::from(payload)),
-        };
-        let handled = match dialect.decode(message) {
-            Ok(request) => match apply(request, &session, viewer).await {
-                Ok(Outcome::Acked(bytes)) => replies.send(Local::Ack(bytes)).await,
-                Ok(outcome) => match dialect.outcome(outcome) {
-                    Some(reply) => replies.send(Local::Send(reply)).await,
-                    None => Ok(()),
-                },
-                Err(gone) => Err(gone),
-            },
-            Err(reply) => replies.send(Local::Send(reply)).await,
-        };
-        if handled.is_err() {
-            break None;
-        }
-    };
-    let _ = replies.send(Local::Done(done)).await;
-    if done.is_some() && !client_closed {
-        // Let the client finish sending (and read our close frame); its close ends this.
-        let mut sink = tokio::io::sink();
-        let _ = tokio::time::timeout(CLOSE_GRACE, tokio::io::copy(&mut raw, &mut sink)).await;
-    }
-}
-
 /// When a share link stops letting its connections in: revoked, or expired.
 #[derive(Clone, Default)]
-struct ShareEnd {
+pub(crate) struct ShareEnd {
     revoked: CancellationToken,
     at: Option<Instant>,
 }
 
 impl ShareEnd {
+    /// For a link revoked through `revoked` and expiring at `expires` (neither: never ends).
+    pub(crate) fn new(
+        revoked: Option<CancellationToken>,
+        expires: Option<std::time::SystemTime>,
+    ) -> Self {
+        ShareEnd {
+            revoked: revoked.unwrap_or_default(),
+            at: expires.map(|t| {
+                Instant::now()
+                    + t.duration_since(std::time::SystemTime::now())
+                        .unwrap_or_default()
+            }),
+        }
+    }
+
+    /// Whether the link has already ended.
+    pub(crate) fn is_over(&self) -> bool {
+        self.revoked.is_cancelled() || self.at.is_some_and(|at| at <= Instant::now())
+    }
+
     /// Resolves with the close reason once the link is revoked or expired.
-    async fn wait(&self) -> &'static str {
+    pub(crate) async fn wait(&self) -> &'static str {
         let expiry = async {
             match self.at {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -474,9 +349,7 @@ impl<D: Dialect> Writer<D> {
                     return Ok(());
                 }
             }
-            if self.share_end.revoked.is_cancelled()
-                || self.share_end.at.is_some_and(|at| at <= Instant::now())
-            {
+            if self.share_end.is_over() {
                 let why = self.share_end.wait().await;
                 return self.close(1008, why).await;
             }

@@ -1,0 +1,625 @@
+//! One multiplexed connection (`GET /ws`, PROTOCOL.md section 11): every session the token
+//! reaches, on one socket, each joined as a viewer of its own and tagged by its number.
+//!
+//! The reader task decodes `[num][bytes]` input and `terminal` channel messages and applies
+//! them to the session the number names. The writer task owns the socket: it greets each
+//! session (`open`, its replay, `exit` if it has ended), then copies every session's output
+//! from its own position in that session's log, one batch per session in turn, so one
+//! flooding session cannot starve the others. The actors never write to this socket: they only
+//! wake the writer, which costs them less per chunk than a direct write to a browser client.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fastwebsockets::{Frame, OpCode, WebSocket, WebSocketError};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{broadcast, mpsc, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+use uuid::Uuid;
+
+use super::live::push_frame;
+use super::reader::{read_loop, Local, OnMessage, Replies};
+use super::{socket, ShareEnd, CLOSE_GRACE};
+use crate::config::Config;
+use crate::metrics::METRICS;
+use crate::protocol::mux::{self, MuxRequest, ServerMessage};
+use crate::protocol::raw::REPLAY_LIMIT;
+use crate::protocol::{Inbound, Outbound};
+use crate::registry::Registry;
+use crate::session::event_queue;
+use crate::session::output_log::FellBehind;
+use crate::session::{
+    EndReason, JoinError, LiveOutput, Membership, Role, SessionGone, SessionHandle, SnapshotForm,
+    ViewerEvent, ViewerId,
+};
+
+type Io = TokioIo<Upgraded>;
+
+/// Bytes of one session's output copied per turn.
+const BATCH_BYTES: usize = 64 * 1024;
+/// Events of all sessions waiting for the writer, each small (bounded by its session's queue).
+const EVENTS_QUEUE: usize = 256;
+/// Replies from the reader waiting for the writer.
+const LOCAL_QUEUE: usize = 64;
+
+/// Who connected, and what the connection may reach.
+#[derive(Debug, Clone, Default)]
+pub struct MuxOptions {
+    /// A share link's connection: only this session.
+    pub only: Option<Uuid>,
+    /// Read-only: input, resize and close are refused.
+    pub read_only: bool,
+    /// Cancelled when the share link is revoked.
+    pub revoked: Option<CancellationToken>,
+    /// When the share link expires.
+    pub expires: Option<std::time::SystemTime>,
+}
+
+/// The sessions this connection carries, by number: what the reader needs to apply input.
+#[derive(Default)]
+struct Table(Mutex<HashMap<u8, Entry>>);
+
+#[derive(Clone)]
+struct Entry {
+    uuid: Uuid,
+    handle: SessionHandle,
+    viewer: ViewerId,
+}
+
+impl Table {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u8, Entry>> {
+        // Inserts and removals cannot panic half way: a poisoned lock is still sound.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session an id names: its number, or its uuid, as a string.
+    fn find(&self, id: &str) -> Option<(u8, Entry)> {
+        let table = self.lock();
+        if let Ok(num) = id.parse::<u8>() {
+            return table.get(&num).map(|e| (num, e.clone()));
+        }
+        let uuid = Uuid::parse_str(id).ok()?;
+        table
+            .iter()
+            .find(|(_, e)| e.uuid == uuid)
+            .map(|(n, e)| (*n, e.clone()))
+    }
+}
+
+/// A session's way to wake the writer: the writer copies from the log itself.
+struct MuxLive(Arc<Notify>);
+
+impl LiveOutput for MuxLive {
+    fn try_push(&self, _start: u64, _chunk: &[u8]) -> bool {
+        false
+    }
+
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Serves one multiplexed connection until either side closes.
+pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, opts: MuxOptions) {
+    let halves = socket::split(ws.into_inner());
+    let table = Arc::new(Table::default());
+    let overrun = CancellationToken::new();
+    let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
+    let replies = Replies {
+        tx: local_tx,
+        patience: cfg.viewer.stall_deadline,
+        overrun: overrun.clone(),
+    };
+    let messages = MuxMessages {
+        table: table.clone(),
+        may_end: opts.only.is_none() && !opts.read_only,
+    };
+    let read_task = tokio::spawn(read_loop(
+        halves.read,
+        replies,
+        cfg.viewer.max_message_bytes,
+        messages,
+    ));
+    // Subscribed before the sessions are listed: none created in between is missed.
+    let created = registry.subscribe_created();
+    let (events_tx, mut events) = mpsc::channel(EVENTS_QUEUE);
+    let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
+    let mut writer = MuxWriter {
+        ws: halves.write,
+        subs: BTreeMap::new(),
+        table,
+        wake: Arc::new(Notify::new()),
+        events_tx,
+        overrun: overrun.clone(),
+        role: if opts.read_only {
+            Role::Viewer
+        } else {
+            Role::Writer
+        },
+        only: opts.only,
+        stall_deadline: cfg.viewer.stall_deadline,
+        buf: Vec::with_capacity(BATCH_BYTES),
+        out: Vec::new(),
+        mid_frame: false,
+    };
+    let result = tokio::select! {
+        r = writer.serve(&registry, created, &mut events, &mut local, &share_end) => r,
+        _ = overrun.cancelled() => {
+            info!("closing a multiplexed connection that is not reading what it is sent");
+            METRICS.error("not_reading");
+            if !writer.mid_frame {
+                let close = writer.close(1008, "not reading: too much queued for this connection");
+                let _ = tokio::time::timeout(CLOSE_GRACE, close).await;
+            }
+            Ok(())
+        }
+    };
+    if let Err(e) = result {
+        debug!("multiplexed connection ended: {e}");
+    }
+    writer.leave_all();
+    let abort = read_task.abort_handle();
+    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
+        abort.abort();
+    }
+}
+
+/// Applies a multiplexed client's messages to the sessions they name.
+struct MuxMessages {
+    table: Arc<Table>,
+    /// Whether `close` may end sessions (full access only, as REST `DELETE`).
+    may_end: bool,
+}
+
+impl MuxMessages {
+    async fn apply(&self, request: MuxRequest) -> Option<ServerMessage> {
+        let unknown = |id: String| {
+            let message = format!("no session {id} on this connection");
+            ServerMessage::error(Some(id), message)
+        };
+        match request {
+            MuxRequest::Input { num, data } => {
+                let Some(entry) = self.table.lock().get(&num).cloned() else {
+                    return Some(unknown(num.to_string()));
+                };
+                let gone = entry.handle.input(entry.viewer, data).await.is_err();
+                gone.then(|| ServerMessage::error(Some(num.to_string()), "the session has ended"))
+            }
+            MuxRequest::Resize { id, rows, cols } => match self.table.find(&id) {
+                Some((_, entry)) => {
+                    let _ = entry.handle.resize(entry.viewer, rows, cols).await;
+                    None
+                }
+                None => Some(unknown(id)),
+            },
+            MuxRequest::Close { id } => match self.table.find(&id) {
+                Some((num, _)) if !self.may_end => Some(ServerMessage::error(
+                    Some(num.to_string()),
+                    "this link may not end sessions",
+                )),
+                Some((_, entry)) => {
+                    info!(session = %entry.uuid, "session ended through a multiplexed connection");
+                    let _ = entry.handle.end(EndReason::Deleted).await;
+                    None
+                }
+                None => Some(unknown(id)),
+            },
+        }
+    }
+}
+
+impl OnMessage for MuxMessages {
+    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), SessionGone> {
+        let decoded = match message {
+            Inbound::Binary(b) => mux::decode_binary(b),
+            Inbound::Text(t) => mux::decode_text(&t),
+        };
+        let reply = match decoded {
+            Ok(request) => self.apply(request).await,
+            Err(bad) => Some(ServerMessage::error(bad.id, bad.message)),
+        };
+        match reply {
+            Some(msg) => {
+                if matches!(msg, ServerMessage::Error { .. }) {
+                    METRICS.error("bad_message");
+                }
+                replies
+                    .send(Local::Send(Outbound::Text(msg.to_json())))
+                    .await
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// One session carried by the connection.
+struct Sub {
+    handle: SessionHandle,
+    /// Leaves the session when dropped.
+    _membership: Membership,
+    /// Next log offset to send.
+    offset: u64,
+    /// Forwards the session's events to the writer.
+    forward: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sub {
+    fn drop(&mut self) {
+        self.forward.abort();
+    }
+}
+
+type WriteResult = Result<(), WebSocketError>;
+
+struct MuxWriter {
+    ws: socket::WriteSide,
+    subs: BTreeMap<u8, Sub>,
+    table: Arc<Table>,
+    /// Woken by every session's actor when it has output.
+    wake: Arc<Notify>,
+    events_tx: mpsc::Sender<(u8, Option<ViewerEvent>)>,
+    overrun: CancellationToken,
+    role: Role,
+    only: Option<Uuid>,
+    stall_deadline: Duration,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    mid_frame: bool,
+}
+
+/// What woke an idle writer.
+enum Woke {
+    Local(Option<Local>),
+    Event(Option<(u8, Option<ViewerEvent>)>),
+    Created(Result<Uuid, broadcast::error::RecvError>),
+    Output,
+    ShareEnd(&'static str),
+}
+
+impl MuxWriter {
+    async fn serve(
+        &mut self,
+        registry: &Registry,
+        mut created: broadcast::Receiver<Uuid>,
+        events: &mut mpsc::Receiver<(u8, Option<ViewerEvent>)>,
+        local: &mut mpsc::Receiver<Local>,
+        share_end: &ShareEnd,
+    ) -> WriteResult {
+        self.add_all(registry).await?;
+        loop {
+            while let Ok(l) = local.try_recv() {
+                if self.on_local(l).await? {
+                    return Ok(());
+                }
+            }
+            while let Ok((num, ev)) = events.try_recv() {
+                if self.on_event(num, ev).await? {
+                    return Ok(());
+                }
+            }
+            if share_end.is_over() {
+                let why = share_end.wait().await;
+                return self.close(1008, why).await;
+            }
+            // One batch of each session with output, in turn.
+            let mut sent = false;
+            let nums: Vec<u8> = self.subs.keys().copied().collect();
+            for num in nums {
+                sent |= self.pump(num, u64::MAX).await?;
+            }
+            if sent {
+                continue;
+            }
+            let woke = tokio::select! {
+                l = local.recv() => Woke::Local(l),
+                ev = events.recv() => Woke::Event(ev),
+                id = created.recv() => Woke::Created(id),
+                _ = self.wake.notified() => Woke::Output,
+                why = share_end.wait() => Woke::ShareEnd(why),
+            };
+            match woke {
+                Woke::Local(Some(l)) => {
+                    if self.on_local(l).await? {
+                        return Ok(());
+                    }
+                }
+                Woke::Local(None) => return Ok(()),
+                Woke::Event(Some((num, ev))) => {
+                    if self.on_event(num, ev).await? {
+                        return Ok(());
+                    }
+                }
+                // The writer holds a sender itself: never closed while it runs.
+                Woke::Event(None) => {}
+                Woke::Created(Ok(id)) => {
+                    if let Some(handle) = registry.get(&id) {
+                        self.add(handle).await?;
+                    }
+                }
+                // Missed announcements: look at every session again.
+                Woke::Created(Err(broadcast::error::RecvError::Lagged(_))) => {
+                    self.add_all(registry).await?;
+                }
+                Woke::Created(Err(broadcast::error::RecvError::Closed)) => {
+                    created = broadcast::channel(1).1;
+                }
+                Woke::Output => {}
+                Woke::ShareEnd(why) => return self.close(1008, why).await,
+            }
+        }
+    }
+
+    /// Joins every session this connection reaches that it does not carry yet, by number.
+    async fn add_all(&mut self, registry: &Registry) -> WriteResult {
+        let mut all: Vec<SessionHandle> = registry
+            .list()
+            .iter()
+            .filter_map(|info| registry.get(&info.id))
+            .collect();
+        all.sort_by_key(|h| h.info().num);
+        for handle in all {
+            self.add(handle).await?;
+        }
+        Ok(())
+    }
+
+    /// Joins `handle`'s session (if this connection reaches it and does not carry it yet) and
+    /// greets it: `open`, the replay, and `exit` if its program has ended.
+    async fn add(&mut self, handle: SessionHandle) -> WriteResult {
+        let info = handle.info();
+        let num = info.num;
+        if num == 0 || self.subs.contains_key(&num) || self.only.is_some_and(|o| o != info.id) {
+            return Ok(());
+        }
+        let (events_tx, mut events) =
+            event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
+        let live = Arc::new(MuxLive(self.wake.clone()));
+        let form = SnapshotForm::plain(REPLAY_LIMIT);
+        let (membership, join) = match handle.join(self.role, events_tx, live, form).await {
+            Ok(joined) => joined,
+            Err(JoinError::TooManyViewers(_)) => {
+                let msg = ServerMessage::error(
+                    Some(num.to_string()),
+                    "the session has its maximum number of viewers: not carried",
+                );
+                return self.send_text(&msg).await;
+            }
+            Err(JoinError::Gone(_)) => return Ok(()),
+        };
+        self.table.lock().insert(
+            num,
+            Entry {
+                uuid: info.id,
+                handle: handle.clone(),
+                viewer: membership.viewer(),
+            },
+        );
+        let id = num.to_string();
+        let (rows, cols) = (info.rows, info.cols);
+        let open = ServerMessage::Open {
+            id: id.clone(),
+            uuid: info.id.to_string(),
+            cols,
+            rows,
+            command: info.command.clone(),
+        };
+        // Registered before anything is written, so a failed write still leaves the session.
+        let overrun = events.overrun();
+        let (to_writer, conn_overrun) = (self.events_tx.clone(), self.overrun.clone());
+        let forward = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    ev = events.recv() => {
+                        let end = ev.is_none();
+                        if to_writer.send((num, ev)).await.is_err() || end {
+                            break;
+                        }
+                    }
+                    _ = overrun.cancelled() => {
+                        conn_overrun.cancel();
+                        break;
+                    }
+                }
+            }
+        });
+        self.subs.insert(
+            num,
+            Sub {
+                handle,
+                _membership: membership,
+                offset: join.offset,
+                forward,
+            },
+        );
+        self.send_text(&open).await?;
+        if let Some(snapshot) = &join.snapshot {
+            METRICS.snapshots.inc();
+            self.send_tagged(num, &snapshot.bytes).await?;
+        }
+        if let Some(exit) = join.exit {
+            let msg = ServerMessage::Exit {
+                id,
+                code: exit.code,
+                signal: exit.signal,
+            };
+            self.send_text(&msg).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends session `num`'s next batch of output (up to `until`); a session that fell behind
+    /// is replayed instead. True when something was sent.
+    async fn pump(&mut self, num: u8, until: u64) -> Result<bool, WebSocketError> {
+        let Some(sub) = self.subs.get(&num) else {
+            return Ok(false);
+        };
+        let log = sub.handle.log().clone();
+        let offset = sub.offset;
+        let head = log.head().min(until);
+        if head <= offset {
+            return Ok(false);
+        }
+        let limit = (head - offset).min(BATCH_BYTES as u64) as usize;
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        let next = match log.read(offset, limit, &mut buf) {
+            Ok(next) => next,
+            Err(FellBehind) => {
+                self.buf = buf;
+                self.resync(num, "fell out of the output window").await?;
+                return Ok(true);
+            }
+        };
+        let started = Instant::now();
+        let written = self.send_tagged(num, &buf).await;
+        self.buf = buf;
+        written?;
+        METRICS.bytes_out.add(next - offset);
+        if let Some(sub) = self.subs.get_mut(&num) {
+            sub.offset = next;
+        }
+        if started.elapsed() > self.stall_deadline && log.head() > next {
+            self.resync(num, "socket unwritable past the stall deadline")
+                .await?;
+        }
+        Ok(true)
+    }
+
+    /// Replays session `num`'s screen and resumes its stream after it.
+    async fn resync(&mut self, num: u8, why: &str) -> WriteResult {
+        let Some(sub) = self.subs.get(&num) else {
+            return Ok(());
+        };
+        let Ok(resync) = sub.handle.resync(SnapshotForm::plain(REPLAY_LIMIT)).await else {
+            return self.closed(num).await;
+        };
+        info!(session = %sub.handle.id(), why, "resyncing a multiplexed session with a replay");
+        METRICS.resyncs.inc();
+        if let Some(snapshot) = &resync.snapshot {
+            METRICS.snapshots.inc();
+            self.send_tagged(num, &snapshot.bytes).await?;
+        }
+        if let Some(sub) = self.subs.get_mut(&num) {
+            sub.offset = resync.offset;
+        }
+        Ok(())
+    }
+
+    /// Returns true when the connection is done.
+    async fn on_event(&mut self, num: u8, ev: Option<ViewerEvent>) -> Result<bool, WebSocketError> {
+        let id = num.to_string();
+        match ev {
+            // Sizes and chat have no message in this dialect.
+            Some(ViewerEvent::Status { .. } | ViewerEvent::Chat(_)) => {}
+            Some(ViewerEvent::Exit { info, offset }) => {
+                // The exit notice in the stream comes before the exit message.
+                while self.subs.get(&num).is_some_and(|s| s.offset < offset) {
+                    if !self.pump(num, offset).await? {
+                        break;
+                    }
+                }
+                let msg = ServerMessage::Exit {
+                    id,
+                    code: info.code,
+                    signal: info.signal,
+                };
+                self.send_text(&msg).await?;
+            }
+            Some(ViewerEvent::Refused(r)) => {
+                self.send_text(&ServerMessage::error(Some(id), r.message()))
+                    .await?;
+            }
+            Some(ViewerEvent::Close(EndReason::Shutdown)) => {
+                self.close(1001, "ptyhub is shutting down").await?;
+                return Ok(true);
+            }
+            Some(ViewerEvent::Close(_)) | None => self.closed(num).await?,
+        }
+        Ok(false)
+    }
+
+    /// Session `num` is gone: says so, and stops carrying it.
+    async fn closed(&mut self, num: u8) -> WriteResult {
+        if self.subs.remove(&num).is_none() {
+            return Ok(());
+        }
+        self.table.lock().remove(&num);
+        self.send_text(&ServerMessage::Closed {
+            id: num.to_string(),
+        })
+        .await
+    }
+
+    /// Returns true when the connection is done.
+    async fn on_local(&mut self, l: Local) -> Result<bool, WebSocketError> {
+        match l {
+            Local::Send(Outbound::Text(t)) => self.send_frame(OpCode::Text, t.as_bytes()).await?,
+            Local::Send(Outbound::Binary(b)) => self.send_frame(OpCode::Binary, &b).await?,
+            Local::Control(opcode, payload) => {
+                self.send_frame(opcode, &payload).await?;
+                return Ok(opcode == OpCode::Close);
+            }
+            Local::Ack(_) => {}
+            Local::Done(close) => {
+                if let Some((code, reason)) = close {
+                    self.close(code, reason).await?;
+                }
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// `data` (output or a replay) as `[num][bytes]` frames, in one write.
+    async fn send_tagged(&mut self, num: u8, data: &[u8]) -> WriteResult {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let mut tagged = Vec::with_capacity(mux::MAX_FRAME.min(data.len() + 1));
+        for range in mux::payload_ranges(data) {
+            tagged.clear();
+            tagged.push(num);
+            tagged.extend_from_slice(&data[range]);
+            push_frame(&mut out, OpCode::Binary, &tagged);
+        }
+        let written = self.write_out(&out).await;
+        // Kept for the next batch, unless a replay made it large.
+        if out.capacity() <= 2 * mux::MAX_FRAME {
+            self.out = out;
+        }
+        written
+    }
+
+    async fn send_text(&mut self, msg: &ServerMessage) -> WriteResult {
+        self.send_frame(OpCode::Text, msg.to_json().as_bytes())
+            .await
+    }
+
+    async fn send_frame(&mut self, opcode: OpCode, payload: &[u8]) -> WriteResult {
+        let mut out = Vec::with_capacity(payload.len() + 10);
+        push_frame(&mut out, opcode, payload);
+        self.write_out(&out).await
+    }
+
+    async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
+        let frame = Frame::close(code, reason.as_bytes());
+        self.send_frame(OpCode::Close, &frame.payload).await
+    }
+
+    async fn write_out(&mut self, bytes: &[u8]) -> WriteResult {
+        self.mid_frame = true;
+        self.ws.write_all(bytes).await?;
+        self.mid_frame = false;
+        Ok(())
+    }
+
+    /// Leaves every session.
+    fn leave_all(&mut self) {
+        self.subs.clear();
+        self.table.lock().clear();
+    }
+}

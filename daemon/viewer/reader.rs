@@ -1,0 +1,183 @@
+//! A connection's reader task: reads whole WebSocket messages (joining fragments, checking
+//! RFC 6455's rules, answering pings and closes) and hands each to an [`OnMessage`] handler;
+//! replies go to the writer task through [`Replies`].
+//!
+//! A fastwebsockets read is not cancel-safe, so reading runs on a task of its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fastwebsockets::{Frame, OpCode};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use super::{frame_rules, socket, CLOSE_GRACE};
+use crate::protocol::{apply, Dialect, Inbound, Outbound, Outcome};
+use crate::session::{SessionGone, SessionHandle, ViewerId};
+
+/// The reader's way to the writer: waits for room while the writer is busy, but not past the
+/// stall deadline; a client that lets its replies pile up that long is overrun and closed.
+pub struct Replies {
+    /// To the writer task.
+    pub tx: mpsc::Sender<Local>,
+    /// How long a reply may wait for room.
+    pub patience: Duration,
+    /// Cancelled when a reply waited too long.
+    pub overrun: CancellationToken,
+}
+
+impl Replies {
+    /// Hands `l` to the writer; `Err` when the writer is gone or the client is overrun.
+    pub async fn send(&self, l: Local) -> Result<(), SessionGone> {
+        match tokio::time::timeout(self.patience, self.tx.send(l)).await {
+            Ok(sent) => sent.map_err(|_| SessionGone),
+            Err(_) => {
+                self.overrun.cancel();
+                Err(SessionGone)
+            }
+        }
+    }
+}
+
+/// What the reader task hands the writer task.
+pub enum Local {
+    /// A reply to this client only.
+    Send(Outbound),
+    /// A control frame fastwebsockets obliges us to send (pong, close reply).
+    Control(OpCode, Vec<u8>),
+    /// The client has drawn this many more bytes.
+    Ack(u64),
+    /// The reader stopped; close with this code if given.
+    Done(Option<(u16, &'static str)>),
+}
+
+/// What a connection does with each whole message a client sends.
+pub trait OnMessage: Send {
+    /// Handles one message (replying through `replies` if it needs to); `Err` ends the reader.
+    fn on_message(
+        &mut self,
+        message: Inbound,
+        replies: &Replies,
+    ) -> impl std::future::Future<Output = Result<(), SessionGone>> + Send;
+}
+
+/// A one-session connection's messages: decoded by its dialect, applied to its session.
+pub struct SessionMessages<D> {
+    /// The session.
+    pub session: SessionHandle,
+    /// This connection's viewer in it.
+    pub viewer: ViewerId,
+    /// The client's dialect.
+    pub dialect: Arc<D>,
+}
+
+impl<D: Dialect> OnMessage for SessionMessages<D> {
+    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), SessionGone> {
+        match self.dialect.decode(message) {
+            Ok(request) => match apply(request, &self.session, self.viewer).await? {
+                Outcome::Acked(bytes) => replies.send(Local::Ack(bytes)).await,
+                outcome => match self.dialect.outcome(outcome) {
+                    Some(reply) => replies.send(Local::Send(reply)).await,
+                    None => Ok(()),
+                },
+            },
+            Err(reply) => replies.send(Local::Send(reply)).await,
+        }
+    }
+}
+
+/// Reads whole messages from the client and hands each to `handler`, answering pings and
+/// closes itself, until the client closes, breaks a frame rule, or the handler stops.
+pub async fn read_loop<H: OnMessage>(
+    mut raw: socket::ReadSide,
+    replies: Replies,
+    max_message: usize,
+    mut handler: H,
+) {
+    let (mut reader, _) = fastwebsockets::after_handshake_split(
+        &mut raw,
+        tokio::io::sink(),
+        fastwebsockets::Role::Server,
+    );
+    reader.set_max_message_size(max_message);
+    // Close and ping are answered here, after the checks of `frame_rules`, so a violation
+    // gets its close code (the library would echo an unmasked or oversized close as is).
+    reader.set_auto_close(false);
+    reader.set_auto_pong(false);
+    let mut never_called = |_: Frame<'_>| async { Ok::<(), SessionGone>(()) };
+    // A fragmented message being collected: its opcode and the bytes so far.
+    let mut partial: Option<(OpCode, Vec<u8>)> = None;
+    // Whether the client closed the connection itself: then the closing handshake is complete
+    // once our close goes out, and the TCP connection is dropped at once (a browser reports the
+    // close only when the server has closed TCP).
+    let mut client_closed = false;
+    let done = loop {
+        let mut frame = match reader.read_frame(&mut never_called).await {
+            Ok(frame) => frame,
+            Err(e) => {
+                debug!("read ended: {e}");
+                break frame_rules::read_error(&e);
+            }
+        };
+        if let Err(violation) = frame_rules::check(&mut frame) {
+            break Some(violation);
+        }
+        let (opcode, payload) = match frame.opcode {
+            OpCode::Close => match frame_rules::close_reply(&frame.payload) {
+                Ok(code) => {
+                    client_closed = true;
+                    break Some((code, ""));
+                }
+                Err(violation) => break Some(violation),
+            },
+            OpCode::Ping => {
+                let pong = Local::Control(OpCode::Pong, frame.payload.to_vec());
+                if replies.send(pong).await.is_err() {
+                    break None;
+                }
+                continue;
+            }
+            OpCode::Pong => continue,
+            OpCode::Text | OpCode::Binary if partial.is_some() => {
+                break Some((1002, "a new message inside a fragmented one"));
+            }
+            OpCode::Text | OpCode::Binary if frame.fin => (frame.opcode, frame.payload.to_vec()),
+            OpCode::Text | OpCode::Binary => {
+                partial = Some((frame.opcode, frame.payload.to_vec()));
+                continue;
+            }
+            OpCode::Continuation => {
+                let Some((op, mut bytes)) = partial.take() else {
+                    break Some((1002, "continuation frame without a message"));
+                };
+                bytes.extend_from_slice(&frame.payload);
+                if bytes.len() >= max_message {
+                    break Some((1009, "message too large"));
+                }
+                if !frame.fin {
+                    partial = Some((op, bytes));
+                    continue;
+                }
+                (op, bytes)
+            }
+        };
+        let message = match opcode {
+            OpCode::Text => match String::from_utf8(payload) {
+                Ok(text) => Inbound::Text(text),
+                Err(_) => break Some((1007, "invalid UTF-8 in a text frame")),
+            },
+            _ => Inbound::Binary(Bytes::from(payload)),
+        };
+        if handler.on_message(message, &replies).await.is_err() {
+            break None;
+        }
+    };
+    let _ = replies.send(Local::Done(done)).await;
+    if done.is_some() && !client_closed {
+        // Let the client finish sending (and read our close frame); its close ends this.
+        let mut sink = tokio::io::sink();
+        let _ = tokio::time::timeout(CLOSE_GRACE, tokio::io::copy(&mut raw, &mut sink)).await;
+    }
+}
