@@ -125,7 +125,10 @@ async fn keys_as_text_binary_and_control_frames() {
     r.send_text("stty size\r").await;
     r.wait_screen("18 60").await;
     // A lone 0x01 is Ctrl+A, input like any other byte.
-    r.send_text("read -r x; printf 'GOT:%q\\n' \"$x\"\r").await;
+    // Sent once the shell runs the command: its line editor would take Ctrl+A as a key.
+    r.send_text("echo READ''ING; read -r x; printf 'GOT:%q\\n' \"$x\"\r")
+        .await;
+    r.wait_screen("\nREADING").await;
     r.send_binary(b"\x01".to_vec()).await;
     r.send_text("z\r").await;
     r.wait_screen("GOT:$'\\001z'").await;

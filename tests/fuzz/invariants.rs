@@ -1462,3 +1462,65 @@ pub fn check_raw_output_frames(data: &[u8]) {
     }
     assert_eq!(at, data.len(), "output not covered");
 }
+
+// ---- the multiplexed terminals dialect -----------------------------------------------------
+
+/// **Decoding a multiplexed client frame never panics and follows PROTOCOL.md section 11**:
+/// a binary frame is input for the session its first byte numbers (1-255), the rest unchanged,
+/// and only an empty frame or number 0 is refused; a text frame is a `terminal` message whose
+/// fields re-encode to itself, or an error with a bounded message and a bounded echoed id.
+pub fn check_mux_frame(is_text: bool, frame: &[u8]) {
+    use ptyhub::protocol::mux::{self, MuxRequest};
+    if !is_text {
+        match mux::decode_binary(Bytes::copy_from_slice(frame)) {
+            Ok(MuxRequest::Input { num, data }) => {
+                assert!(num >= 1 && frame[0] == num && data.as_ref() == &frame[1..]);
+            }
+            Ok(other) => panic!("{frame:?} decoded as {other:?}"),
+            Err(e) => assert!(frame.first().is_none_or(|&b| b == 0), "{e:?}"),
+        }
+        return;
+    }
+    let Ok(text) = std::str::from_utf8(frame) else {
+        return;
+    };
+    match mux::decode_text(text) {
+        Ok(req) => {
+            let json = match &req {
+                MuxRequest::Resize { id, rows, cols } => json!({
+                    "channel": "terminal", "type": "resize", "id": id, "cols": cols, "rows": rows
+                }),
+                MuxRequest::Close { id } => {
+                    json!({"channel": "terminal", "type": "close", "id": id})
+                }
+                MuxRequest::Input { .. } => panic!("text decoded as input"),
+            };
+            assert_eq!(mux::decode_text(&json.to_string()), Ok(req), "re-encoded");
+        }
+        Err(e) => {
+            assert!(
+                !e.message.is_empty() && e.message.len() <= MAX_ERROR_MESSAGE,
+                "{e:?}"
+            );
+            assert!(e.id.as_ref().is_none_or(|id| id.chars().count() <= 64));
+            let reply = mux::ServerMessage::error(e.id, e.message).to_json();
+            let v: Value = serde_json::from_str(&reply).expect("the reply is JSON");
+            assert_eq!(
+                (&v["channel"], &v["type"]),
+                (&json!("terminal"), &json!("error"))
+            );
+        }
+    }
+}
+
+/// **Multiplexed output frames cover the output exactly**, each with room for its tag.
+pub fn check_mux_payloads(data: &[u8]) {
+    use ptyhub::protocol::mux;
+    let mut at = 0;
+    for r in mux::payload_ranges(data) {
+        assert_eq!(r.start, at, "gap or overlap");
+        assert!(!r.is_empty() && r.len() < mux::MAX_FRAME, "{r:?}");
+        at = r.end;
+    }
+    assert_eq!(at, data.len(), "output not covered");
+}

@@ -102,6 +102,11 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 11,
         run: raw_frames,
     },
+    Target {
+        name: "mux_frames",
+        max_input: 1 << 11,
+        run: mux_frames,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -857,5 +862,44 @@ fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
     }
     let n: usize = u.int_in_range(0..=3)? * 65536 + u.int_in_range(0..=3)?;
     inv::check_raw_output_frames(&vec![0x02; n.saturating_sub(3)]);
+    Ok(())
+}
+
+// ---- the multiplexed terminals dialect ------------------------------------------------------
+
+fn mux_frames(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let frame = match u.int_in_range(0..=3)? {
+        0 => u.bytes(u.len().min(1024))?.to_vec(),
+        1 => {
+            let n = u.int_in_range(0..=16)?;
+            (0..n)
+                .map(|_| pick(u, JSON_PIECES).copied())
+                .collect::<Result<String>>()?
+                .into_bytes()
+        }
+        _ => {
+            let mut m = Map::new();
+            if u.ratio(7, 8)? {
+                let ch = pick(u, &["terminal", "terminal", "chat"])?;
+                m.insert("channel".into(), Value::String((*ch).into()));
+            }
+            let ty = pick(u, &["resize", "close", "open", "x"])?;
+            m.insert("type".into(), Value::String((*ty).into()));
+            for _ in 0..u.int_in_range(0..=3)? {
+                let k = pick(u, &["id", "cols", "rows", "type"])?;
+                let v = if *k == "id" && u.ratio(1, 2)? {
+                    Value::String(u.int_in_range(0..=300u32)?.to_string())
+                } else {
+                    json_value(u, 2)?
+                };
+                m.insert((*k).into(), v);
+            }
+            Value::Object(m).to_string().into_bytes()
+        }
+    };
+    inv::check_mux_frame(is_text, &frame);
+    let n: usize = u.int_in_range(0..=2)? * 65535 + u.int_in_range(0..=3)?;
+    inv::check_mux_payloads(&vec![7; n.saturating_sub(2)]);
     Ok(())
 }
