@@ -29,6 +29,8 @@ mod bare;
 mod client;
 #[path = "load/daemon.rs"]
 mod daemon;
+#[path = "load/dialects.rs"]
+mod dialects;
 #[path = "load/echo.rs"]
 mod echo;
 #[path = "load/flood.rs"]
@@ -66,6 +68,7 @@ use crate::report::{print_report, Report};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Scenario {
     Echo,
+    Dialects,
     Flood,
     Stall,
     Join,
@@ -76,7 +79,7 @@ pub(crate) enum Scenario {
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,flood,stall,join,memory; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,flood,stall,join,memory; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -173,6 +176,7 @@ impl Settings {
             } else {
                 vec![
                     Scenario::Echo,
+                    Scenario::Dialects,
                     Scenario::Flood,
                     Scenario::Stall,
                     Scenario::Join,
@@ -350,13 +354,17 @@ fn run(args: Args) -> Result<bool> {
 
 async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
     let mut report = Report::default();
-    if s.scenarios.contains(&Scenario::Flood) || s.scenarios.contains(&Scenario::Stall) {
+    if [Scenario::Flood, Scenario::Stall, Scenario::Dialects]
+        .iter()
+        .any(|sc| s.scenarios.contains(sc))
+    {
         eprintln!("load: writing {} MiB of base64", s.flood_mb);
         ctx.flood_file = Some(make_flood_file(&ctx.dir, s.flood_mb)?);
     }
     for &scenario in &s.scenarios {
         match scenario {
             Scenario::Echo => echo::run(s, ctx, &mut report).await,
+            Scenario::Dialects => dialects::run(s, ctx, &mut report).await,
             Scenario::Flood => flood::run(s, ctx, &mut report).await,
             Scenario::Stall => stall::run(s, ctx, &mut report).await,
             Scenario::Join => join::run(s, ctx, &mut report).await,

@@ -95,7 +95,7 @@ pub(crate) fn daemon_binary() -> Result<PathBuf> {
 /// Stopped (SIGTERM, then SIGKILL) when dropped.
 pub(crate) struct Daemon {
     process: Process,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     pub(crate) log: PathBuf,
     /// Sessions we created, to find processes the daemon leaves behind.
     pub(crate) sessions: Vec<Uuid>,

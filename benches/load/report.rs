@@ -17,6 +17,7 @@ use crate::{Scenario, Settings};
 #[derive(Default)]
 pub(crate) struct Report {
     pub(crate) echo: Vec<EchoRow>,
+    pub(crate) dialects: Vec<crate::dialects::DialectRow>,
     pub(crate) flood: Vec<FloodRow>,
     pub(crate) stall: Vec<StallRow>,
     pub(crate) join: Option<JoinRow>,
@@ -90,6 +91,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
 
     if !r.echo.is_empty() {
         crate::echo::print(s, &r.echo, &mut out);
+    }
+    if !r.dialects.is_empty() {
+        crate::dialects::print(s, &r.dialects, &mut out);
     }
     if !r.flood.is_empty() {
         crate::flood::print(s, &r.flood, &mut out);
