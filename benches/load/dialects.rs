@@ -304,12 +304,12 @@ pub(crate) fn print(s: &Settings, rows: &[DialectRow], out: &mut Map<String, Val
         "{:<12} {:>9} {:>9} {:>9} {:>10} {:>9}",
         "dialect", "echo p50", "echo p99", "vs p50", "flood s", "vs flood"
     );
-    let base_p50 = rows.first().and_then(|r| pct_us(&r.rtt, 50.0));
+    let base_p50 = rows.first().and_then(|r| pct_us(&r.rtt, 0.5));
     let base_flood = rows.first().and_then(|r| median(&r.flood));
     let mut json_rows = Vec::new();
     for r in rows {
-        let p50 = pct_us(&r.rtt, 50.0);
-        let p99 = pct_us(&r.rtt, 99.0);
+        let p50 = pct_us(&r.rtt, 0.5);
+        let p99 = pct_us(&r.rtt, 0.99);
         let flood = median(&r.flood);
         let vs = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) if b > 0.0 => format!("{:+.1}%", (a / b - 1.0) * 100.0),
