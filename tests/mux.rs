@@ -419,3 +419,29 @@ async fn a_1_mib_paste_and_ten_sockets_on_one_session() {
         m.wait_screen(n, "TEN-10").await;
     }
 }
+
+#[tokio::test]
+async fn the_size_is_the_minimum_over_browser_raw_and_multiplexed_writers() {
+    let d = Daemon::start();
+    let (id, mut b, n) = shell(&d).await;
+    let mut r = Client::connect_raw(&d.ws_raw(id, "?cols=100&rows=30")).await;
+    r.wait_json("ready").await;
+    let mut m = Mux::connect(&mux_url(&d, "")).await;
+    m.wait_msg("open", &n.to_string()).await;
+    m.send_json(json!({"channel": "terminal", "type": "resize", "id": n.to_string(), "cols": 120, "rows": 20}))
+        .await;
+    // Rows from the multiplexed client, columns from the browser.
+    b.until("status 20x80", |c| {
+        c.last("status")
+            .is_some_and(|s| s["cols"] == 80 && s["rows"] == 20)
+    })
+    .await;
+    // The raw client's columns once the browser leaves; its rows stay above the mux's.
+    b.close().await;
+    m.input(n, b"stty size\r").await;
+    m.wait_screen(n, "20 100").await;
+    // And the mux's own size is forgotten when it goes.
+    drop(m);
+    r.send_text("clear; stty size\r").await;
+    r.wait_screen("30 100").await;
+}
