@@ -340,6 +340,9 @@ const REGRESSIONS: &[(&str, u64)] = &[
     // The bulk check asked the model's main scrollback count while it passed an oversized
     // sequence through under the alternate screen (the known limit pinned below).
     ("screen_bulk", 0xcb79_691e_0000_01c1),
+    // The raw invariant allowed refusals only behind 0x01; a text object of a known type with
+    // bad fields (`{"type":"signal"}`) is refused too, as section 10 says.
+    ("raw_frames", 0x9dd6_f1df_0000_0013),
 ];
 
 /// Every fuzz target runs (a few fixed seeds each, so this stays fast and deterministic), and

@@ -1389,9 +1389,9 @@ pub fn raw_control_json(req: &ClientMessage) -> Option<Value> {
 
 /// **Decoding a raw client frame never panics and follows PROTOCOL.md section 10**: a binary
 /// frame without the `0x01` prefix is always input, byte for byte; input is always the frame
-/// unchanged; only a frame whose rest after `0x01` is a JSON object may be refused (with a
-/// bounded message); a control message written back as JSON decodes to itself, both as text
-/// and behind `0x01`.
+/// unchanged; only a JSON object behind `0x01`, or a text object of a known type, may be
+/// refused (with a bounded message); a control message written back as JSON decodes to itself,
+/// both as text and behind `0x01`.
 pub fn check_raw_frame(is_text: bool, frame: &[u8]) {
     use ptyhub::protocol::raw;
     use ptyhub::protocol::Inbound;
@@ -1417,13 +1417,20 @@ pub fn check_raw_frame(is_text: bool, frame: &[u8]) {
             check_raw_control_roundtrip(&req, &json);
         }
         Err(raw::BadControl(why)) => {
-            assert!(
-                prefixed,
-                "{frame:?} refused without the control prefix: {why}"
-            );
+            // Refused: a control message with bad fields (a text object of a known type), or
+            // any object behind the prefix.
+            assert!(is_text || prefixed, "a binary frame refused: {why}");
             assert!(!why.is_empty() && why.len() <= MAX_ERROR_MESSAGE, "{why}");
-            let v: Value = serde_json::from_slice(&frame[1..]).expect("refused only JSON");
+            let json = if prefixed { &frame[1..] } else { frame };
+            let v: Value = serde_json::from_slice(json).expect("refused only JSON");
             assert!(v.is_object(), "refused a non-object");
+            if !prefixed {
+                let known = ["resize", "signal", "ping"];
+                assert!(
+                    known.iter().any(|k| v["type"] == *k),
+                    "refused an unknown type"
+                );
+            }
         }
     }
 }
