@@ -28,6 +28,7 @@ pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod journal;
 pub mod metrics;
 pub mod protocol;
 pub mod registry;

@@ -28,6 +28,8 @@ pub struct Registry {
     closing: std::sync::atomic::AtomicBool,
     /// Announces each session created, for connections that carry every session.
     created: tokio::sync::broadcast::Sender<Uuid>,
+    /// Lifecycle events of every session (and of execs).
+    journal: Arc<crate::journal::Journal>,
 }
 
 /// The session numbers in use. A number is taken before its session starts and given back
@@ -145,6 +147,7 @@ impl Registry {
             me: me.clone(),
             closing: Default::default(),
             created: tokio::sync::broadcast::channel(CREATED_BACKLOG).0,
+            journal: crate::journal::Journal::new(),
         })
     }
 
@@ -215,6 +218,7 @@ impl Registry {
                         e.insert(handle.clone());
                         // No listener is fine: nobody carries every session right now.
                         let _ = self.created.send(handle.id());
+                        self.journal.watch(&handle);
                         Ok(Found::Created(handle))
                     }
                     Err(err) => {
@@ -224,6 +228,11 @@ impl Registry {
                 }
             }
         }
+    }
+
+    /// The lifecycle events.
+    pub fn journal(&self) -> &Arc<crate::journal::Journal> {
+        &self.journal
     }
 
     /// Announces every session created from now on (its uuid, once it can be looked up).

@@ -105,6 +105,11 @@ impl SessionHandle {
         self.info.borrow().clone()
     }
 
+    /// The session's metadata as it changes.
+    pub fn watch_info(&self) -> watch::Receiver<SessionInfo> {
+        self.info.clone()
+    }
+
     async fn send(&self, cmd: Command) -> Result<(), SessionGone> {
         self.commands.send(cmd).await.map_err(|_| SessionGone)
     }

@@ -5,7 +5,7 @@
 //! silently and memory stays bounded whatever the viewers do.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -159,6 +159,10 @@ impl OutputLog {
 pub struct SharedLog {
     log: Mutex<OutputLog>,
     head: AtomicU64,
+    /// Readers waiting in [`SharedLog::wait_past`]: the appender notifies only when there are.
+    followers: AtomicUsize,
+    /// Wakes those readers.
+    grew: tokio::sync::Notify,
 }
 
 impl SharedLog {
@@ -167,6 +171,8 @@ impl SharedLog {
         Self {
             log: Mutex::new(OutputLog::new(capacity)),
             head: AtomicU64::new(0),
+            followers: AtomicUsize::new(0),
+            grew: tokio::sync::Notify::new(),
         }
     }
 
@@ -175,9 +181,36 @@ impl SharedLog {
         let mut log = self.lock();
         log.append(chunk);
         let head = log.head();
-        // Published under the lock, so a reader that sees the head can read up to it.
-        self.head.store(head, Ordering::Release);
+        // Published under the lock, so a reader that sees the head can read up to it. SeqCst
+        // with the followers' count: a follower that registers after this load sees the head.
+        self.head.store(head, Ordering::SeqCst);
+        drop(log);
+        if self.followers.load(Ordering::SeqCst) > 0 {
+            self.grew.notify_waiters();
+        }
         head
+    }
+
+    /// Resolves once the head is past `offset`: for readers that follow the log without being
+    /// viewers (the log stream). Costs the appender one atomic load while nobody follows.
+    pub async fn wait_past(&self, offset: u64) {
+        struct Following<'a>(&'a AtomicUsize);
+        impl Drop for Following<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.followers.fetch_add(1, Ordering::SeqCst);
+        let _following = Following(&self.followers);
+        loop {
+            let grew = self.grew.notified();
+            tokio::pin!(grew);
+            grew.as_mut().enable();
+            if self.head.load(Ordering::SeqCst) > offset {
+                return;
+            }
+            grew.await;
+        }
     }
 
     /// See [`OutputLog::read`].

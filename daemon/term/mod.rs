@@ -3,5 +3,7 @@
 //! stream and recordings.
 //!
 //! - [`seq`]: the one escape-sequence and UTF-8 boundary scanner.
+//! - [`lines`]: output as plain text lines, for the log stream.
 
+pub mod lines;
 pub mod seq;
