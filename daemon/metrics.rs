@@ -28,6 +28,31 @@ impl Counter {
     }
 }
 
+/// A value that goes up and down (open streams).
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Takes `n` away (never below zero).
+    pub fn sub(&self, n: u64) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(n))
+            });
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Everything the daemon counts.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -48,6 +73,8 @@ pub struct Metrics {
     pub upload_failures: Counter,
     /// Requests with a missing, wrong, expired or rate-limited token.
     pub auth_failures: Counter,
+    /// Server-sent event streams open now.
+    pub sse_streams: Gauge,
     /// Error messages sent to viewers and refused requests, by code.
     errors: Mutex<BTreeMap<String, u64>>,
 }
@@ -90,6 +117,11 @@ impl Metrics {
             "ptyhub_viewers",
             "Connected viewers.",
             &[("", viewers as u64)],
+        );
+        gauge(
+            "ptyhub_sse_streams",
+            "Open server-sent event streams (events, logs).",
+            &[("", self.sse_streams.get())],
         );
         let counters = [
             (

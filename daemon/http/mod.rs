@@ -7,12 +7,12 @@ mod guard;
 mod reply;
 mod rest;
 mod routes;
+mod sse;
 mod upgrade;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::Auth;
@@ -25,12 +25,20 @@ pub use accept::run;
 use reply::*;
 use rest::*;
 use routes::*;
+pub use sse::encode as sse_encode;
 use upgrade::*;
 
 /// Largest REST request body, bytes.
 const MAX_BODY: usize = 64 * 1024;
 
-type Body = Full<Bytes>;
+/// Every response's body: whole (REST, pages) or streamed (SSE), boxed to one type.
+type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infallible>;
+
+/// A whole body.
+fn full(bytes: impl Into<Bytes>) -> Body {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(bytes.into()).boxed_unsync()
+}
 
 /// What every request handler shares.
 pub struct AppState {

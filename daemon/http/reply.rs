@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, LOCATION, SET_COOKIE};
 use hyper::{Request, Response, StatusCode};
@@ -131,7 +130,7 @@ pub(super) fn with_type(
     body: Vec<u8>,
     content_type: &'static str,
 ) -> Response<Body> {
-    let mut resp = Response::new(Body::new(Bytes::from(body)));
+    let mut resp = Response::new(full(body));
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -139,6 +138,8 @@ pub(super) fn with_type(
 }
 
 pub(super) fn static_file(path: &str, req: &Request<Incoming>) -> Response<Body> {
+    use http_body_util::BodyExt;
     crate::assets::serve(path, req.headers())
+        .map(|r| r.map(|b| b.boxed_unsync()))
         .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
 }

@@ -40,7 +40,8 @@ pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static st
         ["metrics"] | ["ws"] | ["ws", _] | ["ws", _, "raw"] | ["api", "assistants"] => &["GET"],
         ["api", "sessions"] => &["GET", "POST"],
         ["api", "sessions", _] => &["GET", "PATCH", "DELETE"],
-        ["api", "sessions", _, "scrollback"] => &["GET"],
+        ["api", "sessions", _, "scrollback"] | ["api", "sessions", _, "log"] => &["GET"],
+        ["api", "events"] => &["GET"],
         ["api", "sessions", _, "share"] => &["GET", "POST"],
         ["api", "sessions", _, "share", _] => &["DELETE"],
         _ => return None,
@@ -124,6 +125,8 @@ pub(super) async fn route(
         (_, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
         (&Method::GET, ["api", "sessions"]) if full => json(StatusCode::OK, &state.registry.list()),
         (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
+        // A share link's stream carries only its own session's events.
+        (&Method::GET, ["api", "events"]) => sse::events(req, &access, state),
         (_, ["api", "sessions", id, rest @ ..]) => {
             let id = match target(id) {
                 Ok(id) => id,
@@ -138,6 +141,7 @@ pub(super) async fn route(
                 (&Method::DELETE, []) if full => delete(id, peer, state).await,
                 // A share link sees its session's screen anyway: its recent output too.
                 (&Method::GET, ["scrollback"]) => scrollback(id, state),
+                (&Method::GET, ["log"]) => sse::log(req, id, state),
                 (&Method::POST, ["share"]) if full => share(req, id, state).await,
                 (&Method::GET, ["share"]) if full => {
                     json(StatusCode::OK, &state.auth.shares_of(id))

@@ -1,0 +1,300 @@
+//! Server-sent event streams (PROTOCOL.md section 14): the wire encoding, a streamed body fed
+//! by a task, `Last-Event-ID` resume, keep-alive comments, and the two streams: the daemon's
+//! lifecycle events and a session's output as text lines.
+//!
+//! Each stream's task writes into a small channel that hyper drains as the client reads: a
+//! client that stops reading stalls its own task, never a session (the log stream reads the
+//! session's output log like any viewer, and is resynced with `reset` if it falls out of it).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode};
+use serde_json::json;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::auth::Access;
+use crate::journal::{Since, KEPT};
+use crate::session::output_log::FellBehind;
+use crate::term::lines::{Line, Lines};
+
+use super::*;
+
+/// A comment line this often while a stream is quiet, so proxies keep it open.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Events queued for a client before its stream's task waits for it to read.
+const QUEUE: usize = 16;
+/// Events sent when the client names no starting point.
+const DEFAULT_TAIL: usize = 100;
+/// Output read from the log per step.
+const LOG_BATCH: usize = 64 * 1024;
+
+/// Appends one event in the wire format: `id:`, `event:` (none: a `message`), and one `data:`
+/// line per line of `data`, then the blank line that ends it.
+pub fn encode(out: &mut String, id: Option<u64>, event: Option<&str>, data: &str) {
+    if let Some(id) = id {
+        out.push_str(&format!("id: {id}\n"));
+    }
+    if let Some(event) = event {
+        out.push_str("event: ");
+        out.push_str(event);
+        out.push('\n');
+    }
+    // Any of the spec's line ends (CRLF, CR, LF) splits data lines; a reader joins them with
+    // "\n".
+    let normalized;
+    let data = if data.contains('\r') {
+        normalized = data.replace("\r\n", "\n").replace('\r', "\n");
+        &normalized
+    } else {
+        data
+    };
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+/// The client side of a stream: what its task writes to.
+struct Sink(mpsc::Sender<Bytes>);
+
+impl Sink {
+    /// Sends text; `false` once the client is gone.
+    async fn send(&self, text: String) -> bool {
+        text.is_empty() || self.0.send(Bytes::from(text)).await.is_ok()
+    }
+}
+
+/// A `text/event-stream` response fed by the task `run` builds; the task is tracked for
+/// shutdown and ends when the daemon does or the client goes.
+fn stream<F, Fut>(state: &Arc<AppState>, run: F) -> Response<Body>
+where
+    F: FnOnce(Sink) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let task = run(Sink(tx));
+    let shutdown = state.shutdown.clone();
+    crate::metrics::METRICS.sse_streams.add(1);
+    state.tasks.spawn(async move {
+        tokio::select! {
+            _ = task => {}
+            _ = shutdown.cancelled() => {}
+        }
+        crate::metrics::METRICS.sse_streams.sub(1);
+    });
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        let bytes = rx.recv().await?;
+        Some((Ok::<_, Infallible>(Frame::data(bytes)), rx))
+    });
+    let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tells proxies such as nginx not to buffer the stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// The query and header every stream takes.
+struct StreamQuery {
+    follow: bool,
+    tail: Option<usize>,
+    last_id: Option<u64>,
+}
+
+fn stream_query(req: &Request<Incoming>) -> Result<StreamQuery, ApiError> {
+    let mut q = StreamQuery {
+        follow: false,
+        tail: None,
+        last_id: None,
+    };
+    let bad = |what: &str| ApiError(StatusCode::BAD_REQUEST, what.to_owned());
+    for (k, v) in query_pairs(req) {
+        match k.as_str() {
+            "follow" => q.follow = matches!(v.as_str(), "1" | "true" | "yes"),
+            "tail" => {
+                q.tail = Some(
+                    v.parse()
+                        .map_err(|_| bad("tail must be a non-negative integer"))?,
+                )
+            }
+            "lastEventId" => {
+                q.last_id = Some(
+                    v.parse()
+                        .map_err(|_| bad("lastEventId must be an event id (an integer)"))?,
+                )
+            }
+            _ => {}
+        }
+    }
+    if let Some(v) = req.headers().get("last-event-id") {
+        let id = v.to_str().ok().and_then(|s| s.trim().parse().ok());
+        q.last_id = Some(id.ok_or_else(|| bad("Last-Event-ID must be an event id (an integer)"))?);
+    }
+    Ok(q)
+}
+
+/// `GET /api/events`: the lifecycle events, the last `tail` (or those after `Last-Event-ID`),
+/// then with `follow=1` live ones. A share link sees only its own session's.
+pub(super) fn events(
+    req: Request<Incoming>,
+    access: &Access,
+    state: &Arc<AppState>,
+) -> Response<Body> {
+    let q = match stream_query(&req) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
+    };
+    let only: Option<Uuid> = match access {
+        Access::Full => None,
+        Access::Share(s) => Some(s.session),
+    };
+    let journal = state.registry.journal().clone();
+    let tail = q.tail.unwrap_or(DEFAULT_TAIL).min(KEPT);
+    stream(state, move |sink| async move {
+        let mut since = journal.since(q.last_id, tail);
+        let mut last = q.last_id.unwrap_or(0);
+        loop {
+            let mut out = String::new();
+            let events = match since {
+                Since::Events(events) => events,
+                Since::Reset { oldest, events } => {
+                    let data = json!({"oldest": oldest}).to_string();
+                    encode(&mut out, None, Some("reset"), &data);
+                    events
+                }
+            };
+            for e in events {
+                last = last.max(e.id);
+                if only.is_none_or(|s| e.session == Some(s)) {
+                    encode(&mut out, Some(e.id), Some(e.kind), &e.data.to_string());
+                }
+            }
+            if !sink.send(out).await || !q.follow {
+                return;
+            }
+            tokio::select! {
+                _ = journal.wait_past(last) => {}
+                _ = tokio::time::sleep(KEEP_ALIVE) => {
+                    if !sink.send(": keep-alive\n\n".to_owned()).await {
+                        return;
+                    }
+                }
+                _ = sink.0.closed() => return,
+            }
+            since = journal.since(Some(last), KEPT);
+        }
+    })
+}
+
+/// `GET /api/sessions/{id}/log`: the session's output as text lines (escape sequences removed,
+/// carriage returns applied), each with the stream offset after it as its id; then, with
+/// `follow=1`, new lines as they come; `exit` when the program ends.
+pub(super) fn log(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Response<Body> {
+    let q = match stream_query(&req) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
+    };
+    let Some(handle) = state.registry.get(&id) else {
+        return error(StatusCode::NOT_FOUND, "no such session");
+    };
+    stream(state, move |sink| async move {
+        let log = handle.log().clone();
+        let mut info = handle.watch_info();
+        let ended = handle.ended();
+        let mut out = String::new();
+        // Where to start, and how many of the first lines to show.
+        let (mut at, mut keep) = match q.last_id {
+            Some(id) if id >= log.start() && id <= log.head() => (id, None),
+            Some(_) => {
+                let data = json!({"oldest": log.start()}).to_string();
+                encode(&mut out, None, Some("reset"), &data);
+                (log.start(), None)
+            }
+            None => (log.start(), Some(q.tail.unwrap_or(DEFAULT_TAIL))),
+        };
+        let mut lines = Lines::new();
+        let mut buf = Vec::with_capacity(LOG_BATCH);
+        let mut found: Vec<Line> = Vec::new();
+        loop {
+            // Everything the log holds past `at`, as lines.
+            loop {
+                buf.clear();
+                let next = match log.read(at, LOG_BATCH, &mut buf) {
+                    Ok(next) => next,
+                    Err(FellBehind) => {
+                        // This reader was too slow for the window: start over at its oldest.
+                        let data = json!({"oldest": log.start()}).to_string();
+                        encode(&mut out, None, Some("reset"), &data);
+                        at = log.start();
+                        lines = Lines::new();
+                        continue;
+                    }
+                };
+                if next == at {
+                    break;
+                }
+                lines.feed(&buf, at, &mut found);
+                at = next;
+                if keep.is_none() && !found.is_empty() {
+                    for line in found.drain(..) {
+                        encode(&mut out, Some(line.offset), None, &line.text);
+                    }
+                    if !sink.send(std::mem::take(&mut out)).await {
+                        return;
+                    }
+                }
+            }
+            if let Some(n) = keep.take() {
+                let skip = found.len().saturating_sub(n);
+                for line in found.drain(..).skip(skip) {
+                    encode(&mut out, Some(line.offset), None, &line.text);
+                }
+            }
+            let now = info.borrow_and_update().clone();
+            if !now.alive || ended.is_cancelled() {
+                let data = json!({"exit_code": now.exit_code, "signal": now.exit_signal});
+                encode(&mut out, None, Some("exit"), &data.to_string());
+                let _ = sink.send(out).await;
+                return;
+            }
+            if !sink.send(std::mem::take(&mut out)).await || !q.follow {
+                return;
+            }
+            tokio::select! {
+                _ = log.wait_past(at) => {}
+                _ = info.changed() => {}
+                _ = ended.cancelled() => {}
+                _ = tokio::time::sleep(KEEP_ALIVE) => out.push_str(": keep-alive\n\n"),
+                _ = sink.0.closed() => return,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_in_the_wire_format() {
+        let mut out = String::new();
+        encode(&mut out, Some(7), Some("state"), "{\"a\":1}");
+        assert_eq!(out, "id: 7\nevent: state\ndata: {\"a\":1}\n\n");
+        out.clear();
+        encode(&mut out, None, None, "two\nlines\r\nand\rmore");
+        assert_eq!(out, "data: two\ndata: lines\ndata: and\ndata: more\n\n");
+        out.clear();
+        encode(&mut out, Some(1), None, "");
+        assert_eq!(out, "id: 1\ndata: \n\n");
+    }
+}
