@@ -1531,3 +1531,70 @@ pub fn check_mux_payloads(data: &[u8]) {
     }
     assert_eq!(at, data.len(), "output not covered");
 }
+
+// ---- the log stream: text lines and server-sent events ------------------------------------
+
+/// **Terminal output as lines**: any bytes, cut into chunks anywhere, give the same lines as
+/// the whole; every line's offset is just after a line feed (or VT, FF) of the input, in
+/// increasing order;
+/// no line holds a control character or is longer than the cap.
+pub fn check_log_lines(data: &[u8], chunks: &[Vec<u8>]) {
+    use ptyhub::term::lines::{Lines, MAX_LINE_CHARS};
+    let whole = {
+        let mut l = Lines::new();
+        let mut out = Vec::new();
+        l.feed(data, 0, &mut out);
+        out
+    };
+    let mut l = Lines::new();
+    let mut cut = Vec::new();
+    let mut at = 0u64;
+    for c in chunks {
+        l.feed(c, at, &mut cut);
+        at += c.len() as u64;
+    }
+    assert_eq!(at as usize, data.len(), "chunks are the data");
+    assert_eq!(
+        whole, cut,
+        "cut differently, read differently: {data:?} as {chunks:?}"
+    );
+    let mut last = 0;
+    for line in &whole {
+        assert!(
+            line.offset > last || (last == 0 && line.offset > 0),
+            "offsets increase"
+        );
+        let end = data[line.offset as usize - 1];
+        assert!(
+            matches!(end, b'\n' | 0x0b | 0x0c),
+            "offset after a line feed"
+        );
+        last = line.offset;
+        assert!(line.text.chars().count() <= MAX_LINE_CHARS);
+        assert!(
+            !line.text.chars().any(|c| (c as u32) < 0x20 && c != '\t'),
+            "control character in {:?}",
+            line.text
+        );
+    }
+}
+
+/// **Server-sent events round trip**: any text encoded as an event's data is what a client
+/// parsing by the SSE spec gets back, with every line end read as `\n`.
+pub fn check_sse_roundtrip(data: &str) {
+    let mut wire = String::new();
+    ptyhub::http::sse_encode(&mut wire, Some(7), Some("x"), data);
+    assert!(wire.ends_with("\n\n"));
+    let mut got: Vec<&str> = Vec::new();
+    for line in wire.trim_end_matches('\n').split('\n') {
+        if let Some(v) = line.strip_prefix("data: ") {
+            got.push(v);
+        } else if line == "data:" {
+            got.push("");
+        } else {
+            assert!(line == "id: 7" || line == "event: x", "stray line {line:?}");
+        }
+    }
+    let want = data.replace("\r\n", "\n").replace('\r', "\n");
+    assert_eq!(got.join("\n"), want);
+}

@@ -107,6 +107,11 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 11,
         run: mux_frames,
     },
+    Target {
+        name: "log_lines",
+        max_input: 1 << 12,
+        run: log_lines,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -901,5 +906,23 @@ fn mux_frames(u: &mut Unstructured<'_>) -> Result<()> {
     inv::check_mux_frame(is_text, &frame);
     let n: usize = u.int_in_range(0..=2)? * 65535 + u.int_in_range(0..=3)?;
     inv::check_mux_payloads(&vec![7; n.saturating_sub(2)]);
+    Ok(())
+}
+
+// ---- the log stream ---------------------------------------------------------------------------
+
+fn log_lines(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut data = term_bytes(u, 24)?;
+    // Line ends, carriage returns and erasures, where lines are made.
+    for _ in 0..u.int_in_range(0..=6)? {
+        let at = u.int_in_range(0..=data.len())?;
+        const PIECES: &[&[u8]] = &[b"\n", b"\r", b"\r\n", b"\x1b[K", b"\x08", b"\t"];
+        let piece = pick(u, PIECES)?;
+        data.splice(at..at, piece.iter().copied());
+    }
+    let chunks = cut(u, &data)?;
+    inv::check_log_lines(&data, &chunks);
+    let text = String::from_utf8_lossy(&data);
+    inv::check_sse_roundtrip(&text);
     Ok(())
 }

@@ -1,0 +1,356 @@
+//! The event and log streams (PROTOCOL.md section 14) on the real daemon: lifecycle events
+//! with resume and reset, share links seeing their own session only, and a session's output
+//! as text lines (colours removed, progress bars at their last state, wide characters, split
+//! UTF-8) resuming exactly after `Last-Event-ID`, ending with `exit`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, Daemon, TIMEOUT};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// One event as an SSE client (the spec's parsing) sees it.
+#[derive(Debug, Clone, PartialEq)]
+struct Ev {
+    id: Option<String>,
+    event: String,
+    data: String,
+}
+
+/// A client of one stream, parsing per the SSE spec.
+struct Sse {
+    resp: reqwest::Response,
+    buf: String,
+    id: Option<String>,
+    event: String,
+    data: Vec<String>,
+    events: Vec<Ev>,
+    ended: bool,
+}
+
+impl Sse {
+    async fn open(url: &str, last_id: Option<&str>) -> Sse {
+        let mut req = reqwest::Client::new().get(url);
+        if let Some(id) = last_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.expect("GET");
+        assert_eq!(resp.status(), 200, "{url}");
+        assert_eq!(
+            resp.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Sse {
+            resp,
+            buf: String::new(),
+            id: None,
+            event: String::new(),
+            data: Vec::new(),
+            events: Vec::new(),
+            ended: false,
+        }
+    }
+
+    fn line(&mut self, line: &str) {
+        if line.is_empty() {
+            if !self.data.is_empty() {
+                self.events.push(Ev {
+                    id: self.id.clone(),
+                    event: if self.event.is_empty() {
+                        "message".to_owned()
+                    } else {
+                        std::mem::take(&mut self.event)
+                    },
+                    data: self.data.join("\n"),
+                });
+            }
+            self.data.clear();
+            self.event.clear();
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "id" => self.id = Some(value.to_owned()),
+            "event" => self.event = value.to_owned(),
+            "data" => self.data.push(value.to_owned()),
+            _ => {}
+        }
+    }
+
+    /// Reads one chunk (or waits a moment); sets `ended` at the end of the stream.
+    async fn read_some(&mut self) {
+        match tokio::time::timeout(Duration::from_millis(500), self.resp.chunk()).await {
+            Err(_) => {}
+            Ok(Ok(Some(bytes))) => {
+                self.buf
+                    .push_str(std::str::from_utf8(&bytes).expect("UTF-8"));
+                while let Some(i) = self.buf.find('\n') {
+                    let line: String = self.buf.drain(..=i).collect();
+                    self.line(line.trim_end_matches('\n'));
+                }
+            }
+            Ok(_) => self.ended = true,
+        }
+    }
+
+    /// Reads until `cond` holds over the events so far.
+    async fn until(&mut self, what: &str, cond: impl Fn(&[Ev]) -> bool) {
+        let start = std::time::Instant::now();
+        while !cond(&self.events) {
+            assert!(
+                !self.ended,
+                "stream ended waiting for {what}: {:?}",
+                self.events
+            );
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "timed out waiting for {what}: {:?}",
+                self.events
+            );
+            self.read_some().await;
+        }
+    }
+
+    /// Reads until the server ends the stream.
+    async fn until_end(&mut self) {
+        let start = std::time::Instant::now();
+        while !self.ended {
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "stream did not end: {:?}",
+                self.events
+            );
+            self.read_some().await;
+        }
+    }
+
+    fn texts(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter(|e| e.event == "message")
+            .map(|e| e.data.as_str())
+            .collect()
+    }
+}
+
+fn of(events: &[Ev], kind: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e.event == kind)
+        .map(|e| serde_json::from_str(&e.data).expect("JSON data"))
+        .collect()
+}
+
+async fn create(d: &Daemon, body: Value) -> Value {
+    let resp = reqwest::Client::new()
+        .post(d.http("/api/sessions"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(resp.status(), 201);
+    resp.json().await.expect("json")
+}
+
+#[tokio::test]
+async fn lifecycle_events_follow_resume_and_reset() {
+    let d = Daemon::start();
+    let mut ev = Sse::open(&d.http("/api/events?follow=1"), None).await;
+    let id = Uuid::new_v4();
+    let mut c = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    c.wait_screen("$ ").await;
+    ev.until("created and viewers", |e| {
+        of(e, "state").iter().any(|s| s["state"] == "created")
+            && of(e, "viewers").iter().any(|v| v["viewers"] == 1)
+    })
+    .await;
+    let created = &of(&ev.events, "state")[0];
+    assert_eq!(created["session"], id.to_string());
+    assert_eq!(created["num"], 1);
+    c.send_json(json!({"type": "rename_session", "name": "alpha"}))
+        .await;
+    c.run("exit 4", "exited").await;
+    ev.until("rename and exited", |e| {
+        of(e, "rename").iter().any(|r| r["name"] == "alpha")
+            && of(e, "state")
+                .iter()
+                .any(|s| s["state"] == "exited" && s["exit_code"] == 4)
+    })
+    .await;
+    let resp = reqwest::Client::new()
+        .delete(d.http(&format!("/api/sessions/{id}")))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(resp.status(), 204);
+    ev.until("ended", |e| {
+        of(e, "state").iter().any(|s| s["state"] == "ended")
+    })
+    .await;
+    // Ids increase by one.
+    let ids: Vec<u64> = ev
+        .events
+        .iter()
+        .map(|e| e.id.as_deref().expect("id").parse().expect("number"))
+        .collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+
+    // Resume right after an id, by header and by query; without follow the stream ends.
+    let mid = ids[1].to_string();
+    let mut again = Sse::open(&d.http("/api/events"), Some(&mid)).await;
+    again.until_end().await;
+    assert_eq!(again.events, ev.events[2..]);
+    let mut by_query = Sse::open(&d.http(&format!("/api/events?lastEventId={mid}")), None).await;
+    by_query.until_end().await;
+    assert_eq!(by_query.events, ev.events[2..]);
+    // tail=N: the newest N.
+    let mut tail = Sse::open(&d.http("/api/events?tail=2"), None).await;
+    tail.until_end().await;
+    assert_eq!(tail.events, ev.events[ev.events.len() - 2..]);
+    // An id this daemon never gave: reset to the oldest kept, then everything.
+    let mut lost = Sse::open(&d.http("/api/events"), Some("99999")).await;
+    lost.until_end().await;
+    assert_eq!(lost.events[0].event, "reset");
+    let reset: Value = serde_json::from_str(&lost.events[0].data).expect("json");
+    assert_eq!(reset["oldest"], 1);
+    assert_eq!(lost.events[1..], ev.events[..]);
+
+    // Bad ids are a clear 400.
+    for q in ["?lastEventId=abc", "?tail=-1"] {
+        let resp = reqwest::get(d.http(&format!("/api/events{q}")))
+            .await
+            .expect("GET");
+        assert_eq!(resp.status(), 400, "{q}");
+        let v: Value = resp.json().await.expect("json");
+        assert!(v["error"].as_str().is_some());
+    }
+}
+
+#[tokio::test]
+async fn a_share_link_sees_only_its_own_sessions_events_and_log() {
+    const TOKEN: &str = "test-token-0123456789abcdef";
+    let d = Daemon::start_args(&common::config(""), &["--token", TOKEN]);
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let resp = http
+            .post(d.http("/api/sessions"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"cmd": ["sh", "-c", "echo hello-$((40+2)); sleep 100"]}))
+            .send()
+            .await
+            .expect("POST");
+        let v: Value = resp.json().await.expect("json");
+        ids.push(v["id"].as_str().expect("id").to_owned());
+    }
+    let share: Value = http
+        .post(d.http(&format!("/api/sessions/{}/share", ids[0])))
+        .bearer_auth(TOKEN)
+        .json(&json!({"role": "viewer"}))
+        .send()
+        .await
+        .expect("share")
+        .json()
+        .await
+        .expect("json");
+    let vt = share["token"].as_str().expect("token");
+    let mut ev = Sse::open(&d.http(&format!("/api/events?token={vt}")), None).await;
+    ev.until_end().await;
+    assert!(!ev.events.is_empty());
+    assert!(
+        ev.events.iter().all(|e| e.data.contains(&ids[0])),
+        "{:?}",
+        ev.events
+    );
+    let mut log = Sse::open(
+        &d.http(&format!("/api/sessions/{}/log?token={vt}", ids[0])),
+        None,
+    )
+    .await;
+    log.until_end().await;
+    assert_eq!(log.texts(), ["hello-42"]);
+    let resp = reqwest::get(d.http(&format!("/api/sessions/{}/log?token={vt}", ids[1])))
+        .await
+        .expect("GET");
+    assert_eq!(resp.status(), 403);
+}
+
+/// Colour, a progress bar redrawn with CR, wide characters, UTF-8 split between writes.
+const TEXT: &str = r#"
+printf '\033[1;32mgreen bold\033[0m and plain\n'
+for p in 10 50 90 100; do printf '\rprogress %3d%%' $p; sleep 0.05; done; printf '\n'
+printf '日本語 🚀\n'
+printf '\346\227'; sleep 0.2; printf '\245 split\n'
+printf 'DONE-TEXT\n'
+"#;
+
+#[tokio::test]
+async fn the_log_is_clean_text_that_resumes_exactly_and_ends_with_exit() {
+    let d = Daemon::start();
+    common::write_file(d.dir.path(), "text.sh", TEXT.as_bytes());
+    let info = create(
+        &d,
+        json!({"cmd": ["bash", "-c", "bash text.sh; read -r line; echo \"got $line\"; exit 5"], "cwd": d.dir.path()}),
+    )
+    .await;
+    let id = info["id"].as_str().expect("id").to_owned();
+    let num = info["num"].as_u64().expect("num");
+    let mut log = Sse::open(&d.http(&format!("/api/sessions/{num}/log?follow=1")), None).await;
+    log.until("the text", |e| e.iter().any(|e| e.data == "DONE-TEXT"))
+        .await;
+    assert_eq!(
+        log.texts(),
+        [
+            "green bold and plain",
+            "progress 100%",
+            "日本語 🚀",
+            "日 split",
+            "DONE-TEXT"
+        ]
+    );
+    // Every id is the offset after its line: increasing, and the last equals what the
+    // session has written so far.
+    let offsets: Vec<u64> = log
+        .events
+        .iter()
+        .map(|e| e.id.as_deref().expect("id").parse().expect("offset"))
+        .collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]));
+
+    // Resume after the second line: the rest, nothing twice.
+    let second = log.events[1].id.clone().expect("id");
+    let mut again = Sse::open(&d.http(&format!("/api/sessions/{id}/log")), Some(&second)).await;
+    again.until_end().await;
+    assert_eq!(again.texts(), log.texts()[2..]);
+
+    // Input through a viewer reaches the program; the followers see its output, then exit.
+    let mut c = Client::connect(&d.ws(id.parse().expect("uuid"), "")).await;
+    c.wait_json("ready").await;
+    c.type_str("over there\r").await;
+    log.until("exit", |e| e.iter().any(|e| e.event == "exit"))
+        .await;
+    assert!(log.texts().contains(&"got over there"));
+    let exit = &of(&log.events, "exit")[0];
+    assert_eq!(exit["exit_code"], 5);
+    log.until_end().await;
+
+    // An offset older than the log keeps (or never given): reset, then from the oldest.
+    let mut lost = Sse::open(
+        &d.http(&format!("/api/sessions/{id}/log")),
+        Some("99999999"),
+    )
+    .await;
+    lost.until_end().await;
+    assert_eq!(lost.events[0].event, "reset");
+    assert_eq!(lost.texts()[0], "green bold and plain");
+    let resp = reqwest::get(d.http(&format!("/api/sessions/{}/log", Uuid::new_v4())))
+        .await
+        .expect("GET");
+    assert_eq!(resp.status(), 404);
+}
