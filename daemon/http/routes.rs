@@ -126,7 +126,7 @@ pub(super) async fn route(
         (&Method::GET, ["api", "sessions"]) if full => json(StatusCode::OK, &state.registry.list()),
         (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
         // A share link's stream carries only its own session's events.
-        (&Method::GET, ["api", "events"]) => sse::events(req, &access, state),
+        (&Method::GET, ["api", "events"]) => sse::events(req, &access, state, &slot),
         (_, ["api", "sessions", id, rest @ ..]) => {
             let id = match target(id) {
                 Ok(id) => id,
@@ -141,7 +141,7 @@ pub(super) async fn route(
                 (&Method::DELETE, []) if full => delete(id, peer, state).await,
                 // A share link sees its session's screen anyway: its recent output too.
                 (&Method::GET, ["scrollback"]) => scrollback(id, state),
-                (&Method::GET, ["log"]) => sse::log(req, id, state),
+                (&Method::GET, ["log"]) => sse::log(req, id, state, &slot),
                 (&Method::POST, ["share"]) if full => share(req, id, state).await,
                 (&Method::GET, ["share"]) if full => {
                     json(StatusCode::OK, &state.auth.shares_of(id))

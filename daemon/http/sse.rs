@@ -19,6 +19,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::connections::Slot;
 use crate::auth::Access;
 use crate::journal::{Since, KEPT};
 use crate::session::output_log::FellBehind;
@@ -75,11 +76,19 @@ impl Sink {
 
 /// A `text/event-stream` response fed by the task `run` builds; the task is tracked for
 /// shutdown and ends when the daemon does or the client goes.
-fn stream<F, Fut>(state: &Arc<AppState>, run: F) -> Response<Body>
+fn stream<F, Fut>(state: &Arc<AppState>, slot: &Slot, run: F) -> Response<Body>
 where
     F: FnOnce(Sink) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    // A stream is as long-lived as a WebSocket: it leaves the pool strangers compete for.
+    if !slot.authenticate() {
+        crate::metrics::METRICS.refused(429);
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many long-lived connections from this address",
+        );
+    }
     let (tx, rx) = mpsc::channel(QUEUE);
     let task = run(Sink(tx));
     let shutdown = state.shutdown.clone();
@@ -149,6 +158,7 @@ pub(super) fn events(
     req: Request<Incoming>,
     access: &Access,
     state: &Arc<AppState>,
+    slot: &Slot,
 ) -> Response<Body> {
     let q = match stream_query(&req) {
         Ok(q) => q,
@@ -160,7 +170,7 @@ pub(super) fn events(
     };
     let journal = state.registry.journal().clone();
     let tail = q.tail.unwrap_or(DEFAULT_TAIL).min(KEPT);
-    stream(state, move |sink| async move {
+    stream(state, slot, move |sink| async move {
         let mut since = journal.since(q.last_id, tail);
         let mut last = q.last_id.unwrap_or(0);
         loop {
@@ -199,7 +209,12 @@ pub(super) fn events(
 /// `GET /api/sessions/{id}/log`: the session's output as text lines (escape sequences removed,
 /// carriage returns applied), each with the stream offset after it as its id; then, with
 /// `follow=1`, new lines as they come; `exit` when the program ends.
-pub(super) fn log(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Response<Body> {
+pub(super) fn log(
+    req: Request<Incoming>,
+    id: Uuid,
+    state: &Arc<AppState>,
+    slot: &Slot,
+) -> Response<Body> {
     let q = match stream_query(&req) {
         Ok(q) => q,
         Err(e) => return e.response(),
@@ -207,7 +222,7 @@ pub(super) fn log(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Re
     let Some(handle) = state.registry.get(&id) else {
         return error(StatusCode::NOT_FOUND, "no such session");
     };
-    stream(state, move |sink| async move {
+    stream(state, slot, move |sink| async move {
         let log = handle.log().clone();
         let mut info = handle.watch_info();
         let ended = handle.ended();
@@ -223,10 +238,11 @@ pub(super) fn log(req: Request<Incoming>, id: Uuid, state: &Arc<AppState>) -> Re
             None => (log.start(), Some(q.tail.unwrap_or(DEFAULT_TAIL))),
         };
         let mut lines = Lines::new();
-        let mut buf = Vec::with_capacity(LOG_BATCH);
         let mut found: Vec<Line> = Vec::new();
         loop {
-            // Everything the log holds past `at`, as lines.
+            // Everything the log holds past `at`, as lines. The buffer lives only while there
+            // is output to read: an idle follower holds next to nothing.
+            let mut buf = Vec::new();
             loop {
                 buf.clear();
                 let next = match log.read(at, LOG_BATCH, &mut buf) {
