@@ -164,14 +164,19 @@ impl Daemon {
 
     /// Polls `/metrics` until `ptyhub_viewers` is `n`.
     pub(crate) async fn wait_viewer_gauge(&self, n: u64, limit: Duration) -> Result<()> {
+        self.wait_gauge("ptyhub_viewers", n, limit).await
+    }
+
+    /// Waits until the daemon's gauge `name` reads `n`.
+    pub(crate) async fn wait_gauge(&self, name: &str, n: u64, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
         loop {
-            let now = self.metrics().await?.get("ptyhub_viewers");
+            let now = self.metrics().await?.get(name);
             if now == n {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                bail!("the daemon counts {now} viewers, not {n}, after {limit:?}");
+                bail!("the daemon's {name} is {now}, not {n}, after {limit:?}");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -41,6 +41,9 @@ pub(crate) struct MemoryRow {
     /// With the viewers' session up and nobody in it.
     before_viewers: MemSample,
     with_viewers: MemSample,
+    /// Idle `follow=1` log streams of the same session, after the viewers.
+    streams: usize,
+    with_streams: MemSample,
     /// Time to connect every viewer, `CONNECT_CONCURRENCY` at a time.
     connect_seconds: f64,
     daemon_resyncs: usize,
@@ -56,6 +59,13 @@ impl MemoryRow {
             .rss_kib
             .saturating_sub(self.before_viewers.rss_kib) as f64
             / self.viewers as f64
+    }
+
+    fn per_stream_kib(&self) -> f64 {
+        self.with_streams
+            .rss_kib
+            .saturating_sub(self.with_viewers.rss_kib) as f64
+            / self.streams.max(1) as f64
     }
 
     fn per_viewer_anon_kib(&self) -> f64 {
@@ -145,6 +155,27 @@ async fn memory_run(
         bail!("{dropped} idle viewers were dropped or sent an error");
     }
 
+    // Idle log followers of the same session, each on its own connection.
+    let streams = (viewers / 5).max(1);
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("building the HTTP client")?;
+    let url = format!("http://{}/api/sessions/{id}/log?follow=1", daemon.addr);
+    for _ in 0..streams {
+        let request = http.get(&url).send();
+        let task = ctx.pool.spawn(async move {
+            if let Ok(mut resp) = request.await {
+                while let Ok(Some(_)) = resp.chunk().await {}
+            }
+        });
+        tasks.0.push(task.abort_handle());
+    }
+    daemon
+        .wait_gauge("ptyhub_sse_streams", streams as u64, limit)
+        .await?;
+    let with_streams = daemon.settled_memory().await?;
+
     drop(tasks);
     let daemon_resyncs = daemon.finish("memory", notes);
     Ok(MemoryRow {
@@ -154,6 +185,8 @@ async fn memory_run(
         viewers,
         before_viewers,
         with_viewers,
+        streams,
+        with_streams,
         connect_seconds,
         daemon_resyncs,
     })
@@ -205,6 +238,11 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
         m.connect_seconds,
         m.with_viewers.threads
     );
+    println!(
+        "idle follow=1 log streams: {}, {:.1} KiB each",
+        m.streams,
+        m.per_stream_kib()
+    );
     out.insert(
         "memory".into(),
         json!({
@@ -218,6 +256,8 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
             "viewers_rss_kib": m.with_viewers.rss_kib,
             "per_viewer_kib": (m.per_viewer_kib() * 10.0).round() / 10.0,
             "per_viewer_anon_kib": (m.per_viewer_anon_kib() * 10.0).round() / 10.0,
+            "log_streams": m.streams,
+            "per_log_stream_kib": (m.per_stream_kib() * 10.0).round() / 10.0,
             "viewers_connect_seconds": round3(m.connect_seconds),
             "threads": {
                 "idle": m.idle.threads,
