@@ -1,5 +1,5 @@
 //! A viewer's position in the live stream, shared by its writer task and the session actor,
-//! and the wire frames both of them build.
+//! and the actor's direct path onto the viewer's socket.
 //!
 //! When the viewer is idle and caught up, the actor writes new output straight onto its
 //! socket with a non-blocking write: no task wake-up, and the viewer that typed gets its echo
@@ -9,29 +9,27 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use fastwebsockets::{Frame, OpCode, Payload};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use super::transport::{Kind, Transport};
 use crate::metrics::METRICS;
 use crate::protocol::Dialect;
 use crate::session::LiveOutput;
 
-/// Longest WebSocket frame header a server writes (no mask).
-const MAX_HEAD: usize = 10;
-
 /// What the actor and the writer task share about one viewer.
 pub struct Live {
     state: Mutex<LiveState>,
-    /// Wakes the writer task: output to catch up with.
-    notify: Notify,
+    /// Wakes the writer task: output to catch up with (shared by every session a
+    /// multiplexed connection carries).
+    notify: Arc<Notify>,
     /// The socket, for the actor's non-blocking writes (none: the actor only wakes the task).
     tcp: Option<Arc<TcpStream>>,
     /// `?flow=ack`: at most `budget` bytes sent and not acknowledged.
     flow_ack: bool,
     budget: u64,
-    /// Frames output in the viewer's dialect ([`push_output`] for it): a plain function
-    /// pointer, so the actor's per-chunk path costs the same for every dialect.
+    /// Frames output in the viewer's dialect and transport ([`push_output`] for them): a plain
+    /// function pointer, so the actor's per-chunk path costs the same for every dialect.
     frame_output: fn(&mut Vec<u8>, &[u8]),
 }
 
@@ -77,11 +75,24 @@ impl Live {
                 busy: true,
                 ..LiveState::default()
             }),
-            notify: Notify::new(),
+            notify: Arc::new(Notify::new()),
             tcp,
             flow_ack,
             budget,
             frame_output,
+        })
+    }
+
+    /// A position the actor never writes for: it only wakes `notify`, and the writer copies
+    /// from the log itself (a multiplexed connection, whose frames the actor cannot build).
+    pub fn waking(notify: Arc<Notify>) -> Arc<Live> {
+        Arc::new(Live {
+            state: Mutex::new(LiveState::default()),
+            notify,
+            tcp: None,
+            flow_ack: false,
+            budget: u64::MAX,
+            frame_output: |_, _| {},
         })
     }
 
@@ -137,19 +148,11 @@ impl LiveOutput for Live {
     }
 }
 
-/// Appends `payload` as one unmasked WebSocket frame.
-pub fn push_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
-    let mut head = [0u8; MAX_HEAD];
-    let n = Frame::new(true, opcode, None, Payload::Borrowed(payload)).fmt_head(&mut head);
-    out.extend_from_slice(&head[..n]);
-    out.extend_from_slice(payload);
-}
-
-/// Appends terminal output as binary frames, cut by the dialect's rules (at most 8 KiB each,
-/// never 3+ bytes starting with 0x02).
-pub fn push_output<D: Dialect>(out: &mut Vec<u8>, data: &[u8]) {
+/// Appends terminal output as binary messages of transport `T`, cut by dialect `D`'s rules
+/// (for the browser dialect: at most 8 KiB each, never 3+ bytes starting with 0x02).
+pub fn push_output<D: Dialect, T: Transport>(out: &mut Vec<u8>, data: &[u8]) {
     for range in D::output_ranges(data) {
-        push_frame(out, OpCode::Binary, &data[range]);
+        T::frame(out, Kind::Binary, &data[range]);
     }
 }
 
@@ -157,16 +160,17 @@ pub fn push_output<D: Dialect>(out: &mut Vec<u8>, data: &[u8]) {
 mod tests {
     use super::*;
     use crate::protocol::swe::Swe;
+    use crate::viewer::transport::WebSocket;
 
     #[test]
     fn frames_follow_the_output_rules() {
         let mut out = Vec::new();
-        push_output::<Swe>(&mut out, b"\x02ab");
+        push_output::<Swe, WebSocket>(&mut out, b"\x02ab");
         // The 0x02 byte alone, then the rest.
         assert_eq!(out, [0x82, 1, 2, 0x82, 2, b'a', b'b']);
         out.clear();
         let big = vec![b'x'; 9000];
-        push_output::<Swe>(&mut out, &big);
+        push_output::<Swe, WebSocket>(&mut out, &big);
         assert_eq!(&out[..4], &[0x82, 126, 0x20, 0x00]);
         assert_eq!(out.len(), 4 + 8192 + 4 + 808);
     }

@@ -1,6 +1,7 @@
-//! One WebSocket connection of any dialect: decodes its messages into requests (through the
-//! [`Dialect`]), applies them with [`crate::protocol::apply`], and writes it the session's
-//! output from its own position in the output log.
+//! The driver of one viewer of one session, generic over its dialect and its transport:
+//! decodes its messages into requests (through the [`Dialect`]), applies them with
+//! [`crate::protocol::apply`], and writes it the session's output from its own position in
+//! the output log ([`subscription`]), framed by its [`transport`].
 //!
 //! Reads and writes run on separate tasks because a fastwebsockets read is not cancel-safe.
 //! The writer never holds the session up: it copies from the shared log at its own pace, and
@@ -14,14 +15,15 @@ pub mod live;
 pub mod mux;
 pub mod reader;
 pub mod socket;
+pub mod subscription;
+pub mod transport;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastwebsockets::{Frame, OpCode, WebSocket, WebSocketError};
+use fastwebsockets::{Frame, WebSocket};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -32,17 +34,13 @@ use crate::metrics::METRICS;
 use crate::config::Config;
 use crate::protocol::{Dialect, Notice, Outbound};
 use crate::session::event_queue::{self, EventReceiver};
-use crate::session::output_log::FellBehind;
-use crate::session::{
-    EncodedSnapshot, EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent,
-};
+use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent};
 use live::Live;
 use reader::{read_loop, Local, Replies, SessionMessages};
+use subscription::{Framing, Pumped, Scratch, Subscription};
+use transport::{Kind, Sink, Transport, WriteResult};
 
 type Io = TokioIo<Upgraded>;
-
-/// Bytes of output copied from the log per write batch.
-const BATCH_BYTES: usize = 64 * 1024;
 /// Replies queued from the reader task to the writer task. Each is small (a pong's data is
 /// capped, control payloads are at most 125 bytes), so this bounds them in bytes too.
 const LOCAL_QUEUE: usize = 64;
@@ -99,24 +97,26 @@ pub async fn run<D: Dialect>(
     // the close frame reaches it (closing with unread input would reset the connection). The
     // writer builds its frames itself, to send a whole batch in one write.
     let halves = socket::split(ws.into_inner());
+    let transport = transport::WebSocket::new(halves.write, halves.tcp);
     let live = Live::new(
-        halves.tcp,
+        transport.direct(),
         opts.flow_ack,
         cfg.viewer.flow_budget_bytes,
-        live::push_output::<D>,
+        live::push_output::<D, transport::WebSocket>,
     );
     let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
     let mut writer = Writer {
-        ws: halves.write,
-        live: live.clone(),
-        session: session.clone(),
+        sink: Sink::new(transport),
+        sub: Subscription::new(
+            session.clone(),
+            live.clone(),
+            dialect.snapshot_form(),
+            cfg.viewer.stall_deadline,
+        ),
         opts: opts.clone(),
-        stall_deadline: cfg.viewer.stall_deadline,
-        buf: Vec::with_capacity(BATCH_BYTES),
-        out: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 512),
+        scratch: Scratch::new(),
         share_end: share_end.clone(),
-        mid_frame: false,
-        dialect: dialect.clone(),
+        framing: DialectFraming(dialect.clone()),
     };
     let (events_tx, mut events) =
         event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
@@ -137,7 +137,7 @@ pub async fn run<D: Dialect>(
             info!(session = %session.id(), reason = %full, "refused viewer");
             let why = full.to_string();
             let _ = writer.notice(Notice::TooManyViewers(&why)).await;
-            let _ = writer.close(1013, "too many viewers").await;
+            let _ = writer.sink.close(1013, "too many viewers").await;
             return;
         }
         Err(JoinError::Gone(_)) => {
@@ -180,7 +180,8 @@ pub async fn run<D: Dialect>(
         _ = overrun.cancelled() => {
             info!(session = %session.id(), viewer, "closing a viewer that is not reading what it is sent");
             METRICS.error("not_reading");
-            writer.try_close(1008, "not reading: too much queued for this connection").await;
+            let why = "not reading: too much queued for this connection";
+            writer.sink.try_close(1008, why, CLOSE_GRACE).await;
             Ok(())
         }
     };
@@ -239,26 +240,31 @@ impl ShareEnd {
     }
 }
 
-/// Why the write loop stopped.
-type WriteResult = Result<(), WebSocketError>;
+/// Frames in a one-session dialect: its output rules and its snapshot chunks.
+struct DialectFraming<D>(Arc<D>);
 
-struct Writer<D> {
-    ws: socket::WriteSide,
-    /// The position in the live stream, shared with the session actor.
-    live: Arc<Live>,
-    session: SessionHandle,
+impl<D: Dialect> Framing for DialectFraming<D> {
+    fn output<T: Transport>(&self, out: &mut Vec<u8>, data: &[u8]) {
+        live::push_output::<D, T>(out, data);
+    }
+
+    fn snapshot<T: Transport>(&self, out: &mut Vec<u8>, packed: &[u8]) {
+        for chunk in self.0.snapshot(packed) {
+            T::frame(out, Kind::Binary, &chunk);
+        }
+    }
+}
+
+/// The writer task of one viewer: owns the transport's write side.
+struct Writer<D, T> {
+    sink: Sink<T>,
+    /// The session's output, from this viewer's position (shared with the session actor).
+    sub: Subscription,
     opts: ViewerOptions,
-    stall_deadline: Duration,
-    /// Output copied from the log.
-    buf: Vec<u8>,
-    /// Frames to write, back to back.
-    out: Vec<u8>,
+    scratch: Scratch,
     share_end: ShareEnd,
-    /// A write was cut off part way (the connection is being dropped): no further frame may
-    /// follow it on the wire.
-    mid_frame: bool,
     /// The client's dialect.
-    dialect: Arc<D>,
+    framing: DialectFraming<D>,
 }
 
 /// What woke an idle writer.
@@ -269,7 +275,18 @@ enum Woke {
     ShareEnd(&'static str),
 }
 
-impl<D: Dialect> Writer<D> {
+/// Whether the connection is done after a step.
+type Step = std::io::Result<bool>;
+
+impl<D: Dialect, T: Transport> Writer<D, T> {
+    fn dialect(&self) -> &D {
+        &self.framing.0
+    }
+
+    fn session(&self) -> &SessionHandle {
+        self.sub.session()
+    }
+
     /// Everything a joiner gets before live output, in protocol order.
     async fn greet(&mut self, join: JoinReply) -> WriteResult {
         let JoinReply {
@@ -280,9 +297,9 @@ impl<D: Dialect> Writer<D> {
             ..
         } = join;
         if let Some(snapshot) = snapshot {
-            self.send_snapshot(&snapshot).await?;
+            subscription::send_snapshot(&mut self.sink, &self.framing, &snapshot.bytes).await?;
         }
-        self.live.lock().offset = offset;
+        self.sub.set_offset(offset);
         for line in &chat {
             self.notice(Notice::Chat(line)).await?;
         }
@@ -293,42 +310,37 @@ impl<D: Dialect> Writer<D> {
         Ok(())
     }
 
-    fn budget_left(&self) -> u64 {
-        self.live.lock().budget_left(&self.live)
-    }
-
-    fn offset(&self) -> u64 {
-        self.live.lock().offset
-    }
-
     /// Takes the socket back from the actor: marks the writer busy and sends what the actor
     /// left half-written.
     async fn claim(&mut self) -> WriteResult {
         let leftover = {
-            let mut st = self.live.lock();
+            let mut st = self.sub.live().lock();
             st.busy = true;
             std::mem::take(&mut st.leftover)
         };
         if !leftover.is_empty() {
-            self.write_out(&leftover).await?;
+            self.sink.write(&leftover).await?;
         }
         Ok(())
     }
 
     /// Hands the socket to the actor unless output is already waiting; true when it did.
     fn release(&self) -> bool {
-        let head = self.session.log().head();
-        let mut st = self.live.lock();
-        let waiting = head > st.offset && st.budget_left(&self.live) > 0;
+        let live = self.sub.live();
+        let head = self.session().log().head();
+        let mut st = live.lock();
+        let waiting = head > st.offset && st.budget_left(live) > 0;
         st.busy = waiting;
         !waiting
     }
 
-    async fn write_out(&mut self, bytes: &[u8]) -> WriteResult {
-        self.mid_frame = true;
-        self.ws.write_all(bytes).await?;
-        self.mid_frame = false;
-        Ok(())
+    /// What a pump or resync means for the connection: a session that is gone closes it.
+    async fn after(&mut self, pumped: Pumped) -> Step {
+        if pumped == Pumped::Gone {
+            self.close_for(EndReason::Deleted).await?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     async fn write_loop(
@@ -351,18 +363,23 @@ impl<D: Dialect> Writer<D> {
             }
             if self.share_end.is_over() {
                 let why = self.share_end.wait().await;
-                return self.close(1008, why).await;
+                return self.sink.close(1008, why).await;
             }
-            let backlog = self.session.log().head() > self.offset();
-            if backlog && self.budget_left() > 0 {
-                self.send_output(u64::MAX).await?;
+            if self.sub.has_work() {
+                let pumped = self
+                    .sub
+                    .pump(&mut self.sink, &self.framing, u64::MAX, &mut self.scratch)
+                    .await?;
+                if self.after(pumped).await? {
+                    return Ok(());
+                }
                 continue;
             }
             if !self.release() {
                 continue;
             }
-            let live = self.live.clone();
-            let can_send = self.budget_left() > 0;
+            let live = self.sub.live().clone();
+            let can_send = self.sub.budget_left() > 0;
             let woke = tokio::select! {
                 l = local.recv() => Woke::Local(l),
                 ev = events.recv() => Woke::Event(ev),
@@ -384,28 +401,27 @@ impl<D: Dialect> Writer<D> {
                 }
                 Woke::Event(None) => return self.close_for(EndReason::Deleted).await,
                 Woke::Output => {}
-                Woke::ShareEnd(why) => return self.close(1008, why).await,
+                Woke::ShareEnd(why) => return self.sink.close(1008, why).await,
             }
         }
     }
 
-    /// Returns true when the connection is done.
-    async fn on_local(&mut self, l: Local) -> Result<bool, WebSocketError> {
+    async fn on_local(&mut self, l: Local) -> Step {
         match l {
-            Local::Send(msg) => self.send_message(msg).await?,
+            Local::Send(msg) => self.sink.message(&msg).await?,
             Local::Control(opcode, payload) => {
-                let done = opcode == OpCode::Close;
-                self.send_frame(opcode, &payload).await?;
+                let done = opcode == fastwebsockets::OpCode::Close;
+                self.sink.send(Kind::Control(opcode), &payload).await?;
                 return Ok(done);
             }
             // Never more than was sent: an over-eager client cannot switch flow control off.
             Local::Ack(bytes) => {
-                let mut st = self.live.lock();
+                let mut st = self.sub.live().lock();
                 st.acked = st.acked.saturating_add(bytes).min(st.sent);
             }
             Local::Done(close) => {
                 if let Some((code, reason)) = close {
-                    self.close(code, reason).await?;
+                    self.sink.close(code, reason).await?;
                 }
                 return Ok(true);
             }
@@ -413,13 +429,14 @@ impl<D: Dialect> Writer<D> {
         Ok(false)
     }
 
-    /// Returns true when the connection is done.
-    async fn on_event(&mut self, ev: ViewerEvent) -> Result<bool, WebSocketError> {
+    async fn on_event(&mut self, ev: ViewerEvent) -> Step {
         match ev {
             ViewerEvent::Status { info, offset } => {
                 // Output drawn at the old size comes before the new size.
-                self.catch_up(offset).await?;
-                let (session, read_only) = (self.session.id(), self.opts.read_only);
+                if self.catch_up(offset).await? {
+                    return Ok(true);
+                }
+                let (session, read_only) = (self.session().id(), self.opts.read_only);
                 self.notice(Notice::Status {
                     info: &info,
                     session,
@@ -429,7 +446,9 @@ impl<D: Dialect> Writer<D> {
             }
             ViewerEvent::Exit { info, offset } => {
                 // The exit notice in the stream comes before the exit message.
-                self.catch_up(offset).await?;
+                if self.catch_up(offset).await? {
+                    return Ok(true);
+                }
                 self.notice(Notice::Exit(&info)).await?;
             }
             ViewerEvent::Chat(line) => self.notice(Notice::Chat(&line)).await?,
@@ -442,110 +461,24 @@ impl<D: Dialect> Writer<D> {
         Ok(false)
     }
 
-    /// Sends output up to `offset` before an event that belongs after it; a flow=ack viewer
-    /// out of budget is resynced instead (the snapshot is past `offset`).
-    async fn catch_up(&mut self, offset: u64) -> WriteResult {
-        while self.offset() < offset {
-            if self.budget_left() == 0 {
-                return self.resync("flow-control budget used up").await;
-            }
-            self.send_output(offset).await?;
-        }
-        Ok(())
-    }
-
-    /// Sends the next batch of output (up to `until`), or a snapshot if this viewer fell behind.
-    async fn send_output(&mut self, until: u64) -> WriteResult {
-        let offset = self.offset();
-        let limit = (BATCH_BYTES as u64)
-            .min(self.budget_left().max(1))
-            .min(until.saturating_sub(offset).max(1)) as usize;
-        self.buf.clear();
-        let next = match self.session.log().read(offset, limit, &mut self.buf) {
-            Ok(next) => next,
-            Err(FellBehind) => return self.resync("fell out of the output window").await,
-        };
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        live::push_output::<D>(&mut out, &self.buf);
-        let started = Instant::now();
-        // One write for the whole batch: a syscall per batch, not per frame.
-        let written = self.write_out(&out).await;
-        self.out = out;
-        written?;
-        METRICS.bytes_out.add(next - offset);
-        {
-            let mut st = self.live.lock();
-            st.sent += next - offset;
-            st.offset = next;
-        }
-        if started.elapsed() > self.stall_deadline && self.session.log().head() > next {
-            return self
-                .resync("socket unwritable past the stall deadline")
-                .await;
-        }
-        Ok(())
-    }
-
-    async fn resync(&mut self, why: &str) -> WriteResult {
-        let Ok(resync) = self.session.resync(self.dialect.snapshot_form()).await else {
-            return self.close_for(EndReason::Deleted).await;
-        };
-        info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
-        METRICS.resyncs.inc();
-        if let Some(snapshot) = &resync.snapshot {
-            self.send_snapshot(snapshot).await?;
-        }
-        self.live.lock().offset = resync.offset;
-        Ok(())
-    }
-
-    async fn send_snapshot(&mut self, snapshot: &EncodedSnapshot) -> WriteResult {
-        METRICS.snapshots.inc();
-        let frames = self.dialect.snapshot(&snapshot.bytes);
-        let mut out = Vec::with_capacity(snapshot.bytes.len() + frames.len() * 10);
-        for frame in &frames {
-            live::push_frame(&mut out, OpCode::Binary, frame);
-        }
-        self.write_out(&out).await
+    async fn catch_up(&mut self, offset: u64) -> Step {
+        let pumped = self
+            .sub
+            .catch_up(&mut self.sink, &self.framing, offset, &mut self.scratch)
+            .await?;
+        self.after(pumped).await
     }
 
     /// Tells the client `notice`, if its dialect has a way to say it.
     async fn notice(&mut self, notice: Notice<'_>) -> WriteResult {
-        match self.dialect.notice(notice) {
-            Some(msg) => self.send_message(msg).await,
+        match self.dialect().notice(notice) {
+            Some(msg) => self.sink.message(&msg).await,
             None => Ok(()),
         }
     }
 
-    async fn send_message(&mut self, msg: Outbound) -> WriteResult {
-        match msg {
-            Outbound::Text(t) => self.send_frame(OpCode::Text, t.as_bytes()).await,
-            Outbound::Binary(b) => self.send_frame(OpCode::Binary, &b).await,
-        }
-    }
-
-    async fn send_frame(&mut self, opcode: OpCode, payload: &[u8]) -> WriteResult {
-        let mut out = Vec::with_capacity(payload.len() + 10);
-        live::push_frame(&mut out, opcode, payload);
-        self.write_out(&out).await
-    }
-
-    async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
-        let frame = Frame::close(code, reason.as_bytes());
-        self.send_frame(OpCode::Close, &frame.payload).await
-    }
-
     async fn close_for(&mut self, reason: EndReason) -> WriteResult {
-        let (code, why) = self.dialect.ended(reason);
-        self.close(code, why).await
-    }
-
-    /// Sends a close frame if the wire is at a frame boundary and the socket takes it soon;
-    /// for a connection about to be dropped.
-    async fn try_close(&mut self, code: u16, reason: &str) {
-        if !self.mid_frame {
-            let _ = tokio::time::timeout(CLOSE_GRACE, self.close(code, reason)).await;
-        }
+        let (code, why) = self.dialect().ended(reason);
+        self.sink.close(code, why).await
     }
 }

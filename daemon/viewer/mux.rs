@@ -12,18 +12,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fastwebsockets::{Frame, OpCode, WebSocket, WebSocketError};
+use fastwebsockets::{OpCode, WebSocket};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{broadcast, mpsc, Notify};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 use uuid::Uuid;
 
-use super::live::push_frame;
+use super::live::Live;
 use super::reader::{read_loop, Local, OnMessage, Replies};
+use super::subscription::{self, Framing, Pumped, Scratch, Subscription};
+use super::transport::{self, Kind, Sink, Transport, WriteResult};
 use super::{socket, ShareEnd, CLOSE_GRACE};
 use crate::config::Config;
 use crate::metrics::METRICS;
@@ -32,16 +32,12 @@ use crate::protocol::raw::REPLAY_LIMIT;
 use crate::protocol::{Inbound, Outbound};
 use crate::registry::Registry;
 use crate::session::event_queue;
-use crate::session::output_log::FellBehind;
 use crate::session::{
-    EndReason, JoinError, LiveOutput, Membership, Role, SessionGone, SessionHandle, SnapshotForm,
-    ViewerEvent, ViewerId,
+    EndReason, JoinError, Membership, Role, SessionGone, SessionHandle, SnapshotForm, ViewerEvent,
+    ViewerId,
 };
 
 type Io = TokioIo<Upgraded>;
-
-/// Bytes of one session's output copied per turn.
-const BATCH_BYTES: usize = 64 * 1024;
 /// Events of all sessions waiting for the writer, each small (bounded by its session's queue).
 const EVENTS_QUEUE: usize = 256;
 /// Replies from the reader waiting for the writer.
@@ -91,19 +87,6 @@ impl Table {
     }
 }
 
-/// A session's way to wake the writer: the writer copies from the log itself.
-struct MuxLive(Arc<Notify>);
-
-impl LiveOutput for MuxLive {
-    fn try_push(&self, _start: u64, _chunk: &[u8]) -> bool {
-        false
-    }
-
-    fn wake(&self) {
-        self.0.notify_one();
-    }
-}
-
 /// Serves one multiplexed connection until either side closes.
 pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, opts: MuxOptions) {
     let halves = socket::split(ws.into_inner());
@@ -130,7 +113,7 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
     let (events_tx, mut events) = mpsc::channel(EVENTS_QUEUE);
     let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
     let mut writer = MuxWriter {
-        ws: halves.write,
+        sink: Sink::new(transport::WebSocket::new(halves.write, halves.tcp)),
         subs: BTreeMap::new(),
         table,
         wake: Arc::new(Notify::new()),
@@ -143,19 +126,15 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
         },
         only: opts.only,
         stall_deadline: cfg.viewer.stall_deadline,
-        buf: Vec::with_capacity(BATCH_BYTES),
-        out: Vec::new(),
-        mid_frame: false,
+        scratch: Scratch::new(),
     };
     let result = tokio::select! {
         r = writer.serve(&registry, created, &mut events, &mut local, &share_end) => r,
         _ = overrun.cancelled() => {
             info!("closing a multiplexed connection that is not reading what it is sent");
             METRICS.error("not_reading");
-            if !writer.mid_frame {
-                let close = writer.close(1008, "not reading: too much queued for this connection");
-                let _ = tokio::time::timeout(CLOSE_GRACE, close).await;
-            }
+            let why = "not reading: too much queued for this connection";
+            writer.sink.try_close(1008, why, CLOSE_GRACE).await;
             Ok(())
         }
     };
@@ -239,11 +218,10 @@ impl OnMessage for MuxMessages {
 
 /// One session carried by the connection.
 struct Sub {
-    handle: SessionHandle,
+    /// Its output, from this connection's position.
+    sub: Subscription,
     /// Leaves the session when dropped.
     _membership: Membership,
-    /// Next log offset to send.
-    offset: u64,
     /// Forwards the session's events to the writer.
     forward: tokio::task::JoinHandle<()>,
 }
@@ -254,10 +232,27 @@ impl Drop for Sub {
     }
 }
 
-type WriteResult = Result<(), WebSocketError>;
+/// Frames as `[num][bytes]` binary messages: output and replays alike.
+struct Tagged(u8);
 
-struct MuxWriter {
-    ws: socket::WriteSide,
+impl Framing for Tagged {
+    fn output<T: Transport>(&self, out: &mut Vec<u8>, data: &[u8]) {
+        let mut tagged = Vec::with_capacity(mux::MAX_FRAME.min(data.len() + 1));
+        for range in mux::payload_ranges(data) {
+            tagged.clear();
+            tagged.push(self.0);
+            tagged.extend_from_slice(&data[range]);
+            T::frame(out, Kind::Binary, &tagged);
+        }
+    }
+
+    fn snapshot<T: Transport>(&self, out: &mut Vec<u8>, packed: &[u8]) {
+        self.output::<T>(out, packed);
+    }
+}
+
+struct MuxWriter<T> {
+    sink: Sink<T>,
     subs: BTreeMap<u8, Sub>,
     table: Arc<Table>,
     /// Woken by every session's actor when it has output.
@@ -267,9 +262,7 @@ struct MuxWriter {
     role: Role,
     only: Option<Uuid>,
     stall_deadline: Duration,
-    buf: Vec<u8>,
-    out: Vec<u8>,
-    mid_frame: bool,
+    scratch: Scratch,
 }
 
 /// What woke an idle writer.
@@ -281,7 +274,7 @@ enum Woke {
     ShareEnd(&'static str),
 }
 
-impl MuxWriter {
+impl<T: Transport> MuxWriter<T> {
     async fn serve(
         &mut self,
         registry: &Registry,
@@ -304,7 +297,7 @@ impl MuxWriter {
             }
             if share_end.is_over() {
                 let why = share_end.wait().await;
-                return self.close(1008, why).await;
+                return self.sink.close(1008, why).await;
             }
             // One batch of each session with output, in turn.
             let mut sent = false;
@@ -349,7 +342,7 @@ impl MuxWriter {
                     created = broadcast::channel(1).1;
                 }
                 Woke::Output => {}
-                Woke::ShareEnd(why) => return self.close(1008, why).await,
+                Woke::ShareEnd(why) => return self.sink.close(1008, why).await,
             }
         }
     }
@@ -378,9 +371,10 @@ impl MuxWriter {
         }
         let (events_tx, mut events) =
             event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
-        let live = Arc::new(MuxLive(self.wake.clone()));
+        let live = Live::waking(self.wake.clone());
         let form = SnapshotForm::plain(REPLAY_LIMIT);
-        let (membership, join) = match handle.join(self.role, events_tx, live, form).await {
+        let joined = handle.join(self.role, events_tx, live.clone(), form).await;
+        let (membership, join) = match joined {
             Ok(joined) => joined,
             Err(JoinError::TooManyViewers(_)) => {
                 let msg = ServerMessage::error(
@@ -427,19 +421,19 @@ impl MuxWriter {
                 }
             }
         });
+        let sub = Subscription::new(handle, live, form, self.stall_deadline);
+        sub.set_offset(join.offset);
         self.subs.insert(
             num,
             Sub {
-                handle,
+                sub,
                 _membership: membership,
-                offset: join.offset,
                 forward,
             },
         );
         self.send_text(&open).await?;
         if let Some(snapshot) = &join.snapshot {
-            METRICS.snapshots.inc();
-            self.send_tagged(num, &snapshot.bytes).await?;
+            subscription::send_snapshot(&mut self.sink, &Tagged(num), &snapshot.bytes).await?;
         }
         if let Some(exit) = join.exit {
             let msg = ServerMessage::Exit {
@@ -453,74 +447,43 @@ impl MuxWriter {
     }
 
     /// Sends session `num`'s next batch of output (up to `until`); a session that fell behind
-    /// is replayed instead. True when something was sent.
-    async fn pump(&mut self, num: u8, until: u64) -> Result<bool, WebSocketError> {
-        let Some(sub) = self.subs.get(&num) else {
+    /// is replayed instead, and one that is gone is said to be closed. True when something
+    /// was sent.
+    async fn pump(&mut self, num: u8, until: u64) -> std::io::Result<bool> {
+        let Some(entry) = self.subs.get(&num) else {
             return Ok(false);
         };
-        let log = sub.handle.log().clone();
-        let offset = sub.offset;
-        let head = log.head().min(until);
-        if head <= offset {
-            return Ok(false);
-        }
-        let limit = (head - offset).min(BATCH_BYTES as u64) as usize;
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        let next = match log.read(offset, limit, &mut buf) {
-            Ok(next) => next,
-            Err(FellBehind) => {
-                self.buf = buf;
-                self.resync(num, "fell out of the output window").await?;
-                return Ok(true);
-            }
-        };
-        let started = Instant::now();
-        let written = self.send_tagged(num, &buf).await;
-        self.buf = buf;
-        written?;
-        METRICS.bytes_out.add(next - offset);
-        if let Some(sub) = self.subs.get_mut(&num) {
-            sub.offset = next;
-        }
-        if started.elapsed() > self.stall_deadline && log.head() > next {
-            self.resync(num, "socket unwritable past the stall deadline")
-                .await?;
-        }
-        Ok(true)
+        let pumped = entry
+            .sub
+            .pump(&mut self.sink, &Tagged(num), until, &mut self.scratch)
+            .await?;
+        self.after(num, pumped).await
     }
 
-    /// Replays session `num`'s screen and resumes its stream after it.
-    async fn resync(&mut self, num: u8, why: &str) -> WriteResult {
-        let Some(sub) = self.subs.get(&num) else {
-            return Ok(());
-        };
-        let Ok(resync) = sub.handle.resync(SnapshotForm::plain(REPLAY_LIMIT)).await else {
-            return self.closed(num).await;
-        };
-        info!(session = %sub.handle.id(), why, "resyncing a multiplexed session with a replay");
-        METRICS.resyncs.inc();
-        if let Some(snapshot) = &resync.snapshot {
-            METRICS.snapshots.inc();
-            self.send_tagged(num, &snapshot.bytes).await?;
+    /// A session that is gone is said to be closed; true when anything was sent.
+    async fn after(&mut self, num: u8, pumped: Pumped) -> std::io::Result<bool> {
+        match pumped {
+            Pumped::Idle => Ok(false),
+            Pumped::Sent => Ok(true),
+            Pumped::Gone => self.closed(num).await.map(|()| true),
         }
-        if let Some(sub) = self.subs.get_mut(&num) {
-            sub.offset = resync.offset;
-        }
-        Ok(())
     }
 
     /// Returns true when the connection is done.
-    async fn on_event(&mut self, num: u8, ev: Option<ViewerEvent>) -> Result<bool, WebSocketError> {
+    async fn on_event(&mut self, num: u8, ev: Option<ViewerEvent>) -> std::io::Result<bool> {
         let id = num.to_string();
         match ev {
             // Sizes and chat have no message in this dialect.
             Some(ViewerEvent::Status { .. } | ViewerEvent::Chat(_)) => {}
             Some(ViewerEvent::Exit { info, offset }) => {
                 // The exit notice in the stream comes before the exit message.
-                while self.subs.get(&num).is_some_and(|s| s.offset < offset) {
-                    if !self.pump(num, offset).await? {
-                        break;
+                if let Some(entry) = self.subs.get(&num) {
+                    let pumped = entry
+                        .sub
+                        .catch_up(&mut self.sink, &Tagged(num), offset, &mut self.scratch)
+                        .await?;
+                    if pumped == Pumped::Gone {
+                        return self.closed(num).await.map(|()| false);
                     }
                 }
                 let msg = ServerMessage::Exit {
@@ -535,7 +498,7 @@ impl MuxWriter {
                     .await?;
             }
             Some(ViewerEvent::Close(EndReason::Shutdown)) => {
-                self.close(1001, "ptyhub is shutting down").await?;
+                self.sink.close(1001, "ptyhub is shutting down").await?;
                 return Ok(true);
             }
             Some(ViewerEvent::Close(_)) | None => self.closed(num).await?,
@@ -556,18 +519,17 @@ impl MuxWriter {
     }
 
     /// Returns true when the connection is done.
-    async fn on_local(&mut self, l: Local) -> Result<bool, WebSocketError> {
+    async fn on_local(&mut self, l: Local) -> std::io::Result<bool> {
         match l {
-            Local::Send(Outbound::Text(t)) => self.send_frame(OpCode::Text, t.as_bytes()).await?,
-            Local::Send(Outbound::Binary(b)) => self.send_frame(OpCode::Binary, &b).await?,
+            Local::Send(msg) => self.sink.message(&msg).await?,
             Local::Control(opcode, payload) => {
-                self.send_frame(opcode, &payload).await?;
+                self.sink.send(Kind::Control(opcode), &payload).await?;
                 return Ok(opcode == OpCode::Close);
             }
             Local::Ack(_) => {}
             Local::Done(close) => {
                 if let Some((code, reason)) = close {
-                    self.close(code, reason).await?;
+                    self.sink.close(code, reason).await?;
                 }
                 return Ok(true);
             }
@@ -575,46 +537,8 @@ impl MuxWriter {
         Ok(false)
     }
 
-    /// `data` (output or a replay) as `[num][bytes]` frames, in one write.
-    async fn send_tagged(&mut self, num: u8, data: &[u8]) -> WriteResult {
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        let mut tagged = Vec::with_capacity(mux::MAX_FRAME.min(data.len() + 1));
-        for range in mux::payload_ranges(data) {
-            tagged.clear();
-            tagged.push(num);
-            tagged.extend_from_slice(&data[range]);
-            push_frame(&mut out, OpCode::Binary, &tagged);
-        }
-        let written = self.write_out(&out).await;
-        // Kept for the next batch, unless a replay made it large.
-        if out.capacity() <= 2 * mux::MAX_FRAME {
-            self.out = out;
-        }
-        written
-    }
-
     async fn send_text(&mut self, msg: &ServerMessage) -> WriteResult {
-        self.send_frame(OpCode::Text, msg.to_json().as_bytes())
-            .await
-    }
-
-    async fn send_frame(&mut self, opcode: OpCode, payload: &[u8]) -> WriteResult {
-        let mut out = Vec::with_capacity(payload.len() + 10);
-        push_frame(&mut out, opcode, payload);
-        self.write_out(&out).await
-    }
-
-    async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
-        let frame = Frame::close(code, reason.as_bytes());
-        self.send_frame(OpCode::Close, &frame.payload).await
-    }
-
-    async fn write_out(&mut self, bytes: &[u8]) -> WriteResult {
-        self.mid_frame = true;
-        self.ws.write_all(bytes).await?;
-        self.mid_frame = false;
-        Ok(())
+        self.sink.send(Kind::Text, msg.to_json().as_bytes()).await
     }
 
     /// Leaves every session.

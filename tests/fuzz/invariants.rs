@@ -957,7 +957,10 @@ pub fn check_output_frames(data: &[u8]) {
     assert_eq!(at, data.len(), "frames cover the output");
 
     let mut wire = Vec::new();
-    ptyhub::viewer::live::push_output::<ptyhub::protocol::swe::Swe>(&mut wire, data);
+    ptyhub::viewer::live::push_output::<
+        ptyhub::protocol::swe::Swe,
+        ptyhub::viewer::transport::WebSocket,
+    >(&mut wire, data);
     let payloads = parse_server_ws_frames(&wire).expect("well-formed WebSocket frames");
     assert_eq!(payloads, frames, "WebSocket payloads are the output frames");
 }

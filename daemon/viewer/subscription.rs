@@ -1,0 +1,220 @@
+//! One connection's subscription to one session's output: its position in the output log
+//! (shared with the session actor through [`Live`]), the flow budget that bounds what it may
+//! send unacknowledged, and the resync that replaces a backlog with a snapshot when the
+//! connection fell out of the log's window or stayed unwritable past the stall deadline.
+//!
+//! Every driver pumps output through this, whatever its dialect and transport: a browser or
+//! raw viewer has one subscription, a multiplexed connection one per session it carries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::info;
+
+use super::live::Live;
+use super::transport::{Sink, Transport, WriteResult};
+use crate::metrics::METRICS;
+use crate::session::output_log::FellBehind;
+use crate::session::{SessionHandle, SnapshotForm};
+
+/// Bytes of output copied from the log per write batch.
+pub const BATCH_BYTES: usize = 64 * 1024;
+
+/// How a connection frames what a subscription sends it.
+pub trait Framing: Send + Sync {
+    /// Appends live output as this connection's messages on transport `T`.
+    fn output<T: Transport>(&self, out: &mut Vec<u8>, data: &[u8]);
+    /// Appends a snapshot (as the session's [`SnapshotForm`] packed it) as messages on `T`.
+    fn snapshot<T: Transport>(&self, out: &mut Vec<u8>, packed: &[u8]);
+}
+
+/// What a pump or a resync did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Pumped {
+    /// Nothing to send (caught up, or no flow budget left).
+    Idle,
+    /// Output or a snapshot went out.
+    Sent,
+    /// The session is gone: it has nothing more to give this connection.
+    Gone,
+}
+
+/// Scratch buffers a driver lends its subscriptions, so that a connection carrying many
+/// sessions holds one batch's worth, not one per session.
+#[derive(Default)]
+pub struct Scratch {
+    /// Output copied from the log.
+    buf: Vec<u8>,
+    /// Framed output, written in one go.
+    out: Vec<u8>,
+}
+
+impl Scratch {
+    /// Buffers sized for one batch.
+    pub fn new() -> Self {
+        Scratch {
+            buf: Vec::with_capacity(BATCH_BYTES),
+            out: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 512),
+        }
+    }
+}
+
+/// One session's output stream for one connection.
+pub struct Subscription {
+    session: SessionHandle,
+    live: Arc<Live>,
+    form: SnapshotForm,
+    stall_deadline: Duration,
+}
+
+impl Subscription {
+    /// Follows `session` from the position `live` holds, resyncing with snapshots of `form`.
+    pub fn new(
+        session: SessionHandle,
+        live: Arc<Live>,
+        form: SnapshotForm,
+        stall_deadline: Duration,
+    ) -> Self {
+        Subscription {
+            session,
+            live,
+            form,
+            stall_deadline,
+        }
+    }
+
+    /// The session followed.
+    pub fn session(&self) -> &SessionHandle {
+        &self.session
+    }
+
+    /// The position shared with the actor.
+    pub fn live(&self) -> &Arc<Live> {
+        &self.live
+    }
+
+    /// The next log offset to send.
+    pub fn offset(&self) -> u64 {
+        self.live.lock().offset
+    }
+
+    /// Starts (or restarts) the stream at `offset`.
+    pub fn set_offset(&self, offset: u64) {
+        self.live.lock().offset = offset;
+    }
+
+    /// Bytes that may still be sent before the client acknowledges some.
+    pub fn budget_left(&self) -> u64 {
+        self.live.lock().budget_left(&self.live)
+    }
+
+    /// Whether there is output to send and budget to send it with.
+    pub fn has_work(&self) -> bool {
+        self.session.log().head() > self.offset() && self.budget_left() > 0
+    }
+
+    /// Sends the next batch of output, up to log offset `until`; a connection that fell out of
+    /// the log's window gets a snapshot instead, and so does one whose write took past the
+    /// stall deadline while output piled up behind it.
+    pub async fn pump<T: Transport>(
+        &self,
+        sink: &mut Sink<T>,
+        framing: &impl Framing,
+        until: u64,
+        scratch: &mut Scratch,
+    ) -> std::io::Result<Pumped> {
+        let log = self.session.log();
+        let offset = self.offset();
+        let head = log.head().min(until);
+        let limit = head
+            .saturating_sub(offset)
+            .min(BATCH_BYTES as u64)
+            .min(self.budget_left()) as usize;
+        if limit == 0 {
+            return Ok(Pumped::Idle);
+        }
+        scratch.buf.clear();
+        let next = match log.read(offset, limit, &mut scratch.buf) {
+            Ok(next) => next,
+            Err(FellBehind) => {
+                return self
+                    .resync(sink, framing, "fell out of the output window")
+                    .await
+            }
+        };
+        scratch.out.clear();
+        framing.output::<T>(&mut scratch.out, &scratch.buf);
+        let started = Instant::now();
+        // One write for the whole batch: a syscall per batch, not per frame.
+        sink.write(&scratch.out).await?;
+        METRICS.bytes_out.add(next - offset);
+        {
+            let mut st = self.live.lock();
+            st.sent += next - offset;
+            st.offset = next;
+        }
+        if started.elapsed() > self.stall_deadline && log.head() > next {
+            return self
+                .resync(sink, framing, "socket unwritable past the stall deadline")
+                .await;
+        }
+        Ok(Pumped::Sent)
+    }
+
+    /// Sends output up to `offset` before something that belongs after it (a size, an exit);
+    /// a connection out of flow budget is resynced instead (the snapshot is past `offset`).
+    pub async fn catch_up<T: Transport>(
+        &self,
+        sink: &mut Sink<T>,
+        framing: &impl Framing,
+        offset: u64,
+        scratch: &mut Scratch,
+    ) -> std::io::Result<Pumped> {
+        while self.offset() < offset {
+            let pumped = if self.budget_left() == 0 {
+                self.resync(sink, framing, "flow-control budget used up")
+                    .await?
+            } else {
+                self.pump(sink, framing, offset, scratch).await?
+            };
+            match pumped {
+                Pumped::Sent => {}
+                done => return Ok(done),
+            }
+        }
+        Ok(Pumped::Sent)
+    }
+
+    /// Sends a snapshot of the screen now and resumes the stream after it.
+    pub async fn resync<T: Transport>(
+        &self,
+        sink: &mut Sink<T>,
+        framing: &impl Framing,
+        why: &str,
+    ) -> std::io::Result<Pumped> {
+        let Ok(resync) = self.session.resync(self.form).await else {
+            return Ok(Pumped::Gone);
+        };
+        info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
+        METRICS.resyncs.inc();
+        if let Some(snapshot) = &resync.snapshot {
+            send_snapshot(sink, framing, &snapshot.bytes).await?;
+        }
+        self.set_offset(resync.offset);
+        Ok(Pumped::Sent)
+    }
+}
+
+/// Writes a snapshot, framed for the connection, in one write.
+pub async fn send_snapshot<T: Transport>(
+    sink: &mut Sink<T>,
+    framing: &impl Framing,
+    packed: &[u8],
+) -> WriteResult {
+    METRICS.snapshots.inc();
+    let mut out = Vec::with_capacity(packed.len() + packed.len() / 512 + 64);
+    framing.snapshot::<T>(&mut out, packed);
+    sink.write(&out).await
+}
