@@ -1,5 +1,6 @@
 //! The session core through its library API, without a wire: a real program on a real PTY,
-//! with and without a screen model, and the lifecycle's exit reporting (pid watched by pidfd).
+//! with and without a screen model, the lifecycle's exit reporting (pid watched by pidfd), and
+//! the subscription every driver pumps output through, over a transport of the test's own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,9 @@ use ptyhub::session::{
     self, event_queue, CreateSpec, EndReason, ExitInfo, LiveOutput, Role, SessionHandle,
     ViewerEvent,
 };
+use ptyhub::viewer::live::Live;
+use ptyhub::viewer::subscription::{Framing, Pumped, Scratch, Subscription};
+use ptyhub::viewer::transport::{Kind, Sink, Transport};
 use uuid::Uuid;
 
 /// Output reaches the test through the log; a viewer's live pushes are not needed here.
@@ -144,4 +148,129 @@ async fn the_exit_code_is_reported_after_the_last_output() {
     assert!(!handle.ended().is_cancelled(), "an exited session stays");
     handle.end(EndReason::Deleted).await.expect("ends");
     assert!(handle.ended().is_cancelled());
+}
+
+/// A second transport beside the WebSocket: each message recorded whole, as `(kind, payload)`,
+/// so the test reads back exactly what a driver wrote.
+#[derive(Clone, Default)]
+struct Recorder(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Recorder {
+    /// The messages written: a kind byte (b = binary, t = text, c = close/control), a u32
+    /// length, the payload.
+    fn messages(&self) -> Vec<(u8, Vec<u8>)> {
+        let bytes = self.0.lock().expect("lock").clone();
+        let mut out = Vec::new();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let kind = rest[0];
+            let len = u32::from_be_bytes(rest[1..5].try_into().expect("4 bytes")) as usize;
+            out.push((kind, rest[5..5 + len].to_vec()));
+            rest = &rest[5 + len..];
+        }
+        out
+    }
+}
+
+impl Transport for Recorder {
+    fn frame(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
+        out.push(match kind {
+            Kind::Binary => b'b',
+            Kind::Text => b't',
+            Kind::Control(_) => b'c',
+        });
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+
+    fn close_frame(out: &mut Vec<u8>, code: u16, _reason: &str) {
+        Self::frame(
+            out,
+            Kind::Control(fastwebsockets::OpCode::Close),
+            &code.to_be_bytes(),
+        );
+    }
+
+    async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> std::io::Result<()> {
+        self.0.lock().expect("lock").extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn direct(&self) -> Option<Arc<tokio::net::TcpStream>> {
+        None
+    }
+}
+
+/// Output as one binary message per chunk; a snapshot as a text message, told apart.
+struct Plain;
+
+impl Framing for Plain {
+    fn output<T: Transport>(&self, out: &mut Vec<u8>, data: &[u8]) {
+        T::frame(out, Kind::Binary, data);
+    }
+    fn snapshot<T: Transport>(&self, out: &mut Vec<u8>, packed: &[u8]) {
+        T::frame(out, Kind::Text, packed);
+    }
+}
+
+/// The subscription that every driver pumps through works over any transport: the output a
+/// session's log holds arrives whole and in order, and a resync sends a snapshot and resumes
+/// at the head.
+#[tokio::test]
+async fn a_subscription_pumps_the_log_through_any_transport() {
+    let handle = start("lines", false);
+    wait_for_output(&handle, "line-5").await;
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let live = Live::waking(notify);
+    let (events, _rx) = event_queue::channel(64, 1 << 20);
+    let (_member, join) = handle
+        .join(Role::Viewer, events, live.clone(), FORM)
+        .await
+        .expect("join");
+    let sub = Subscription::new(handle.clone(), live, FORM, WAIT);
+    sub.set_offset(join.offset);
+    let recorder = Recorder::default();
+    let mut sink = Sink::new(recorder.clone());
+    let mut scratch = Scratch::new();
+    let head = handle.log().head();
+    let pumped = sub
+        .catch_up(&mut sink, &Plain, head, &mut scratch)
+        .await
+        .expect("written");
+    assert_eq!(pumped, Pumped::Sent);
+    assert_eq!(sub.offset(), head);
+    let sent: Vec<u8> = recorder
+        .messages()
+        .into_iter()
+        .flat_map(|(kind, payload)| {
+            assert_eq!(kind, b'b', "output only");
+            payload
+        })
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&sent),
+        log_text(&handle, join.offset)
+    );
+
+    // Without a screen model a resync replays from the log's oldest byte.
+    let resynced = sub
+        .resync(&mut sink, &Plain, "test")
+        .await
+        .expect("written");
+    assert_eq!(resynced, Pumped::Sent);
+    assert_eq!(sub.offset(), handle.log().start());
+    sink.close(1000, "bye").await.expect("written");
+    let last = recorder.messages().pop().expect("a close");
+    assert_eq!(last, (b'c', 1000u16.to_be_bytes().to_vec()));
+
+    handle.end(EndReason::Deleted).await.expect("ends");
+    let gone = sub
+        .resync(&mut sink, &Plain, "test")
+        .await
+        .expect("written");
+    assert_eq!(
+        gone,
+        Pumped::Gone,
+        "an ended session has nothing more to give"
+    );
 }
