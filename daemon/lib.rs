@@ -12,6 +12,8 @@
 //!   model, the output log, the viewers and the session's metadata.
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
 //! - [`term`]: terminal streams, pure: the one escape-sequence scanner.
+//! - [`client`]: the command-line client (`ptyhub attach`, `exec`, `ls`, `new`, `kill`,
+//!   `share`) and its way to a daemon.
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
 //! - [`metrics`]: counters for `/metrics`.
@@ -25,6 +27,7 @@
 
 pub mod assets;
 pub mod auth;
+pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod http;

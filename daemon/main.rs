@@ -1,4 +1,5 @@
-//! The `ptyhub` binary: flags, configuration, logging and signals around [`ptyhub::daemon::Daemon`].
+//! The `ptyhub` binary: the daemon (flags, configuration, logging and signals around
+//! [`ptyhub::daemon::Daemon`]) and the command-line client's subcommands ([`ptyhub::client`]).
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -6,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{info, warn};
 
@@ -19,8 +20,121 @@ use ptyhub::daemon::Daemon;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Share live terminal sessions (shells and AI coding agents) with browser viewers.
+///
+/// With no subcommand (or `serve`) runs the daemon; the other subcommands are its client.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(
+    name = "ptyhub",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(flatten)]
+    serve: Args,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon (what `ptyhub` alone does).
+    Serve(Args),
+    /// Join a session from this terminal, full screen; Ctrl+] leaves it running.
+    Attach {
+        #[command(flatten)]
+        conn: Conn,
+        /// The session: its number, uuid, name (when only one session has it) or URL.
+        session: String,
+        /// Watch only: type nothing, and leave the session's size to its writers.
+        #[arg(long)]
+        read_only: bool,
+        /// How long to keep reconnecting after the connection drops, in seconds.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        retry_for: u64,
+    },
+    /// Run a program on the daemon's host with its output, input and exit status as if local.
+    Exec {
+        #[command(flatten)]
+        conn: Conn,
+        /// Working directory on the daemon's host.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Extra environment for the program, KEY=VALUE (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROG [ARGS]")]
+        argv: Vec<String>,
+    },
+    /// List the sessions.
+    Ls {
+        #[command(flatten)]
+        conn: Conn,
+        /// Print the server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a session; prints its number, uuid and URL.
+    New {
+        #[command(flatten)]
+        conn: Conn,
+        /// The assistant to run (a key of the daemon's [assistants] table).
+        #[arg(long, default_value = "shell")]
+        assistant: String,
+        /// A name for the session.
+        #[arg(long)]
+        name: Option<String>,
+        /// Working directory on the daemon's host.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Attach to it right away.
+        #[arg(long)]
+        attach: bool,
+    },
+    /// End a session (its program gets SIGHUP, then SIGTERM, then SIGKILL).
+    Kill {
+        #[command(flatten)]
+        conn: Conn,
+        /// The session: number, uuid, unique name or URL.
+        session: String,
+    },
+    /// Make a share link to a session; prints the link.
+    Share {
+        #[command(flatten)]
+        conn: Conn,
+        /// The session: number, uuid, unique name or URL.
+        session: String,
+        /// The link may type and resize (default: watch only).
+        #[arg(long)]
+        writer: bool,
+        /// Seconds until the link stops working (default: until revoked or the session ends).
+        #[arg(long, value_name = "SECONDS")]
+        ttl: Option<u64>,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+/// Which daemon a client subcommand talks to.
+#[derive(Debug, ClapArgs)]
+struct Conn {
+    /// The daemon's address (a session URL given as SESSION also names it).
+    #[arg(long, env = "PTYHUB_URL", default_value = ptyhub::client::DEFAULT_SERVER)]
+    server: String,
+    /// The access token.
+    #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// The daemon's flags.
+#[derive(Debug, Clone, ClapArgs)]
 struct Args {
     /// Address to listen on, e.g. 127.0.0.1:1977 (port 0 picks a free port).
     #[arg(long, env = "PTYHUB_LISTEN")]
@@ -40,9 +154,10 @@ struct Args {
 }
 
 /// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 enum LogFormat {
     /// Human-readable lines (coloured on a terminal).
+    #[default]
     Text,
     /// One JSON object per line, for log shippers.
     Json,
@@ -84,12 +199,152 @@ fn token_source(args: &Args, cfg: &ptyhub::config::Config) -> anyhow::Result<Tok
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let cli = Cli::parse();
+    let args = match cli.command {
+        None => cli.serve,
+        Some(Command::Serve(args)) => args,
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "ptyhub", &mut std::io::stdout());
+            return Ok(());
+        }
+        Some(Command::Man) => {
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+            return Ok(());
+        }
+        Some(client) => std::process::exit(run_client(client)),
+    };
     init_logging(args.log_format);
     let cfg = ptyhub::config::load(args.config.as_deref(), args.listen.as_deref())?;
     let token = token_source(&args, &cfg)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(serve(Arc::new(cfg), token))
+}
+
+/// Runs a client subcommand; returns the process's exit status. Errors are one line on
+/// stderr, never a trace.
+fn run_client(command: Command) -> i32 {
+    use ptyhub::client::attach::{self, AttachOptions};
+    attach::restore_on_panic();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ptyhub: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match command {
+            Command::Attach {
+                conn,
+                session,
+                read_only,
+                retry_for,
+            } => {
+                let server = server_for(&conn, Some(&session))?;
+                let found = server.resolve(&session).await?;
+                let opts = AttachOptions {
+                    read_only,
+                    retry_for: Duration::from_secs(retry_for),
+                };
+                attach::run(&server, &found, opts).await
+            }
+            Command::Exec {
+                conn,
+                cwd,
+                env,
+                argv,
+            } => {
+                let server = server_for(&conn, None)?;
+                let req = ptyhub::client::exec::ExecRequest { argv, cwd, env };
+                ptyhub::client::exec::run(&server, &req).await
+            }
+            Command::Ls { conn, json } => {
+                let server = server_for(&conn, None)?;
+                if json {
+                    let list = server.list_json().await?;
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&list).unwrap_or_default()
+                    );
+                } else {
+                    let sessions = server.list().await?;
+                    let now = time::OffsetDateTime::now_utc();
+                    print!("{}", ptyhub::client::table::render(&sessions, now));
+                }
+                Ok(0)
+            }
+            Command::New {
+                conn,
+                assistant,
+                name,
+                cwd,
+                attach: then_attach,
+            } => {
+                let server = server_for(&conn, None)?;
+                let mut body = serde_json::json!({ "assistant": assistant });
+                if let Some(name) = name {
+                    body["name"] = name.into();
+                }
+                if let Some(cwd) = cwd {
+                    body["cwd"] = cwd.into();
+                }
+                let created = server.create(body).await?;
+                let session: ptyhub::client::Session =
+                    serde_json::from_value(created).map_err(|e| {
+                        ptyhub::client::ClientError::Server(format!("unexpected answer: {e}"))
+                    })?;
+                println!("{} {} {}", session.num, session.id, server.page(session.id));
+                if then_attach {
+                    let opts = AttachOptions {
+                        read_only: false,
+                        retry_for: attach::DEFAULT_RETRY_FOR,
+                    };
+                    return attach::run(&server, &session, opts).await;
+                }
+                Ok(0)
+            }
+            Command::Kill { conn, session } => {
+                let server = server_for(&conn, Some(&session))?;
+                let found = server.resolve(&session).await?;
+                server.kill(found.id).await?;
+                Ok(0)
+            }
+            Command::Share {
+                conn,
+                session,
+                writer,
+                ttl,
+            } => {
+                let server = server_for(&conn, Some(&session))?;
+                let found = server.resolve(&session).await?;
+                println!("{}", server.share(found.id, writer, ttl).await?);
+                Ok(0)
+            }
+            Command::Serve(_) | Command::Completions { .. } | Command::Man => Ok(0),
+        }
+    });
+    match result {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("ptyhub: {e}");
+            1
+        }
+    }
+}
+
+/// The server a client talks to: the one a session URL names (with its token, unless one is
+/// given), else `--server` / `PTYHUB_URL`.
+fn server_for(
+    conn: &Conn,
+    target: Option<&str>,
+) -> Result<ptyhub::client::Server, ptyhub::client::ClientError> {
+    if let Some((url, token)) = target.and_then(ptyhub::client::server_of) {
+        return ptyhub::client::Server::new(&url, conn.token.clone().or(token));
+    }
+    ptyhub::client::Server::new(&conn.server, conn.token.clone())
 }
 
 fn init_logging(format: LogFormat) {

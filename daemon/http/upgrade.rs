@@ -41,6 +41,8 @@ pub(super) struct WsQuery {
     join_only: bool,
     /// `rows` and `cols`: the client's size, applied as its first resize.
     size: Option<(u16, u16)>,
+    /// `role=viewer`: join read-only whatever the token allows (`ptyhub attach --read-only`).
+    viewer: bool,
 }
 
 /// Parses the query; `Err` says what is wrong with it (answered 400 before the upgrade).
@@ -59,6 +61,11 @@ pub(super) fn ws_query(req: &Request<Incoming>) -> Result<WsQuery, String> {
             "cwd" => q.cwd = Some(v.into_owned()),
             "flow" => q.flow_ack = v == "ack",
             "create" => q.join_only = matches!(&*v, "0" | "false" | "no"),
+            "role" => match &*v {
+                "viewer" => q.viewer = true,
+                "writer" => q.viewer = false,
+                _ => return Err(format!("role is viewer or writer, not {v:?}")),
+            },
             "rows" => rows = Some(positive("rows", &v)?),
             "cols" => cols = Some(positive("cols", &v)?),
             _ => {}
@@ -151,7 +158,8 @@ pub(super) fn websocket(
     let opts = ViewerOptions {
         // Only the browser dialect has an `ack` message.
         flow_ack: q.flow_ack && dialect == WsDialect::Browser,
-        read_only,
+        // A client may ask for less than its token allows, never more.
+        read_only: read_only || q.viewer,
         revoked,
         expires,
         initial_size: q.size,

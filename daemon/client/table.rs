@@ -1,0 +1,116 @@
+//! `ptyhub ls`: the sessions as a table a person reads (number, name, assistant, viewers,
+//! size, state, age).
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::Session;
+
+/// The sessions as aligned columns, by number, with a header line.
+pub fn render(sessions: &[Session], now: OffsetDateTime) -> String {
+    let mut sorted: Vec<&Session> = sessions.iter().collect();
+    sorted.sort_by_key(|s| s.num);
+    let mut rows = vec![[
+        "NUM".to_owned(),
+        "NAME".to_owned(),
+        "ASSISTANT".to_owned(),
+        "VIEWERS".to_owned(),
+        "SIZE".to_owned(),
+        "STATE".to_owned(),
+        "AGE".to_owned(),
+    ]];
+    for s in sorted {
+        let state = match (s.alive, s.exit_code) {
+            (true, _) => "running".to_owned(),
+            (false, Some(code)) => format!("exited ({code})"),
+            (false, None) => "exited".to_owned(),
+        };
+        let age = OffsetDateTime::parse(&s.created_at, &Rfc3339)
+            .map(|t| age(now - t))
+            .unwrap_or_else(|_| "?".to_owned());
+        rows.push([
+            s.num.to_string(),
+            if s.name.is_empty() {
+                "-".to_owned()
+            } else {
+                s.name.clone()
+            },
+            s.assistant.clone(),
+            s.viewers.to_string(),
+            format!("{}x{}", s.cols, s.rows),
+            state,
+            age,
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A duration as people say it: 42s, 5m, 3h, 2d.
+fn age(d: time::Duration) -> String {
+    let s = d.whole_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn a_table_with_aligned_columns() {
+        let session = |num, name: &str, alive, exit_code| Session {
+            id: Uuid::new_v4(),
+            num,
+            name: name.to_owned(),
+            assistant: "shell".to_owned(),
+            viewers: 2,
+            cols: 80,
+            rows: 24,
+            alive,
+            exit_code,
+            created_at: "2026-11-24T10:00:00Z".to_owned(),
+        };
+        let now = OffsetDateTime::parse("2026-11-24T12:30:00Z", &Rfc3339).expect("time");
+        let table = render(
+            &[
+                session(2, "", false, Some(3)),
+                session(1, "review", true, None),
+            ],
+            now,
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "NUM  NAME    ASSISTANT  VIEWERS  SIZE   STATE       AGE"
+        );
+        assert_eq!(
+            lines[1],
+            "1    review  shell      2        80x24  running     2h"
+        );
+        assert_eq!(
+            lines[2],
+            "2    -       shell      2        80x24  exited (3)  2h"
+        );
+    }
+}

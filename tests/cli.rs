@@ -1,0 +1,428 @@
+//! The command-line client in a real terminal: tmux runs `ptyhub attach` in a pane,
+//! `send-keys` types, `capture-pane` reads the screen; the other subcommands run as plain
+//! processes against a real daemon.
+
+mod common;
+
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Daemon, TIMEOUT};
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpStream};
+
+const TOKEN: &str = "cli-test-token-0123456789";
+const BIN: &str = env!("CARGO_BIN_EXE_ptyhub");
+
+/// Runs `ptyhub ARGS` against `server` with the test token; waits for it.
+fn cli(server: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("PTYHUB_URL", server)
+        .env("PTYHUB_TOKEN", TOKEN)
+        .output()
+        .expect("ptyhub runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A tmux server of the test's own (its own socket), one window of a quiet bash.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(server: &str, cols: u16, rows: u16) -> Tmux {
+        let socket = format!("ptyhub-cli-{}", uuid::Uuid::new_v4());
+        let shell = format!(
+            "env -i PATH=\"$PATH\" HOME=\"$HOME\" TERM=xterm-256color PTYHUB_URL={server} \
+             PTYHUB_TOKEN={TOKEN} PS1='local> ' bash --norc --noprofile"
+        );
+        let t = Tmux { socket };
+        let (x, y) = (cols.to_string(), rows.to_string());
+        t.run(&["new-session", "-d", "-s", "t", "-x", &x, "-y", &y, &shell]);
+        t.wait_for("the local prompt", |s| s.contains("local>"));
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Types `text` then Enter.
+    fn line(&self, text: &str) {
+        self.run(&["send-keys", "-t", "t", "-l", text]);
+        self.run(&["send-keys", "-t", "t", "Enter"]);
+    }
+
+    fn keys(&self, key: &str) {
+        self.run(&["send-keys", "-t", "t", key]);
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Waits (bounded) until the pane's screen satisfies `cond`.
+    fn wait_for(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if cond(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "timed out waiting for {what}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The pid of the program the pane's shell runs (the client).
+    fn client_pid(&self) -> i32 {
+        let shell = self.run(&["display-message", "-p", "-t", "t", "#{pane_pid}"]);
+        let start = Instant::now();
+        loop {
+            let out = Command::new("pgrep")
+                .args(["-P", shell.trim()])
+                .output()
+                .expect("pgrep runs");
+            if let Some(pid) = String::from_utf8_lossy(&out.stdout).lines().next() {
+                return pid.trim().parse().expect("a pid");
+            }
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "no client under the pane's shell"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the pane's terminal is back in cooked mode: asks `stty` there.
+    fn assert_cooked(&self) {
+        self.line(
+            "clear; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo $((40+2))END",
+        );
+        // The marker is computed, so the typed command itself never matches it.
+        let screen = self.wait_for("stty's answer", |s| s.contains("42END"));
+        assert!(
+            screen.contains("icanon echo 42END"),
+            "the terminal was left in raw mode:\n{screen}"
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+/// Whether the remote shell's prompt (`$ `, its space trimmed by tmux) is on the screen.
+fn remote_prompt(screen: &str) -> bool {
+    screen.lines().any(|l| l == "$" || l.starts_with("$ "))
+}
+
+fn server_of(d: &Daemon) -> String {
+    format!("http://{}", d.addr)
+}
+
+/// A session made through the CLI: its number.
+fn new_session(server: &str, name: &str) -> String {
+    let out = cli(server, &["new", "--name", name]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields.len(), 3, "number, uuid, URL: {line:?}");
+    assert!(
+        fields[2].contains(&format!("/session/{}", fields[1])),
+        "{line:?}"
+    );
+    fields[0].to_owned()
+}
+
+/// `GET /api/sessions/{id}` as JSON.
+async fn session_info(server: &str, id: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{server}/api/sessions/{id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json")
+}
+
+#[tokio::test]
+async fn attach_types_follows_the_size_detaches_and_restores_the_terminal() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let num = new_session(&server, "pair");
+    let t = Tmux::new(&server, 100, 30);
+    t.line(&format!("{BIN} attach pair; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    t.line("echo hi-$((6*7))");
+    t.wait_for("the remote output", |s| s.contains("hi-42"));
+    t.line("stty size");
+    t.wait_for("the size at start", |s| s.contains("30 100"));
+    assert_eq!(session_info(&server, &num).await["cols"], 100);
+
+    t.run(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]);
+    common::eventually_async("the session follows the resize", || {
+        let server = server.clone();
+        let num = num.clone();
+        async move { session_info(&server, &num).await["cols"] == 120 }
+    })
+    .await;
+    t.line("stty size");
+    t.wait_for("the size after SIGWINCH", |s| s.contains("40 120"));
+
+    t.keys("C-]");
+    let screen = t.wait_for("the detach", |s| s.contains("STATUS=0"));
+    assert!(screen.contains("[detached from session"), "{screen}");
+    assert_eq!(
+        session_info(&server, &num).await["alive"],
+        true,
+        "the session keeps running"
+    );
+    t.assert_cooked();
+}
+
+#[tokio::test]
+async fn the_remote_exit_code_is_the_client_status() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let num = new_session(&server, "exits");
+    let t = Tmux::new(&server, 80, 24);
+    t.line(&format!("{BIN} attach {num}; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    t.line("exit 7");
+    t.wait_for("the exit status", |s| s.contains("STATUS=7"));
+    t.assert_cooked();
+}
+
+#[tokio::test]
+async fn sigterm_to_the_client_restores_the_terminal() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let num = new_session(&server, "term");
+    let t = Tmux::new(&server, 80, 24);
+    t.line(&format!("{BIN} attach {num}; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    let pid = t.client_pid();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal");
+    t.wait_for("the client's status", |s| s.contains("STATUS=143"));
+    assert_eq!(session_info(&server, &num).await["alive"], true);
+    t.assert_cooked();
+}
+
+#[tokio::test]
+async fn a_killed_server_leaves_the_terminal_restored_and_says_so_in_one_line() {
+    let mut d = Daemon::start_args(&common::config(""), &["--token", TOKEN]);
+    let server = server_of(&d);
+    let num = new_session(&server, "doomed");
+    let t = Tmux::new(&server, 80, 24);
+    t.line(&format!("{BIN} attach {num} --retry-for 1; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    d.kill();
+    let screen = t.wait_for("the client to give up", |s| s.contains("STATUS=1"));
+    assert!(screen.contains("[connection lost"), "{screen}");
+    assert!(
+        screen.contains("ptyhub: cannot reach ptyhub at"),
+        "{screen}"
+    );
+    t.assert_cooked();
+}
+
+/// A TCP relay the test can cut: every connection through it drops at once.
+struct Relay {
+    addr: std::net::SocketAddr,
+    /// Connections accepted so far.
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+    live: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn to(target: std::net::SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let live: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let accepted: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let (tasks, count) = (live.clone(), accepted.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                tasks.lock().expect("lock").push(task);
+            }
+        });
+        Relay {
+            addr,
+            accepted,
+            live,
+            accept,
+        }
+    }
+
+    /// Drops every connection open through the relay.
+    fn cut(&self) {
+        for task in self.live.lock().expect("lock").drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
+
+// The relay runs on the test's runtime while the test waits on tmux: it needs threads of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_reconnects_and_the_replay_restores_the_screen_once() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let num = new_session(&server_of(&d), "flaky");
+    let relay = Relay::to(d.addr).await;
+    let server = format!("http://{}", relay.addr);
+    let t = Tmux::new(&server, 80, 24);
+    t.line(&format!("{BIN} attach {num}; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    t.line("echo before-$((2+3))");
+    t.wait_for("the first output", |s| s.contains("before-5"));
+    let before = relay.accepted.load(std::sync::atomic::Ordering::SeqCst);
+    relay.cut();
+    // Typed while the connection is down or coming back: kept, and sent once it is back.
+    t.line("echo after-$((3+4))");
+    common::eventually("a new connection through the relay", || {
+        relay.accepted.load(std::sync::atomic::Ordering::SeqCst) > before
+    })
+    .await;
+    let screen = t.wait_for("the keys typed across the reconnect", |s| {
+        s.contains("after-7")
+    });
+    let shown = screen.lines().filter(|l| l.trim() == "before-5").count();
+    assert_eq!(
+        shown, 1,
+        "the replay redraws the screen once, nothing doubled:\n{screen}"
+    );
+    t.keys("C-]");
+    t.wait_for("the detach", |s| s.contains("STATUS=0"));
+}
+
+#[tokio::test]
+async fn ls_new_kill_and_share() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let one = new_session(&server, "alpha");
+    new_session(&server, "beta");
+
+    let out = cli(&server, &["ls"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("NUM  NAME"), "{table}");
+    assert!(
+        lines[0].contains("ASSISTANT") && lines[0].contains("STATE") && lines[0].contains("AGE")
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("alpha") && l.contains("running") && l.contains("80x24")),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 3, "{table}");
+
+    let out = cli(&server, &["ls", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(list.as_array().map(Vec::len), Some(2));
+
+    let out = cli(&server, &["share", "alpha", "--ttl", "600"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let link = stdout(&out).trim().to_owned();
+    let share_token = link
+        .split("token=")
+        .nth(1)
+        .expect("a token in the link")
+        .to_owned();
+    // The link reaches its session, read-only: it may not type through the CLI either.
+    let resp = reqwest::Client::new()
+        .get(format!("{server}/api/sessions/{one}"))
+        .bearer_auth(&share_token)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), 200);
+
+    let out = cli(&server, &["kill", "beta"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    common::eventually_async("beta gone", || {
+        let server = server.clone();
+        async move {
+            let out = cli(&server, &["ls", "--json"]);
+            let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            list.as_array().map(Vec::len) == Some(1)
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn errors_are_one_line_with_a_failing_status() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    new_session(&server, "same");
+    new_session(&server, "same");
+    let check = |out: Output, want: &str| {
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{want}: should fail");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+        assert!(
+            err.starts_with("ptyhub: ") && err.contains(want),
+            "{want} in {err:?}"
+        );
+    };
+    let bad_token = Command::new(BIN)
+        .args([
+            "ls",
+            "--server",
+            &server,
+            "--token",
+            "wrong-token-wrong-token",
+        ])
+        .output()
+        .expect("runs");
+    check(bad_token, "refused the token");
+    check(cli(&server, &["attach", "nope"]), "no session \"nope\"");
+    check(cli(&server, &["attach", "same"]), "names 2 sessions");
+    check(cli("not a url", &["ls"]), "bad server URL");
+    check(
+        cli("http://127.0.0.1:1", &["attach", "1"]),
+        "cannot reach ptyhub",
+    );
+}
