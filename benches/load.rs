@@ -5,7 +5,7 @@
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,flood,stall,join,memory,soak]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,soak]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
@@ -23,6 +23,8 @@
 //! the report (`report`); `load/soak/` the soak's workload and viewers. They are `#[path]`
 //! modules: a `.rs` file directly in `benches/` would be a bench target of its own.
 
+#[path = "load/attach.rs"]
+mod attach;
 #[path = "load/bare.rs"]
 mod bare;
 #[path = "load/client.rs"]
@@ -69,6 +71,7 @@ use crate::report::{print_report, Report};
 pub(crate) enum Scenario {
     Echo,
     Dialects,
+    Attach,
     Flood,
     Stall,
     Join,
@@ -79,7 +82,7 @@ pub(crate) enum Scenario {
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,flood,stall,join,memory; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -177,6 +180,7 @@ impl Settings {
                 vec![
                     Scenario::Echo,
                     Scenario::Dialects,
+                    Scenario::Attach,
                     Scenario::Flood,
                     Scenario::Stall,
                     Scenario::Join,
@@ -354,9 +358,14 @@ fn run(args: Args) -> Result<bool> {
 
 async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
     let mut report = Report::default();
-    if [Scenario::Flood, Scenario::Stall, Scenario::Dialects]
-        .iter()
-        .any(|sc| s.scenarios.contains(sc))
+    if [
+        Scenario::Flood,
+        Scenario::Stall,
+        Scenario::Dialects,
+        Scenario::Attach,
+    ]
+    .iter()
+    .any(|sc| s.scenarios.contains(sc))
     {
         eprintln!("load: writing {} MiB of base64", s.flood_mb);
         ctx.flood_file = Some(make_flood_file(&ctx.dir, s.flood_mb)?);
@@ -365,6 +374,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
         match scenario {
             Scenario::Echo => echo::run(s, ctx, &mut report).await,
             Scenario::Dialects => dialects::run(s, ctx, &mut report).await,
+            Scenario::Attach => attach::run(s, ctx, &mut report).await,
             Scenario::Flood => flood::run(s, ctx, &mut report).await,
             Scenario::Stall => stall::run(s, ctx, &mut report).await,
             Scenario::Join => join::run(s, ctx, &mut report).await,

@@ -426,3 +426,28 @@ async fn errors_are_one_line_with_a_failing_status() {
         "cannot reach ptyhub",
     );
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_same_definitions() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for sub in ["attach", "exec", "ls", "new", "kill", "share"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let out = Command::new(BIN).arg("man").output().expect("runs");
+    let page = stdout(&out);
+    assert!(
+        out.status.success() && page.contains(".TH ptyhub"),
+        "{page:.200}"
+    );
+    assert!(
+        page.contains("attach"),
+        "the man page lists the subcommands"
+    );
+}

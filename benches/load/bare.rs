@@ -29,7 +29,7 @@ use crate::Ctx;
 
 /// Starts `bash -c cmd` on a PTY of our own (24×80, the kernel's default line discipline, as a
 /// session's), in its own process group; returns it and the PTY's master.
-fn spawn_on_pty(cmd: &str) -> Result<(Child, OwnedFd)> {
+pub(crate) fn spawn_on_pty(cmd: &str) -> Result<(Child, OwnedFd)> {
     let size = nix::pty::Winsize {
         ws_row: 24,
         ws_col: 80,
@@ -53,7 +53,7 @@ fn spawn_on_pty(cmd: &str) -> Result<(Child, OwnedFd)> {
 }
 
 /// Kills what `spawn_on_pty` started (when `now`, or when it has not ended by itself) and reaps it.
-fn end_group(child: &mut Child, now: bool) {
+pub(crate) fn end_group(child: &mut Child, now: bool) {
     let group = Pid::from_raw(-(child.id() as i32));
     if now {
         let _ = kill(group, Signal::SIGKILL);
@@ -132,7 +132,7 @@ async fn bare_echo_samples(
 }
 
 /// Reads with `read` (one read a call, 0 once closed) until `needle` has come, by `deadline`.
-async fn read_until(
+pub(crate) async fn read_until(
     mut read: impl AsyncFnMut(&mut [u8]) -> Result<usize>,
     needle: &[u8],
     deadline: Instant,
@@ -153,7 +153,7 @@ async fn read_until(
 }
 
 /// One read from a non-blocking fd, waiting for it to be readable.
-async fn read_fd(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Result<usize> {
+pub(crate) async fn read_fd(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Result<usize> {
     loop {
         let mut ready = fd.readable().await?;
         match ready

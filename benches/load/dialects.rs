@@ -34,7 +34,7 @@ pub(crate) struct DialectRow {
 }
 
 /// A client of one dialect: sends input, and yields the output bytes it receives.
-struct Client {
+pub(crate) struct Client {
     ws: Ws,
     /// The session's number, for the multiplexed dialect.
     num: Option<u8>,
@@ -43,7 +43,11 @@ struct Client {
 impl Client {
     /// Connects in `dialect` to session `id` (the multiplexed one carries every session) and
     /// reads until live output follows.
-    async fn open(daemon_addr: std::net::SocketAddr, dialect: usize, id: Uuid) -> Result<Client> {
+    pub(crate) async fn open(
+        daemon_addr: std::net::SocketAddr,
+        dialect: usize,
+        id: Uuid,
+    ) -> Result<Client> {
         let deadline = Instant::now() + STEP_TIMEOUT;
         let url = match dialect {
             1 => format!("ws://{daemon_addr}/ws/{id}/raw"),
@@ -71,7 +75,7 @@ impl Client {
         Ok(Client { ws, num })
     }
 
-    async fn send(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) async fn send(&mut self, bytes: &[u8]) -> Result<()> {
         let frame = match self.num {
             Some(n) => [&[n][..], bytes].concat(),
             None => bytes.to_vec(),
@@ -83,7 +87,7 @@ impl Client {
     }
 
     /// The next output bytes (of this session), or `None` at the deadline.
-    async fn output(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>> {
+    pub(crate) async fn output(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>> {
         loop {
             let msg = match timeout_at(deadline.into(), self.ws.next()).await {
                 Err(_) => return Ok(None),

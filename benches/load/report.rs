@@ -18,6 +18,7 @@ use crate::{Scenario, Settings};
 pub(crate) struct Report {
     pub(crate) echo: Vec<EchoRow>,
     pub(crate) dialects: Vec<crate::dialects::DialectRow>,
+    pub(crate) attach: Option<crate::attach::AttachRow>,
     pub(crate) flood: Vec<FloodRow>,
     pub(crate) stall: Vec<StallRow>,
     pub(crate) join: Option<JoinRow>,
@@ -94,6 +95,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if !r.dialects.is_empty() {
         crate::dialects::print(s, &r.dialects, &mut out);
+    }
+    if let Some(a) = &r.attach {
+        crate::attach::print(s, a, &mut out);
     }
     if !r.flood.is_empty() {
         crate::flood::print(s, &r.flood, &mut out);
