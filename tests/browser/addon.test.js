@@ -143,4 +143,52 @@ describe('the ptyhub addon', () => {
     assert.equal((await states(page)).at(-1).state, 'closed');
     assert.deepEqual(unexpected(page.errors), []);
   });
+
+  it('the home page embed snippet, pasted into a page of another site, shows the session and types into it', async () => {
+    // The addon is served as a JavaScript module, importable from any origin.
+    const served = await fetch(new URL('addon/ptyhub.js', daemon.url));
+    assert.equal(served.status, 200);
+    assert.match(served.headers.get('content-type'), /^(text|application)\/javascript/);
+    assert.equal(served.headers.get('access-control-allow-origin'), '*');
+
+    const created = await fetch(new URL('api/sessions', daemon.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ assistant: 'shell', name: 'embedded' }),
+    });
+    const { id } = await created.json();
+    const home = await newPage(browser, daemon.url, { permissions: ['clipboard-read', 'clipboard-write'] });
+    await home.locator(`.session[data-id="${id}"] .embed-btn`).click();
+    await home.locator('#embed-dialog[open]').waitFor({ timeout: WAIT });
+    const code = home.locator('#embed-code');
+    await home.waitForFunction(() => /ptyhub\.connect\(/.test(document.getElementById('embed-code').textContent), null, { timeout: WAIT });
+    const snippet = await code.textContent();
+    assert.match(snippet, new RegExp(`/session/${id}\\?token=`));
+    assert.match(snippet, /<title>embedded<\/title>/);
+    await home.locator('#embed-copy').click();
+    await home.locator('#embed-copy', { hasText: 'Copied' }).waitFor({ timeout: WAIT });
+    assert.equal(await home.evaluate(() => navigator.clipboard.readText()), snippet);
+    await shot(home, 'home-embed');
+    // Reopened, it shows the same link: no second share link for nothing.
+    await home.locator('#embed-close').click();
+    await home.locator(`.session[data-id="${id}"] .embed-btn`).click();
+    await home.waitForFunction((s) => document.getElementById('embed-code').textContent === s, snippet, { timeout: WAIT });
+    const shares = await (await fetch(new URL(`api/sessions/${id}/share`, daemon.url), { headers: { authorization: `Bearer ${TOKEN}` } })).json();
+    assert.equal(shares.length, 1);
+    assert.equal(shares[0].role, 'writer');
+    assert.deepEqual(home.errors, []);
+
+    // The snippet as a page of another site, as someone would paste it.
+    site.pages['/embed.html'] = snippet;
+    const embedded = await newPage(browser);
+    await embedded.goto(`${site.origin}/embed.html`);
+    await embedded.waitForFunction(() => document.title === 'open', null, { timeout: WAIT });
+    const rows = embedded.locator('.xterm-rows');
+    await rows.filter({ hasText: '$' }).waitFor({ timeout: WAIT });
+    await embedded.locator('.xterm-helper-textarea').focus();
+    await embedded.keyboard.type('echo embedded-$((3+4))\n');
+    await embedded.waitForFunction(() => /^embedded-7$/m.test(document.querySelector('.xterm-rows').innerText), null, { timeout: WAIT });
+    await shot(embedded, 'embed-snippet-page');
+    assert.deepEqual(embedded.errors, []);
+  });
 });
