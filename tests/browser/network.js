@@ -17,7 +17,8 @@ function listen(server) {
 /**
  * A TCP proxy on 127.0.0.1 to the daemon at `target` (its URL). Pages opened through `url` talk
  * to ptyhub as if directly, with the proxy's origin. `requests` keeps every request head seen,
- * in order; `drop(pattern)` cuts every open connection whose first request's path matches;
+ * in order; `drop(pattern)` cuts every open connection whose latest request's path matches (a
+ * stream or a WebSocket is the last request of its connection);
  * `refuse(true)` cuts new connections as soon as they arrive, until `refuse(false)`.
  */
 export async function startProxy(target) {
@@ -38,7 +39,7 @@ export async function startProxy(target) {
       const head = chunk.toString('latin1');
       const line = REQUEST_LINE.exec(head);
       if (line) {
-        conn.path ??= line[2];
+        conn.path = line[2]; // the latest: a kept-alive connection serves one request after another
         requests.push(head.split('\r\n\r\n')[0]);
       }
     });
@@ -58,7 +59,7 @@ export async function startProxy(target) {
   return {
     url: `http://127.0.0.1:${proxyPort}/`,
     requests,
-    /** Cuts the open connections whose first request path matches `pattern`; resolves to how many. */
+    /** Cuts the open connections whose latest request path matches `pattern`; resolves to how many. */
     drop(pattern) {
       let n = 0;
       for (const conn of [...open]) {
