@@ -131,8 +131,9 @@ export class PtyhubAddon {
 
   _open() {
     let ws;
+    const asked = { cols: this._term.cols, rows: this._term.rows }; // the size the URL carries
     try {
-      ws = new WebSocket(socketUrl(this._target, this._opts, this._term));
+      ws = new WebSocket(socketUrl(this._target, this._opts, asked));
     } catch (e) {
       this._set('closed', e);
       return;
@@ -144,6 +145,9 @@ export class PtyhubAddon {
     ws.onopen = () => {
       if (this._ws !== ws) return;
       this._term.write(RESET);
+      // A resize while the socket was opening was not sent: send the size now.
+      const { cols, rows } = this._term;
+      if (cols !== asked.cols || rows !== asked.rows) ws.send(JSON.stringify({ type: 'resize', cols, rows }));
       this._pingTimer = setInterval(() => {
         // Two intervals without a pong: the connection is dead even if the socket says open,
         // and its close handshake would never finish. Let it go and start over now.

@@ -3,9 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { TOKEN, WAIT, eventually, launchBrowser, newId, newPage, shot, startDaemon } from './helpers.js';
-import { bufferText, count, createShell, exitsWithItsCode, hostPage, listed, resizes, survivesADrop, typesAndSees, waitForBuffer } from './compat.js';
-import { startProxy, startSite } from './network.js';
+import { TOKEN, WAIT, eventually, newId, newPage, shot } from './helpers.js';
+import { bufferText, count, createShell, exitsWithItsCode, hostPage, listed, resizes, startRig, survivesADrop, typesAndSees, waitForBuffer } from './compat.js';
 
 /** Chromium reports every refused WebSocket on the console; those are the point of these tests. */
 const unexpected = (errors) => errors.filter((e) => !/WebSocket connection to .* failed/.test(e));
@@ -46,27 +45,15 @@ async function reaches(page, from, ...wanted) {
 const states = (page) => page.evaluate(() => window.states);
 
 describe('the ptyhub addon', () => {
-  let daemon;
-  let browser;
-  let proxy;
-  let site;
-
+  let rig;
   before(async () => {
-    // Terminals are embedded in pages of another site: that origin must be allowed.
-    site = await startSite();
-    daemon = await startDaemon({ config: `\n[auth]\nallowed_origins = ["${site.origin}"]\n` });
-    proxy = await startProxy(daemon.url);
-    browser = await launchBrowser();
+    rig = await startRig();
   });
 
-  after(async () => {
-    await browser?.close();
-    await proxy?.close();
-    await site?.close();
-    await daemon?.stop();
-  });
+  after(() => rig?.stop());
 
   it('types, resizes, comes back from a dropped connection with one screen, backs off, and exits with the code', async () => {
+    const { daemon, browser, proxy, site } = rig;
     const { id } = await createShell(daemon);
     const page = await addonPage(browser, site, proxy, { token: TOKEN, minDelayMs: 200, maxDelayMs: 1600 });
     await page.evaluate((id) => window.addon.connect(id), id);
@@ -122,6 +109,7 @@ describe('the ptyhub addon', () => {
   });
 
   it('a session that does not exist is closed, not retried; disconnect() stops for good', async () => {
+    const { daemon, browser, proxy, site } = rig;
     const page = await addonPage(browser, site, proxy, { token: TOKEN, minDelayMs: 200 });
     await page.evaluate((id) => window.addon.connect(id), newId());
     await reaches(page, 0, 'connecting', 'closed');
@@ -145,6 +133,7 @@ describe('the ptyhub addon', () => {
   });
 
   it('the home page embed snippet, pasted into a page of another site, shows the session and types into it', async () => {
+    const { daemon, browser, proxy, site } = rig;
     // The addon is served as a JavaScript module, importable from any origin.
     const served = await fetch(new URL('addon/ptyhub.js', daemon.url));
     assert.equal(served.status, 200);

@@ -3,9 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { TOKEN, WAIT, launchBrowser, newPage, shot, startDaemon } from './helpers.js';
-import { ATTACH_ADDON, bufferText, createShell, exitsWithItsCode, hostPage, resizes, survivesADrop, typesAndSees } from './compat.js';
-import { startProxy, startSite } from './network.js';
+import { TOKEN, WAIT, newPage, shot } from './helpers.js';
+import { ATTACH_ADDON, bufferText, createShell, exitsWithItsCode, hostPage, resizes, startRig, survivesADrop, typesAndSees } from './compat.js';
 
 /**
  * What a page using AttachAddon writes itself: the socket URL, resizes (AttachAddon sends none),
@@ -33,26 +32,15 @@ term.onResize(({ cols, rows }) => window.ws.send(JSON.stringify({ type: 'resize'
 attach();`;
 
 describe('@xterm/addon-attach on /ws/{id}/raw', () => {
-  let daemon;
-  let browser;
-  let proxy;
-  let site;
-
+  let rig;
   before(async () => {
-    site = await startSite();
-    daemon = await startDaemon({ config: `\n[auth]\nallowed_origins = ["${site.origin}"]\n` });
-    proxy = await startProxy(daemon.url);
-    browser = await launchBrowser();
+    rig = await startRig();
   });
 
-  after(async () => {
-    await browser?.close();
-    await proxy?.close();
-    await site?.close();
-    await daemon?.stop();
-  });
+  after(() => rig?.stop());
 
   it('types, resizes, re-attaches after a dropped connection with one screen, and sees the exit code', async () => {
+    const { daemon, browser, proxy, site } = rig;
     const { id } = await createShell(daemon);
     const page = await newPage(browser);
     await hostPage(page, site, proxy.url, 'attach', ATTACH_PAGE(id), { 'addon-attach.mjs': ATTACH_ADDON });

@@ -1,13 +1,40 @@
 // The checks every raw-dialect client goes through in a real browser (type, resize, a dropped
-// connection, exit), and the test pages that host those clients next to ptyhub's own files.
+// connection, exit), the rig they run on, and the pages that host those clients.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TOKEN, WAIT, eventually } from './helpers.js';
+import { TOKEN, WAIT, eventually, launchBrowser, startDaemon } from './helpers.js';
+import { startProxy, startSite } from './network.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+
+/**
+ * What a compatibility test runs against: a site of its own origin (allowed by the daemon, as an
+ * application embedding terminals would be), the daemon, a proxy in front of it, and Chromium.
+ * `stop()` ends whichever of them started.
+ */
+export async function startRig() {
+  const rig = {
+    async stop() {
+      await rig.browser?.close();
+      await rig.proxy?.close();
+      await rig.site?.close();
+      await rig.daemon?.stop();
+    },
+  };
+  try {
+    rig.site = await startSite();
+    rig.daemon = await startDaemon({ config: `\n[auth]\nallowed_origins = ["${rig.site.origin}"]\n` });
+    rig.proxy = await startProxy(rig.daemon.url);
+    rig.browser = await launchBrowser();
+  } catch (e) {
+    await rig.stop();
+    throw e;
+  }
+  return rig;
+}
 
 /** Creates a bash session through REST (the daemon's token, as a script would) and returns it. */
 export async function createShell(daemon) {

@@ -3,9 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { TOKEN, WAIT, launchBrowser, newPage, shot, startDaemon } from './helpers.js';
-import { createShell, exitsWithItsCode, hostPage, resizes, survivesADrop, typesAndSees } from './compat.js';
-import { startProxy, startSite } from './network.js';
+import { TOKEN, WAIT, newPage, shot } from './helpers.js';
+import { createShell, exitsWithItsCode, hostPage, resizes, startRig, survivesADrop, typesAndSees } from './compat.js';
 
 const here = new URL('.', import.meta.url).pathname;
 
@@ -20,26 +19,15 @@ window.term.loadAddon(window.addon);
 window.addon.connect({ sandboxId: '${id}' });`;
 
 describe('a seed-000 SandboxAddon on /ws/{id}/raw', () => {
-  let daemon;
-  let browser;
-  let proxy;
-  let site;
-
+  let rig;
   before(async () => {
-    site = await startSite();
-    daemon = await startDaemon({ config: `\n[auth]\nallowed_origins = ["${site.origin}"]\n` });
-    proxy = await startProxy(daemon.url);
-    browser = await launchBrowser();
+    rig = await startRig();
   });
 
-  after(async () => {
-    await browser?.close();
-    await proxy?.close();
-    await site?.close();
-    await daemon?.stop();
-  });
+  after(() => rig?.stop());
 
   it('types, resizes, reconnects by itself after a dropped connection with one screen, and sees the exit code', async () => {
+    const { daemon, browser, proxy, site } = rig;
     const { id } = await createShell(daemon);
     const page = await newPage(browser);
     await hostPage(page, site, proxy.url, 'sandbox', SANDBOX_PAGE(id), { 'sandbox-addon.js': `${here}sandbox-addon.js` });

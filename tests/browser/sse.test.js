@@ -6,28 +6,19 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { TOKEN, WAIT, eventually, launchBrowser, newPage, startDaemon } from './helpers.js';
-import { listed } from './compat.js';
-import { startProxy } from './network.js';
+import { TOKEN, WAIT, eventually, newPage } from './helpers.js';
+import { listed, startRig } from './compat.js';
 
 describe('log stream resume in the browser', () => {
-  let daemon;
-  let browser;
-  let proxy;
-
+  let rig;
   before(async () => {
-    daemon = await startDaemon();
-    proxy = await startProxy(daemon.url);
-    browser = await launchBrowser();
+    rig = await startRig();
   });
 
-  after(async () => {
-    await browser?.close();
-    await proxy?.close();
-    await daemon?.stop();
-  });
+  after(() => rig?.stop());
 
   it('EventSource resumes after the connection is cut and after ptyhub closes the stream, with every line once', async () => {
+    const { daemon, browser, proxy } = rig;
     // Fifty lines now; fifty more once the flag file exists; then the program exits.
     const flag = join(daemon.dir, `go-${Date.now()}`);
     const script = `for i in $(seq 1 50); do echo line-$i; done; while [ ! -e ${flag} ]; do sleep 0.05; done; for i in $(seq 51 100); do echo line-$i; done`;
