@@ -3,7 +3,9 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use hyper::header::{
+    HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH,
+};
 use hyper::{HeaderMap, Response, StatusCode};
 
 /// Everything under `static/`.
@@ -50,6 +52,11 @@ pub fn serve(path: &str, request_headers: &HeaderMap) -> Option<Response<Full<By
         headers.insert(ETAG, v);
     }
     headers.insert(CACHE_CONTROL, HeaderValue::from_static(cache));
+    // A page embedding a terminal from another origin imports the addon and xterm.js from here:
+    // module scripts need CORS, and these files are public anyway.
+    if path.starts_with("addon/") || path.starts_with("vendor/") {
+        headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    }
     let mime = file.metadata.mimetype();
     let mime = if mime.starts_with("text/") || mime == "application/javascript" {
         format!("{mime}; charset=utf-8")

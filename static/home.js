@@ -1,6 +1,7 @@
-// The home page (/): the live sessions, refreshed in place; starting, opening and ending sessions.
+// The home page (/): the live sessions, refreshed in place; starting, opening, embedding and ending sessions.
 
 import { api, sessionPath } from './api.js';
+import { openEmbed } from './embed.js';
 import { afterColon, formatAge, h, shortId, validateName } from './util.js';
 
 const REFRESH_MS = 2000;
@@ -49,7 +50,13 @@ function buildRow(s) {
       ),
       h('div', { class: 'session-dir muted' }),
     ),
-    h('div', { class: 'session-actions' }, h('a', { class: 'btn btn-primary open-btn', href: sessionPath(s.id) }, 'Open'), end),
+    h(
+      'div',
+      { class: 'session-actions' },
+      h('a', { class: 'btn btn-primary open-btn', href: sessionPath(s.id) }, 'Open'),
+      h('button', { type: 'button', class: 'btn embed-btn', onclick: () => openEmbed(s.id, li.querySelector('.name-text').textContent) }, 'Embed'),
+      end,
+    ),
   );
   let confirmTimer = 0;
   end.addEventListener('click', async () => {
@@ -101,6 +108,7 @@ function updateRow(li, s) {
   dir.textContent = s.workDir || '';
   dir.title = s.workDir || '';
   li.querySelector('.open-btn').setAttribute('aria-label', `Open ${named ? s.name : `session ${shortId(s.id)}`}`);
+  li.querySelector('.embed-btn').setAttribute('aria-label', `Embed ${named ? s.name : `session ${shortId(s.id)}`} in another page`);
   const wasAlive = li.dataset.alive;
   li.dataset.alive = String(s.alive);
   const end = li.querySelector('.end-btn');

@@ -8,20 +8,7 @@ import { WebLinksAddon } from './vendor/addon-web-links/addon-web-links.mjs?v=0.
 import { Unicode11Addon } from './vendor/addon-unicode11/addon-unicode11.mjs?v=0.9.0';
 import { WebglAddon } from './vendor/addon-webgl/addon-webgl.mjs?v=0.19.0';
 import { followTheme, terminalThemeOptions } from './theme.js';
-
-/** Copies text, also where the async clipboard API is not offered (plain http on another host). */
-function copyText(text) {
-  if (navigator.clipboard?.writeText) return navigator.clipboard.writeText(text);
-  const area = document.createElement('textarea');
-  area.value = text;
-  area.style.position = 'fixed';
-  area.style.opacity = '0';
-  document.body.append(area);
-  area.select();
-  document.execCommand('copy');
-  area.remove();
-  return Promise.resolve();
-}
+import { copyText } from './util.js';
 
 /**
  * Opens a terminal in `host` and returns it with its fit addon, which measures what fills the window.

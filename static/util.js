@@ -1,4 +1,4 @@
-// Small helpers both pages share: element building, formatting of sizes, ages and exits, name validation.
+// Small helpers both pages share: element building, formatting of sizes, ages and exits, name validation, copying.
 
 /** `h('button', {class: 'x', onclick}, 'text', child)`: attributes starting with "on" become listeners. */
 export function h(tag, attrs = {}, ...children) {
@@ -90,4 +90,18 @@ export function shortId(id) {
 export function afterColon(message) {
   const m = String(message || '');
   return /^[A-Z][a-z]/.test(m) ? m[0].toLowerCase() + m.slice(1) : m;
+}
+
+/** Copies text, also where the async clipboard API is not offered (plain http on another host). */
+export function copyText(text) {
+  if (navigator.clipboard?.writeText) return navigator.clipboard.writeText(text);
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.style.position = 'fixed';
+  area.style.opacity = '0';
+  document.body.append(area);
+  area.select();
+  document.execCommand('copy');
+  area.remove();
+  return Promise.resolve();
 }

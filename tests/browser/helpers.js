@@ -56,11 +56,12 @@ function withoutToken(env) {
 /**
  * Starts `target/debug/ptyhub --listen 127.0.0.1:0` in a fresh temp dir and waits for its first
  * stdout line, `ptyhub listening on http://127.0.0.1:PORT/`. `stop()` sends SIGTERM and waits.
+ * `config` is TOML added to the test configuration (e.g. an `[auth]` table).
  */
-export async function startDaemon() {
+export async function startDaemon({ config = '' } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'ptyhub-browser-'));
   const configPath = join(dir, 'ptyhub.toml');
-  writeFileSync(configPath, CONFIG);
+  writeFileSync(configPath, CONFIG + config);
   const child = spawn(BINARY, ['--listen', '127.0.0.1:0', '--config', configPath, '--token', TOKEN], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
