@@ -451,3 +451,94 @@ fn completions_and_the_man_page_come_from_the_same_definitions() {
         "the man page lists the subcommands"
     );
 }
+
+/// A TLS-terminating relay (as a reverse proxy would be) in front of `target`, with a
+/// certificate for 127.0.0.1 from a CA of the test's own; returns its address and the CA's
+/// PEM file (given to the client as `SSL_CERT_FILE`, which the system's roots honour).
+async fn tls_relay(
+    target: std::net::SocketAddr,
+    dir: &std::path::Path,
+) -> (
+    std::net::SocketAddr,
+    std::path::PathBuf,
+    tokio::task::JoinHandle<()>,
+) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    let key = KeyPair::generate().expect("key");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("params");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let cert = params.signed_by(&key, &issuer).expect("cert");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).expect("write CA");
+
+    let config = tokio_rustls::rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .expect("TLS config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                if let Ok(mut plain) = TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                }
+            });
+        }
+    });
+    (addr, ca_file, task)
+}
+
+// The relay runs on the test's runtime while the test waits on tmux.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_and_wss_work_behind_a_tls_proxy() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let num = new_session(&server_of(&d), "secure");
+    let (addr, ca_file, relay) = tls_relay(d.addr, d.dir.path()).await;
+    let server = format!("https://{addr}");
+
+    let ls = Command::new(BIN)
+        .args(["ls", "--server", &server, "--token", TOKEN])
+        .env("SSL_CERT_FILE", &ca_file)
+        .output()
+        .expect("runs");
+    assert!(ls.status.success(), "{}", stderr(&ls));
+    assert!(stdout(&ls).contains("secure"), "{}", stdout(&ls));
+    // Without the CA the certificate is refused, in one line.
+    let untrusted = Command::new(BIN)
+        .args(["ls", "--server", &server, "--token", TOKEN])
+        .env("SSL_CERT_FILE", d.dir.path().join("no-such-file.pem"))
+        .output()
+        .expect("runs");
+    assert!(!untrusted.status.success());
+    assert_eq!(
+        stderr(&untrusted).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&untrusted)
+    );
+
+    let t = Tmux::new(&server, 80, 24);
+    let ca = ca_file.display();
+    t.line(&format!(
+        "SSL_CERT_FILE={ca} {BIN} attach {num}; echo STATUS=$?"
+    ));
+    t.wait_for("the remote prompt over wss", remote_prompt);
+    t.line("echo tls-$((20+1))");
+    t.wait_for("output over wss", |s| s.contains("tls-21"));
+    t.keys("C-]");
+    t.wait_for("the detach", |s| s.contains("STATUS=0"));
+    relay.abort();
+}
