@@ -229,7 +229,8 @@ pub(super) struct Sess {
 /// An extra viewer: one that reads (and verifies counters), or one that never reads.
 pub(super) enum Extra {
     Reader(Peer),
-    Stalled(Ws),
+    // Boxed: a client socket (TLS-capable) is much larger than the other variants.
+    Stalled(Box<Ws>),
 }
 
 impl Sess {
@@ -545,7 +546,7 @@ impl Sess {
         let url = env.api.ws(self.id, "");
         if rng.chance(0.2) {
             self.extras
-                .push(Extra::Stalled(stalled_viewer(&url).await?));
+                .push(Extra::Stalled(Box::new(stalled_viewer(&url).await?)));
             env.add(|c| &c.stalled_joined, 1);
         } else {
             let peer = Peer::open(env, url, rng.chance(0.5), false).await?;
