@@ -228,8 +228,8 @@ pub(super) struct Sess {
 
 /// An extra viewer: one that reads (and verifies counters), or one that never reads.
 pub(super) enum Extra {
-    Reader(Peer),
-    // Boxed: a client socket (TLS-capable) is much larger than the other variants.
+    Reader(Box<Peer>),
+    // Both boxed: a client socket (TLS-capable) makes either variant a few hundred bytes.
     Stalled(Box<Ws>),
 }
 
@@ -550,7 +550,7 @@ impl Sess {
             env.add(|c| &c.stalled_joined, 1);
         } else {
             let peer = Peer::open(env, url, rng.chance(0.5), false).await?;
-            self.extras.push(Extra::Reader(peer));
+            self.extras.push(Extra::Reader(Box::new(peer)));
             env.add(|c| &c.viewers_joined, 1);
         }
         Ok(())
