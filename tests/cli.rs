@@ -542,3 +542,75 @@ async fn https_and_wss_work_behind_a_tls_proxy() {
     t.wait_for("the detach", |s| s.contains("STATUS=0"));
     relay.abort();
 }
+
+/// `--read-only` joins as a viewer (`role=viewer`): its keys never reach the session, its size
+/// does not count, and the server refuses input on such a socket even from a full token.
+#[tokio::test]
+async fn read_only_attach_watches_without_typing_or_sizing() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let num = new_session(&server, "watched");
+    let uuid = session_info(&server, &num).await["id"]
+        .as_str()
+        .expect("uuid")
+        .to_owned();
+    let mut writer = common::Client::connect_raw(&format!(
+        "ws://{}/ws/{uuid}/raw?cols=90&rows=30&token={TOKEN}",
+        d.addr
+    ))
+    .await;
+    writer
+        .until("ready", |c| c.messages.iter().any(|m| m["type"] == "ready"))
+        .await;
+
+    let t = Tmux::new(&server, 70, 20);
+    t.line(&format!("{BIN} attach --read-only {num}; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    assert_eq!(
+        session_info(&server, &num).await["cols"],
+        90,
+        "a viewer's size does not count"
+    );
+    t.line("echo ro-$((1+1))");
+    writer.type_str("echo w-$((2+2))\r").await;
+    let screen = t.wait_for("the writer's output on the viewer's screen", |s| {
+        s.contains("w-4")
+    });
+    assert!(
+        !screen.contains("ro-2"),
+        "a viewer's keys reached the session:\n{screen}"
+    );
+    t.keys("C-]");
+    t.wait_for("the detach", |s| s.contains("STATUS=0"));
+
+    // The socket itself refuses input, whatever a client sends.
+    let mut viewer = common::Client::connect_raw(&format!(
+        "ws://{}/ws/{uuid}/raw?role=viewer&token={TOKEN}",
+        d.addr
+    ))
+    .await;
+    viewer
+        .until("ready", |c| c.messages.iter().any(|m| m["type"] == "ready"))
+        .await;
+    viewer.send_binary(b"echo sneaky\r".to_vec()).await;
+    viewer
+        .until("a read-only refusal", |c| {
+            c.messages
+                .iter()
+                .any(|m| m["type"] == "error" && m["code"] == "read_only")
+        })
+        .await;
+    let bad = reqwest::Client::new()
+        .get(format!(
+            "http://{}/ws/{uuid}/raw?role=owner&token={TOKEN}",
+            d.addr
+        ))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(bad.status(), 400, "an unknown role is a bad request");
+}
