@@ -200,10 +200,17 @@ export async function eventually(fn, { timeout = WAIT, every = 100, what = 'cond
   }
 }
 
-/** Saves a full-page screenshot as tests/artifacts/browser/NAME.png. */
-export async function shot(page, name) {
+/** Where the screenshots the README shows are kept (committed, so each run refreshes them). */
+export const README_SHOTS = join(ROOT, 'tests', 'screenshots');
+
+/** Saves a full-page screenshot as tests/artifacts/browser/NAME.png; with `readme`, also as tests/screenshots/NAME.png. */
+export async function shot(page, name, { readme = false } = {}) {
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+  if (readme) {
+    mkdirSync(README_SHOTS, { recursive: true });
+    await page.screenshot({ path: join(README_SHOTS, `${name}.png`) });
+  }
 }
 
 /** Types into the focused terminal like a person (xterm turns Enter into CR). */

@@ -72,7 +72,7 @@ describe('terminal page', () => {
       }
       await typeInTerminal(a, COLOURS);
       await waitForScreen(a, /src\/$/m);
-      await shot(a, 'desktop-light');
+      await shot(a, 'desktop-light', { readme: true });
     });
 
     it('a page opened later shows the existing screen once, and so does a reconnect', async () => {
