@@ -65,13 +65,35 @@ pub fn encode(out: &mut String, id: Option<u64>, event: Option<&str>, data: &str
 }
 
 /// The client side of a stream: what its task writes to.
-struct Sink(mpsc::Sender<Bytes>);
+pub(super) struct Sink(mpsc::Sender<Bytes>);
 
 impl Sink {
     /// Sends text; `false` once the client is gone.
-    async fn send(&self, text: String) -> bool {
+    pub(super) async fn send(&self, text: String) -> bool {
         text.is_empty() || self.0.send(Bytes::from(text)).await.is_ok()
     }
+
+    /// Resolves once the client is gone.
+    pub(super) async fn closed(&self) {
+        self.0.closed().await
+    }
+}
+
+/// A stream's two ends: the sink its task writes to, and the `text/event-stream` response
+/// hyper drains as the client reads (at most [`QUEUE`] writes wait in between).
+pub(super) fn channel() -> (Sink, Response<Body>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        let bytes = rx.recv().await?;
+        Some((Ok::<_, Infallible>(Frame::data(bytes)), rx))
+    });
+    let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tells proxies such as nginx not to buffer the stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    (Sink(tx), resp)
 }
 
 /// A `text/event-stream` response fed by the task `run` builds; the task is tracked for
@@ -89,8 +111,8 @@ where
             "too many long-lived connections from this address",
         );
     }
-    let (tx, rx) = mpsc::channel(QUEUE);
-    let task = run(Sink(tx));
+    let (sink, resp) = channel();
+    let task = run(sink);
     let shutdown = state.shutdown.clone();
     crate::metrics::METRICS.sse_streams.add(1);
     state.tasks.spawn(async move {
@@ -100,16 +122,6 @@ where
         }
         crate::metrics::METRICS.sse_streams.sub(1);
     });
-    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-        let bytes = rx.recv().await?;
-        Some((Ok::<_, Infallible>(Frame::data(bytes)), rx))
-    });
-    let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
-    let headers = resp.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    // Tells proxies such as nginx not to buffer the stream.
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
 
@@ -199,7 +211,7 @@ pub(super) fn events(
                         return;
                     }
                 }
-                _ = sink.0.closed() => return,
+                _ = sink.closed() => return,
             }
             since = journal.since(Some(last), KEPT);
         }
@@ -291,7 +303,7 @@ pub(super) fn log(
                 _ = info.changed() => {}
                 _ = ended.cancelled() => {}
                 _ = tokio::time::sleep(KEEP_ALIVE) => out.push_str(": keep-alive\n\n"),
-                _ = sink.0.closed() => return,
+                _ = sink.closed() => return,
             }
         }
     })

@@ -1215,6 +1215,7 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
     ("limits", "max_name_chars"),
     ("limits", "failed_auth_per_minute"),
     ("limits", "max_connections_per_ip"),
+    ("limits", "max_execs"),
     ("assistants.x", "name"),
     ("assistants.x", "command"),
     ("assistants.x", "resume"),
