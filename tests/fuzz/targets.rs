@@ -108,6 +108,16 @@ pub const TARGETS: &[Target] = &[
         run: mux_frames,
     },
     Target {
+        name: "pipe_messages",
+        max_input: 1 << 11,
+        run: pipe_messages,
+    },
+    Target {
+        name: "exec_text",
+        max_input: 1 << 12,
+        run: exec_text,
+    },
+    Target {
         name: "log_lines",
         max_input: 1 << 12,
         run: log_lines,
@@ -924,5 +934,70 @@ fn log_lines(u: &mut Unstructured<'_>) -> Result<()> {
     inv::check_log_lines(&data, &chunks);
     let text = String::from_utf8_lossy(&data);
     inv::check_sse_roundtrip(&text);
+    Ok(())
+}
+
+// ---- exec: the pipe dialect and the SSE text ----------------------------------------------------
+
+fn pipe_messages(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let frame = match u.int_in_range(0..=3)? {
+        0 => u.bytes(u.len().min(1024))?.to_vec(),
+        1 => {
+            let n = u.int_in_range(0..=16)?;
+            (0..n)
+                .map(|_| pick(u, JSON_PIECES).copied())
+                .collect::<Result<String>>()?
+                .into_bytes()
+        }
+        _ => {
+            // A known (or nearly known) type with random fields.
+            let mut m = Map::new();
+            let ty = pick(u, &["eof", "signal", "resize", "ping", "x"])?;
+            m.insert("type".into(), Value::String((*ty).into()));
+            for _ in 0..u.int_in_range(0..=3)? {
+                let k = pick(u, &["signal", "cols", "rows", "type"])?;
+                let v = if *k == "signal" && u.ratio(2, 3)? {
+                    let names = [
+                        "SIGINT", "SIGTERM", "SIGKILL", "SIGSTOP", "SIGUSR1", "INT", "",
+                    ];
+                    Value::String((*pick(u, &names)?).into())
+                } else {
+                    json_value(u, 2)?
+                };
+                m.insert((*k).into(), v);
+            }
+            Value::Object(m).to_string().into_bytes()
+        }
+    };
+    inv::check_pipe_message(is_text, &frame);
+    Ok(())
+}
+
+fn exec_text(u: &mut Unstructured<'_>) -> Result<()> {
+    // Text with multi-byte characters, line ends and invalid bytes, cut anywhere.
+    const PIECES: &[&[u8]] = &[
+        b"plain ",
+        "\u{20ac}".as_bytes(),
+        "\u{1f600}".as_bytes(),
+        "\u{e9}".as_bytes(),
+        b"\n",
+        b"\r",
+        b"\r\n",
+        b"\xff",
+        b"\x80",
+        b"\xe2\x82",
+        b"\xf0\x9f",
+    ];
+    let mut data = Vec::new();
+    for _ in 0..u.int_in_range(0..=24)? {
+        if u.ratio(1, 4)? {
+            data.push(u.arbitrary()?);
+        } else {
+            data.extend_from_slice(pick(u, PIECES)?);
+        }
+    }
+    let pieces = cut(u, &data)?;
+    inv::check_exec_text(&pieces);
     Ok(())
 }
