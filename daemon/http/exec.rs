@@ -282,7 +282,8 @@ async fn pump(child: &mut ExecChild, sink: &Sink, carry: &mut [TextCarry; 2]) ->
                 crate::metrics::METRICS
                     .bytes_out
                     .add(bytes.len() as u64 - 1);
-                let mut out = String::with_capacity(text.len() + 64);
+                // Room for a `data: ` per line of 80 or so, without growing.
+                let mut out = String::with_capacity(text.len() + text.len() / 10 + 64);
                 encode(&mut out, None, Some(stream.name()), &text);
                 if !sink.send(out).await {
                     return End::ClientGone;

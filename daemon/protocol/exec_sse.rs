@@ -2,6 +2,7 @@
 //! process's output bytes as text (a UTF-8 character cut between two reads is carried, not
 //! replaced), and the `done` event's data. Pure: no I/O, no clock.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -115,28 +116,34 @@ pub struct TextCarry {
 }
 
 impl TextCarry {
-    /// The text of `bytes` after what was carried, minus what must wait for the next piece.
-    pub fn feed(&mut self, bytes: &[u8]) -> String {
-        let mut joined;
-        let mut all = bytes;
-        if !self.carry.is_empty() {
-            joined = std::mem::take(&mut self.carry);
-            joined.extend_from_slice(bytes);
-            all = &joined[..];
-            let keep = held_back(all);
-            let text = String::from_utf8_lossy(&all[..all.len() - keep]).into_owned();
-            self.carry = all[all.len() - keep..].to_vec();
-            return text;
+    /// The text of `bytes` after what was carried, minus what must wait for the next piece;
+    /// borrowed from `bytes` when nothing was carried and they are valid (no copy).
+    pub fn feed<'a>(&mut self, bytes: &'a [u8]) -> Cow<'a, str> {
+        if self.carry.is_empty() {
+            let keep = held_back(bytes);
+            self.carry.extend_from_slice(&bytes[bytes.len() - keep..]);
+            return lossy(&bytes[..bytes.len() - keep]);
         }
-        let keep = held_back(all);
-        self.carry.extend_from_slice(&all[all.len() - keep..]);
-        String::from_utf8_lossy(&all[..all.len() - keep]).into_owned()
+        let mut all = std::mem::take(&mut self.carry);
+        all.extend_from_slice(bytes);
+        let keep = held_back(&all);
+        self.carry = all.split_off(all.len() - keep);
+        Cow::Owned(lossy(&all).into_owned())
     }
 
     /// What is still carried, at the end of the stream (an unfinished character is invalid).
     pub fn finish(&mut self) -> String {
         let rest = std::mem::take(&mut self.carry);
         String::from_utf8_lossy(&rest).into_owned()
+    }
+}
+
+/// `bytes` as text, invalid sequences as U+FFFD. Valid text (nearly all output) is checked by
+/// `from_utf8`, several times faster than the lossy decoder, which only runs when it must.
+fn lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
