@@ -668,3 +668,18 @@ async fn daemon_shutdown_leaves_no_exec_process() {
     p.until("close", |p| p.closed.is_some()).await;
     assert_eq!(p.closed.as_ref().map(|c| c.0), Some(1001));
 }
+
+#[tokio::test]
+async fn a_vanished_client_is_noticed_while_its_stdin_is_full() {
+    let d = Daemon::start_with(&test_config(""));
+    // Reads no stdin and writes nothing after its pid: only the socket can tell.
+    let mut p = Pipe::open(&d, &["sh", "-c", "echo $$; exec sleep 1000"]).await;
+    let pid = first_line_pid(&mut p).await;
+    // More than the pipe holds: the daemon's reader waits on stdin with the second message
+    // (more, past what the socket buffers hold, would keep TCP from delivering the FIN).
+    for _ in 0..2 {
+        p.send(Message::Binary(vec![b'x'; 64 * 1024])).await;
+    }
+    drop(p);
+    group_gone(pid).await;
+}

@@ -8,12 +8,14 @@
 //! input is never dropped and a fast sender is slowed to the program's pace.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fastwebsockets::{Frame, OpCode, WebSocket};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use nix::sys::signal::Signal;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
 use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -26,7 +28,7 @@ use crate::metrics::METRICS;
 use crate::protocol::pipe::{self, PipeRequest, ServerMessage};
 use crate::protocol::{Inbound, Outbound};
 use crate::session::{ExitInfo, SessionGone};
-use crate::viewer::live::push_frame;
+use crate::viewer::live::{push_frame, push_head};
 use crate::viewer::reader::{read_loop, Local, OnMessage, Replies};
 use crate::viewer::{socket, CLOSE_GRACE};
 
@@ -36,6 +38,8 @@ type Io = TokioIo<Upgraded>;
 const LOCAL_QUEUE: usize = 64;
 /// Signals from the reader waiting for the writer, which owns the process.
 const SIGNAL_QUEUE: usize = 8;
+/// How often a connection with unread input is looked at for its client having gone.
+const PEER_CHECK: Duration = Duration::from_secs(1);
 
 /// Tells the client its program could not start (`error`), then closes with 4002.
 pub async fn refuse(mut ws: WebSocket<Io>, why: &str) {
@@ -69,6 +73,7 @@ pub async fn run(
 ) {
     let halves = socket::split(ws.into_inner());
     let mut write = halves.write;
+    let tcp = halves.tcp;
     let overrun = CancellationToken::new();
     let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
     let replies = Replies {
@@ -115,7 +120,7 @@ pub async fn run(
                 }
                 ev = child.next() => match ev {
                     Event::Output(_, bytes) => {
-                        send(&mut write, &mut out, OpCode::Binary, &bytes).await?;
+                        send_output(&mut write, &mut out, &bytes).await?;
                         METRICS.bytes_out.add(bytes.len() as u64 - 1);
                     }
                     Event::Exited(info) => return Ok::<_, std::io::Error>(End::Exited(info)),
@@ -127,6 +132,7 @@ pub async fn run(
         end = pump => end.unwrap_or(End::ClientGone(None)),
         _ = overrun.cancelled() => End::ClientGone(Some((1008, "not reading: too much queued for this connection"))),
         _ = execs.shutdown.cancelled() => End::Shutdown,
+        _ = peer_gone(tcp) => End::ClientGone(None),
     };
     let (exit, close) = match end {
         End::Exited(info) => {
@@ -164,6 +170,26 @@ pub async fn run(
     }
 }
 
+/// Resolves once the client's side of the TCP connection is closed (within about
+/// [`PEER_CHECK`]). The reader notices a closed connection by itself, but not while it waits
+/// for stdin to take a message: a program that neither reads nor writes would otherwise
+/// outlive its client. (TCP delivers the client's FIN after the input it sent, so a client
+/// that vanishes with more unread input than the socket buffers hold is noticed only once
+/// the program reads, writes or exits.)
+async fn peer_gone(tcp: Option<Arc<TcpStream>>) {
+    let Some(tcp) = tcp else {
+        return std::future::pending().await;
+    };
+    loop {
+        match tcp.ready(Interest::READABLE).await {
+            Ok(ready) if ready.is_read_closed() => return,
+            // Data the reader has not taken yet: look again later, not in a busy loop.
+            Ok(_) => tokio::time::sleep(PEER_CHECK).await,
+            Err(_) => return,
+        }
+    }
+}
+
 /// Writes one message as a frame.
 async fn send(
     write: &mut socket::WriteSide,
@@ -174,6 +200,27 @@ async fn send(
     out.clear();
     push_frame(out, opcode, payload);
     write.write_all(out).await
+}
+
+/// Writes a piece of output as a binary frame: its header and the bytes as read, in one
+/// vectored write (no copy of the bytes into a frame buffer).
+async fn send_output(
+    write: &mut socket::WriteSide,
+    head: &mut Vec<u8>,
+    payload: &[u8],
+) -> std::io::Result<()> {
+    head.clear();
+    push_head(head, OpCode::Binary, payload);
+    let mut parts = [std::io::IoSlice::new(head), std::io::IoSlice::new(payload)];
+    let mut parts = &mut parts[..];
+    while !parts.is_empty() {
+        let n = write.write_vectored(parts).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut parts, n);
+    }
+    Ok(())
 }
 
 /// The client's messages: stdin written here, signals handed to the writer (which owns the

@@ -139,10 +139,16 @@ impl LiveOutput for Live {
 
 /// Appends `payload` as one unmasked WebSocket frame.
 pub fn push_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    push_head(out, opcode, payload);
+    out.extend_from_slice(payload);
+}
+
+/// Appends only the header of an unmasked, final frame carrying `payload`, for a writer that
+/// sends the payload from where it is.
+pub fn push_head(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
     let mut head = [0u8; MAX_HEAD];
     let n = Frame::new(true, opcode, None, Payload::Borrowed(payload)).fmt_head(&mut head);
     out.extend_from_slice(&head[..n]);
-    out.extend_from_slice(payload);
 }
 
 /// Appends terminal output as binary frames, cut by the dialect's rules (at most 8 KiB each,
