@@ -568,17 +568,7 @@ async fn share_links_get_403_on_both_transports() {
         .expect("json");
     let id = v["id"].as_str().expect("id");
     for role in ["viewer", "writer"] {
-        let share: Value = http
-            .post(d.http(&format!("/api/sessions/{id}/share")))
-            .bearer_auth(TOKEN)
-            .json(&json!({"role": role}))
-            .send()
-            .await
-            .expect("share")
-            .json()
-            .await
-            .expect("json");
-        let st = share["token"].as_str().expect("token");
+        let st = &common::share_token(&d, TOKEN, id, role).await;
         let e = tokio_tungstenite::connect_async(exec_url(&d, &format!("?cmd=true&token={st}")))
             .await
             .expect_err("refused");

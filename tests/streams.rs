@@ -120,17 +120,7 @@ async fn a_share_link_sees_only_its_own_sessions_events_and_log() {
         let v: Value = resp.json().await.expect("json");
         ids.push(v["id"].as_str().expect("id").to_owned());
     }
-    let share: Value = http
-        .post(d.http(&format!("/api/sessions/{}/share", ids[0])))
-        .bearer_auth(TOKEN)
-        .json(&json!({"role": "viewer"}))
-        .send()
-        .await
-        .expect("share")
-        .json()
-        .await
-        .expect("json");
-    let vt = share["token"].as_str().expect("token");
+    let vt = &common::share_token(&d, TOKEN, &ids[0], "viewer").await;
     let mut ev = Sse::open(&d.http(&format!("/api/events?token={vt}")), None).await;
     ev.until_end().await;
     assert!(!ev.events.is_empty());

@@ -34,8 +34,6 @@ use crate::viewer::{socket, CLOSE_GRACE};
 
 type Io = TokioIo<Upgraded>;
 
-/// Replies from the reader waiting for the writer (each small: errors, pongs, close replies).
-const LOCAL_QUEUE: usize = 64;
 /// Signals from the reader waiting for the writer, which owns the process.
 const SIGNAL_QUEUE: usize = 8;
 /// How often a connection with unread input is looked at for its client having gone.
@@ -75,12 +73,7 @@ pub async fn run(
     let mut write = halves.write;
     let tcp = halves.tcp;
     let overrun = CancellationToken::new();
-    let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
-    let replies = Replies {
-        tx: local_tx,
-        patience: cfg.viewer.stall_deadline,
-        overrun: overrun.clone(),
-    };
+    let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let (signal_tx, mut signals) = mpsc::channel(SIGNAL_QUEUE);
     let messages = PipeMessages {
         stdin: child.take_stdin(),

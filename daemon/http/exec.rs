@@ -60,19 +60,12 @@ fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
 
 /// A place for one more exec, or the 429 that refuses it.
 fn admit(state: &AppState, slot: &Slot, shown: String) -> Result<Permit, ApiError> {
-    let refused = |why: String| {
-        crate::metrics::METRICS.refused(429);
-        ApiError(StatusCode::TOO_MANY_REQUESTS, why)
-    };
-    // As long-lived as a WebSocket: it leaves the pool strangers compete for.
-    if !slot.authenticate() {
-        return Err(refused(
-            "too many long-lived connections from this address".to_owned(),
-        ));
-    }
+    long_lived(slot)?;
     state.execs.admit(shown).ok_or_else(|| {
+        crate::metrics::METRICS.refused(429);
         let max = state.execs.max();
-        refused(format!("too many execs running (limits.max_execs = {max})"))
+        let why = format!("too many execs running (limits.max_execs = {max})");
+        ApiError(StatusCode::TOO_MANY_REQUESTS, why)
     })
 }
 
@@ -97,8 +90,8 @@ pub(super) fn websocket(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    if !fastwebsockets::upgrade::is_upgrade_request(&req) {
-        return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
+    if let Err(e) = expect_upgrade(&req) {
+        return e.response();
     }
     let q = match pipe_query(&req) {
         Ok(q) => q,
@@ -108,14 +101,9 @@ pub(super) fn websocket(
         Ok(p) => p,
         Err(refused) => return refused.response(),
     };
-    let (response, upgrade) = match fastwebsockets::upgrade::upgrade(&mut req) {
+    let (response, upgrade) = match accept_upgrade(&mut req) {
         Ok(pair) => pair,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("bad WebSocket upgrade: {e}"),
-            )
-        }
+        Err(e) => return e.response(),
     };
     // Started once the upgrade is through, so a client that never completes it runs nothing.
     let (cfg, execs) = (state.cfg.clone(), state.execs.clone());
@@ -137,7 +125,7 @@ pub(super) fn websocket(
             }
         }
     });
-    response.map(|_| Body::default())
+    response
 }
 
 /// `POST /api/exec`: runs the body's command, its output as `stdout`/`stderr` events, then

@@ -103,13 +103,8 @@ where
     F: FnOnce(Sink) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    // A stream is as long-lived as a WebSocket: it leaves the pool strangers compete for.
-    if !slot.authenticate() {
-        crate::metrics::METRICS.refused(429);
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many long-lived connections from this address",
-        );
+    if let Err(e) = long_lived(slot) {
+        return e.response();
     }
     let (sink, resp) = channel();
     let task = run(sink);

@@ -7,7 +7,6 @@
 
 use bytes::Bytes;
 use nix::sys::signal::Signal;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::dialect::Inbound;
@@ -154,42 +153,8 @@ pub fn split_output(message: &[u8]) -> Option<(Stream, &[u8])> {
     }
 }
 
-/// One text message from the server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ServerMessage {
-    /// The process ended (its output has all been sent); the server then closes with 1000.
-    Exit {
-        /// The exit status, or 128 + the signal number.
-        code: i32,
-        /// The signal's name when a signal ended it, else `null`.
-        signal: Option<String>,
-    },
-    /// Something was refused; after a program that could not start, the server closes with
-    /// 4002, otherwise the connection stays.
-    Error {
-        /// Explanation for people.
-        message: String,
-        /// Short machine word: `bad_message`, `bad_signal`, `exec_failed`.
-        code: String,
-    },
-}
-
-impl ServerMessage {
-    /// `{"type":"error",…}`.
-    pub fn error(code: &str, message: impl Into<String>) -> Self {
-        ServerMessage::Error {
-            message: message.into(),
-            code: code.to_owned(),
-        }
-    }
-
-    /// The message as one JSON text.
-    pub fn to_json(&self) -> String {
-        // Strings and numbers only: serialising cannot fail.
-        serde_json::to_string(self).unwrap_or_else(|_| r#"{"type":"error"}"#.to_owned())
-    }
-}
+/// The server's text messages: `exit` and `error`, exactly as the raw dialect writes them.
+pub use super::raw::ServerMessage;
 
 impl From<BadMessage> for ServerMessage {
     fn from(bad: BadMessage) -> Self {

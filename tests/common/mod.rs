@@ -686,3 +686,18 @@ pub async fn raw_ws(d: &Daemon, id: Uuid) -> tokio::net::TcpStream {
     );
     s
 }
+
+/// A share link's token for session `id` (uuid or number) with this role, made with the
+/// daemon's own `token`.
+pub async fn share_token(d: &Daemon, token: &str, id: &str, role: &str) -> String {
+    let resp = reqwest::Client::new()
+        .post(d.http(&format!("/api/sessions/{id}/share")))
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "role": role }))
+        .send()
+        .await
+        .expect("share");
+    assert_eq!(resp.status(), 201, "share link for {id}");
+    let share: Value = resp.json().await.expect("json");
+    share["token"].as_str().expect("token").to_owned()
+}

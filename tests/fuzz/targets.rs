@@ -836,10 +836,15 @@ fn ws_frame_rules(u: &mut Unstructured<'_>) -> Result<()> {
 
 // ---- the raw terminal dialect --------------------------------------------------------------
 
-fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
-    let is_text = u.arbitrary()?;
-    let prefix = u.ratio(1, 2)?;
-    let body = match u.int_in_range(0..=3)? {
+/// A client message: raw bytes, a run of JSON-looking pieces, or (half the time) an object of
+/// one of `types` with up to three of `keys`, each valued by `value`.
+fn control_message(
+    u: &mut Unstructured<'_>,
+    types: &[&str],
+    keys: &[&str],
+    value: impl Fn(&mut Unstructured<'_>, &str) -> Result<Value>,
+) -> Result<Vec<u8>> {
+    Ok(match u.int_in_range(0..=3)? {
         0 => u.bytes(u.len().min(1024))?.to_vec(),
         1 => {
             let n = u.int_in_range(0..=16)?;
@@ -851,15 +856,27 @@ fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
         _ => {
             // A known (or nearly known) type with random fields.
             let mut m = Map::new();
-            let ty = pick(u, &["ping", "resize", "signal", "chat", "x"])?;
+            let ty = pick(u, types)?;
             m.insert("type".into(), Value::String((*ty).into()));
             for _ in 0..u.int_in_range(0..=3)? {
-                let k = pick(u, &["cols", "rows", "signal", "data", "type"])?;
-                m.insert((*k).into(), json_value(u, 2)?);
+                let k = *pick(u, keys)?;
+                let v = value(u, k)?;
+                m.insert(k.into(), v);
             }
             Value::Object(m).to_string().into_bytes()
         }
-    };
+    })
+}
+
+fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let prefix = u.ratio(1, 2)?;
+    let body = control_message(
+        u,
+        &["ping", "resize", "signal", "chat", "x"],
+        &["cols", "rows", "signal", "data", "type"],
+        |u, _| json_value(u, 2),
+    )?;
     let mut frame = Vec::with_capacity(body.len() + 1);
     if prefix {
         frame.push(0x01);
@@ -941,35 +958,21 @@ fn log_lines(u: &mut Unstructured<'_>) -> Result<()> {
 
 fn pipe_messages(u: &mut Unstructured<'_>) -> Result<()> {
     let is_text = u.arbitrary()?;
-    let frame = match u.int_in_range(0..=3)? {
-        0 => u.bytes(u.len().min(1024))?.to_vec(),
-        1 => {
-            let n = u.int_in_range(0..=16)?;
-            (0..n)
-                .map(|_| pick(u, JSON_PIECES).copied())
-                .collect::<Result<String>>()?
-                .into_bytes()
-        }
-        _ => {
-            // A known (or nearly known) type with random fields.
-            let mut m = Map::new();
-            let ty = pick(u, &["eof", "signal", "resize", "ping", "x"])?;
-            m.insert("type".into(), Value::String((*ty).into()));
-            for _ in 0..u.int_in_range(0..=3)? {
-                let k = pick(u, &["signal", "cols", "rows", "type"])?;
-                let v = if *k == "signal" && u.ratio(2, 3)? {
-                    let names = [
-                        "SIGINT", "SIGTERM", "SIGKILL", "SIGSTOP", "SIGUSR1", "INT", "",
-                    ];
-                    Value::String((*pick(u, &names)?).into())
-                } else {
-                    json_value(u, 2)?
-                };
-                m.insert((*k).into(), v);
+    let frame = control_message(
+        u,
+        &["eof", "signal", "resize", "ping", "x"],
+        &["signal", "cols", "rows", "type"],
+        |u, k| {
+            if k == "signal" && u.ratio(2, 3)? {
+                let names = [
+                    "SIGINT", "SIGTERM", "SIGKILL", "SIGSTOP", "SIGUSR1", "INT", "",
+                ];
+                Ok(Value::String((*pick(u, &names)?).into()))
+            } else {
+                json_value(u, 2)
             }
-            Value::Object(m).to_string().into_bytes()
-        }
-    };
+        },
+    )?;
     inv::check_pipe_message(is_text, &frame);
     Ok(())
 }
