@@ -23,8 +23,10 @@ use crate::session::ExitInfo;
 
 /// The environment variable that marks every process of an exec.
 pub const EXEC_ENV: &str = "PTYHUB_EXEC";
-/// Most bytes read from one pipe at a time: one message to the client.
-pub const READ_BYTES: usize = 64 * 1024;
+/// Most bytes read from one pipe at a time: one message to the client. The output pipes are
+/// made this large too (Linux's default is 64 KiB), so a fast writer is read in a quarter of
+/// the wake-ups; what one exec can hold in its pipes stays bounded (twice this).
+pub const READ_BYTES: usize = 256 * 1024;
 /// After the program exits, how long output still arriving from processes it left holding its
 /// pipes is passed on before they are ended.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -86,6 +88,13 @@ pub fn spawn(spec: &ExecSpec<'_>) -> Result<ExecChild, SpawnError> {
         source,
     };
     let mut child = cmd.spawn().map_err(fail)?;
+    // Best effort: an unprivileged process may be held below this (`pipe-max-size`).
+    if let Some(out) = &child.stdout {
+        let _ = rustix::pipe::fcntl_setpipe_size(out, READ_BYTES);
+    }
+    if let Some(err) = &child.stderr {
+        let _ = rustix::pipe::fcntl_setpipe_size(err, READ_BYTES);
+    }
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

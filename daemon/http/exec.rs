@@ -28,6 +28,10 @@ use crate::session::ExitInfo;
 
 use super::*;
 
+/// Pieces of output (each at most a pipe read, 256 KiB, as text) waiting for an SSE client:
+/// about 1 MiB per exec at most.
+const SSE_QUEUE: usize = 4;
+
 /// What `GET /api/exec` asks for.
 struct PipeQuery {
     argv: Vec<String>,
@@ -167,7 +171,7 @@ pub(super) async fn sse(
             return error(status, &e.to_string());
         }
     };
-    let (sink, resp) = channel();
+    let (sink, resp) = channel(SSE_QUEUE);
     let execs = state.execs.clone();
     if let Some(mut stdin) = child.take_stdin() {
         // Written beside the output, so a program that writes before it reads cannot

@@ -80,9 +80,9 @@ impl Sink {
 }
 
 /// A stream's two ends: the sink its task writes to, and the `text/event-stream` response
-/// hyper drains as the client reads (at most [`QUEUE`] writes wait in between).
-pub(super) fn channel() -> (Sink, Response<Body>) {
-    let (tx, rx) = mpsc::channel(QUEUE);
+/// hyper drains as the client reads (at most `queue` writes wait in between).
+pub(super) fn channel(queue: usize) -> (Sink, Response<Body>) {
+    let (tx, rx) = mpsc::channel(queue);
     let frames = futures_util::stream::unfold(rx, |mut rx| async move {
         let bytes = rx.recv().await?;
         Some((Ok::<_, Infallible>(Frame::data(bytes)), rx))
@@ -106,7 +106,7 @@ where
     if let Err(e) = long_lived(slot) {
         return e.response();
     }
-    let (sink, resp) = channel();
+    let (sink, resp) = channel(QUEUE);
     let task = run(sink);
     let shutdown = state.shutdown.clone();
     crate::metrics::METRICS.sse_streams.add(1);
