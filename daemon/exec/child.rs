@@ -53,6 +53,9 @@ pub struct ExecChild {
     stdin: Option<ChildStdin>,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
+    /// Read buffers, one per stream: a piece is split off each read and the memory is taken
+    /// back once the piece has been sent, instead of a new allocation per read.
+    bufs: [BytesMut; 2],
     /// How it ended, once reaped.
     exit: Option<ExitInfo>,
     /// When the program exited: output is drained until then plus [`DRAIN_AFTER_EXIT`].
@@ -106,6 +109,7 @@ pub fn spawn(spec: &ExecSpec<'_>) -> Result<ExecChild, SpawnError> {
         stdout: child.stdout.take(),
         stderr: child.stderr.take(),
         child,
+        bufs: [BytesMut::new(), BytesMut::new()],
         exit: None,
         drain_until: None,
     })
@@ -148,13 +152,14 @@ impl ExecChild {
             }
             let drain_until = self.drain_until;
             let exited = self.exit.is_some();
+            let [out_buf, err_buf] = &mut self.bufs;
             tokio::select! {
-                got = read(&mut self.stdout, Stream::Stdout), if self.stdout.is_some() => {
+                got = read(&mut self.stdout, out_buf, Stream::Stdout), if self.stdout.is_some() => {
                     if let Some(bytes) = got {
                         return Event::Output(Stream::Stdout, bytes);
                     }
                 }
-                got = read(&mut self.stderr, Stream::Stderr), if self.stderr.is_some() => {
+                got = read(&mut self.stderr, err_buf, Stream::Stderr), if self.stderr.is_some() => {
                     if let Some(bytes) = got {
                         return Event::Output(Stream::Stderr, bytes);
                     }
@@ -239,13 +244,17 @@ impl Drop for ExecChild {
 /// end. Cancel-safe: nothing is read unless it completes.
 async fn read<R: tokio::io::AsyncRead + Unpin>(
     pipe: &mut Option<R>,
+    buf: &mut BytesMut,
     stream: Stream,
 ) -> Option<Bytes> {
     let r = pipe.as_mut()?;
-    let mut buf = BytesMut::with_capacity(READ_BYTES + 1);
-    buf.extend_from_slice(&[stream.tag()]);
-    match r.read_buf(&mut buf).await {
-        Ok(n) if n > 0 => Some(buf.freeze()),
+    if buf.is_empty() {
+        // Takes back the memory of the pieces already sent and dropped.
+        buf.reserve(READ_BYTES + 1);
+        buf.extend_from_slice(&[stream.tag()]);
+    }
+    match r.read_buf(buf).await {
+        Ok(n) if n > 0 => Some(buf.split().freeze()),
         _ => {
             *pipe = None;
             None
