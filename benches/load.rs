@@ -1,14 +1,15 @@
 //! Load generator for ptyhub: drives a real daemon over 127.0.0.1 and measures keystroke echo with
 //! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers
 //! (against a bare PTY in the same run), the stalled-viewer cost, joining a full screen (open to
-//! full snapshot), and the daemon's memory when idle, per idle session and per idle viewer. The
+//! full snapshot), the daemon's memory when idle, per idle session and per idle viewer, and
+//! exec (output through pipe mode and SSE against a bare pipe, short execs at a steady rate). The
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,soak]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,soak]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
-//! [--mem-viewers 1000] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
+//! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
 //! [--soak-workers 3] [--seed 1]`. All scenarios but the soak run by default (`--soak` alone runs
 //! only the soak); `--quick` is a smoke run of all of them in about a minute. Prints a table, then
 //! one JSON line (the last line of stdout); exits non-zero when a run or an invariant failed, and
@@ -35,6 +36,8 @@ mod daemon;
 mod dialects;
 #[path = "load/echo.rs"]
 mod echo;
+#[path = "load/exec.rs"]
+mod exec;
 #[path = "load/flood.rs"]
 mod flood;
 #[path = "load/join.rs"]
@@ -76,13 +79,14 @@ pub(crate) enum Scenario {
     Stall,
     Join,
     Memory,
+    Exec,
     Soak,
 }
 
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -121,6 +125,15 @@ struct Args {
     /// memory: idle viewers joined to one session [default: 1000; --quick: 50]
     #[arg(long)]
     mem_viewers: Option<usize>,
+    /// exec: MiB of base64 sent through one exec per transport [default: 100; --quick: 5]
+    #[arg(long)]
+    exec_mb: Option<usize>,
+    /// exec: short execs (`true`) started per second
+    #[arg(long, default_value_t = 100)]
+    exec_rate: usize,
+    /// exec: seconds of short execs [default: 5; --quick: 2]
+    #[arg(long)]
+    exec_seconds: Option<u64>,
     /// soak: its length in minutes, warm-up included [default: 10; --quick: 1]
     #[arg(long, conflicts_with = "soak_seconds")]
     soak: Option<u64>,
@@ -159,6 +172,9 @@ pub(crate) struct Settings {
     pub(crate) joins: usize,
     pub(crate) mem_sessions: usize,
     pub(crate) mem_viewers: usize,
+    pub(crate) exec_mb: usize,
+    pub(crate) exec_rate: usize,
+    pub(crate) exec_seconds: u64,
     pub(crate) soak: Duration,
     pub(crate) soak_warmup: Duration,
     pub(crate) soak_workers: usize,
@@ -185,6 +201,7 @@ impl Settings {
                     Scenario::Stall,
                     Scenario::Join,
                     Scenario::Memory,
+                    Scenario::Exec,
                 ]
             }
         });
@@ -220,6 +237,9 @@ impl Settings {
             joins: a.joins.unwrap_or(if q { 20 } else { 200 }),
             mem_sessions: a.mem_sessions.unwrap_or(if q { 10 } else { 100 }),
             mem_viewers: a.mem_viewers.unwrap_or(if q { 50 } else { 1000 }),
+            exec_mb: a.exec_mb.unwrap_or(if q { 5 } else { 100 }),
+            exec_rate: a.exec_rate,
+            exec_seconds: a.exec_seconds.unwrap_or(if q { 2 } else { 5 }),
         };
         if [
             s.samples,
@@ -229,12 +249,15 @@ impl Settings {
             s.joins,
             s.mem_sessions,
             s.mem_viewers,
+            s.exec_mb,
+            s.exec_rate,
+            s.exec_seconds as usize,
         ]
         .contains(&0)
         {
             bail!(
                 "--samples, --flood-mb, --flood-repeat, --stall-viewers, --joins, --mem-sessions \
-                 and --mem-viewers must be at least 1"
+                 --mem-viewers, --exec-mb, --exec-rate and --exec-seconds must be at least 1"
             );
         }
         if s.flood_viewers.contains(&0) {
@@ -379,6 +402,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Stall => stall::run(s, ctx, &mut report).await,
             Scenario::Join => join::run(s, ctx, &mut report).await,
             Scenario::Memory => memory::run(s, ctx, &mut report).await,
+            Scenario::Exec => exec::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
         }
     }

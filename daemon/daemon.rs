@@ -13,6 +13,7 @@ use tracing::{info, warn};
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::exec::Execs;
 use crate::http::connections::Connections;
 use crate::http::{self, AppState};
 use crate::registry::Registry;
@@ -37,13 +38,22 @@ impl Daemon {
             cfg.limits.failed_auth_per_minute,
             cfg.auth.allowed_origins.clone(),
         ));
+        let registry = Registry::new(cfg.clone(), auth.clone());
+        let shutdown = Shutdown::new();
+        let execs = Execs::new(
+            cfg.limits.max_execs,
+            cfg.session.kill_grace,
+            shutdown.clone(),
+            registry.journal().clone(),
+        );
         let state = Arc::new(AppState {
-            registry: Registry::new(cfg.clone(), auth.clone()),
+            registry,
             auth,
             connections: Connections::new(cfg.limits.max_connections_per_ip),
             cfg,
-            shutdown: Shutdown::new(),
+            shutdown,
             tasks: TaskTracker::new(),
+            execs,
         });
         Self {
             state,
@@ -80,19 +90,26 @@ impl Daemon {
         self.state.registry.len()
     }
 
-    /// Stops accepting, ends every session (SIGHUP and SIGTERM, SIGKILL after the grace
+    /// Stops accepting, ends every session and every exec (SIGTERM, SIGKILL after the grace
     /// period), and gives open connections a moment to deliver their close frames.
     pub async fn end(mut self) {
         self.state.shutdown.cancel();
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }
+        // Sessions and execs end together, each group given the same grace.
         let limit = self.state.cfg.session.kill_grace + Duration::from_secs(3);
-        if tokio::time::timeout(limit, self.state.registry.end_all(EndReason::Shutdown))
-            .await
-            .is_err()
-        {
+        let sessions = self.state.registry.end_all(EndReason::Shutdown);
+        let execs = self.state.execs.wait();
+        let (sessions, execs) = tokio::join!(
+            tokio::time::timeout(limit, sessions),
+            tokio::time::timeout(limit, execs)
+        );
+        if sessions.is_err() {
             warn!("some sessions did not end in time");
+        }
+        if execs.is_err() {
+            warn!("some execs did not end in time");
         }
         self.state.tasks.close();
         if tokio::time::timeout(CONNECTION_DRAIN, self.state.tasks.wait())

@@ -10,6 +10,7 @@
 //! - [`registry`]: session uuid → [`session::SessionHandle`].
 //! - [`session`]: one actor task per session owning the process and its PTY, the screen
 //!   model, the output log, the viewers and the session's metadata.
+//! - [`exec`]: one process per request on pipes, bound to its client (WebSocket or SSE).
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
 //! - [`term`]: terminal streams, pure: the one escape-sequence scanner.
 //! - [`client`]: the command-line client (`ptyhub attach`, `exec`, `ls`, `new`, `kill`,
@@ -30,6 +31,7 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod exec;
 pub mod http;
 pub mod journal;
 pub mod metrics;

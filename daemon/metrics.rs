@@ -75,6 +75,10 @@ pub struct Metrics {
     pub auth_failures: Counter,
     /// Server-sent event streams open now.
     pub sse_streams: Gauge,
+    /// Exec processes running now.
+    pub execs_running: Gauge,
+    /// Execs that ended, by outcome, in [`ExecOutcome`] order.
+    execs: [Counter; 4],
     /// Error messages sent to viewers and refused requests, by code.
     errors: Mutex<BTreeMap<String, u64>>,
 }
@@ -82,7 +86,44 @@ pub struct Metrics {
 /// The daemon's counters.
 pub static METRICS: std::sync::LazyLock<Metrics> = std::sync::LazyLock::new(Metrics::default);
 
+/// How an exec ended, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecOutcome {
+    /// The process exited by itself (any code).
+    Exited,
+    /// A signal ended it (a client's, or the kill when its client went or the daemon stopped).
+    Signalled,
+    /// Its timeout ended it.
+    TimedOut,
+    /// It could not be started.
+    FailedToStart,
+}
+
+impl ExecOutcome {
+    const ALL: [ExecOutcome; 4] = [
+        ExecOutcome::Exited,
+        ExecOutcome::Signalled,
+        ExecOutcome::TimedOut,
+        ExecOutcome::FailedToStart,
+    ];
+
+    /// The `outcome` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            ExecOutcome::Exited => "exited",
+            ExecOutcome::Signalled => "signalled",
+            ExecOutcome::TimedOut => "timed_out",
+            ExecOutcome::FailedToStart => "failed_to_start",
+        }
+    }
+}
+
 impl Metrics {
+    /// Counts an exec that ended.
+    pub fn exec_ended(&self, outcome: ExecOutcome) {
+        self.execs[outcome as usize].inc();
+    }
+
     /// Counts an error by its code.
     pub fn error(&self, code: &str) {
         let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
@@ -122,6 +163,11 @@ impl Metrics {
             "ptyhub_sse_streams",
             "Open server-sent event streams (events, logs).",
             &[("", self.sse_streams.get())],
+        );
+        gauge(
+            "ptyhub_execs_running",
+            "Exec processes running now.",
+            &[("", self.execs_running.get())],
         );
         let counters = [
             (
@@ -170,6 +216,18 @@ impl Metrics {
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
                 c.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP ptyhub_execs_total Execs that ended, by outcome.\n# TYPE ptyhub_execs_total counter"
+        );
+        for outcome in ExecOutcome::ALL {
+            let n = self.execs[outcome as usize].get();
+            let _ = writeln!(
+                out,
+                "ptyhub_execs_total{{outcome=\"{}\"}} {n}",
+                outcome.label()
             );
         }
         let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());

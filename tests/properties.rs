@@ -212,6 +212,47 @@ proptest! {
         inv::check_upload_name(parts.concat().as_bytes());
     }
 
+    /// Pipe-mode client messages: stdin unchanged, control exactly as its JSON says, anything
+    /// else an error with a code.
+    #[test]
+    fn pipe_messages_decode_as_section_13_says(
+        is_text in any::<bool>(),
+        raw in proptest::collection::vec(any::<u8>(), 0..64),
+        ty in proptest::sample::select(vec!["eof", "signal", "resize", "ping", ""]),
+        signal in proptest::sample::select(vec!["SIGINT", "SIGTERM", "SIGKILL", "SIGSTOP", "int", ""]),
+        extra in proptest::sample::select(vec!["", r#","cols":80,"rows":24"#, r#","signal":9"#]),
+    ) {
+        inv::check_pipe_message(is_text, &raw);
+        let json = format!(r#"{{"type":"{ty}","signal":"{signal}"{extra}}}"#);
+        inv::check_pipe_message(true, json.as_bytes());
+        inv::check_pipe_message(false, json.as_bytes());
+    }
+
+    /// Exec output as SSE text: the same whatever the reads, and exact through an SSE client.
+    #[test]
+    fn exec_text_is_independent_of_reads(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                3 => proptest::sample::select(vec!["a", "€", "😀", "é", "\n", "\r", "\r\n"])
+                    .prop_map(|s| s.as_bytes().to_vec()),
+                1 => proptest::collection::vec(any::<u8>(), 1..4),
+            ],
+            0..24,
+        ),
+        cuts in proptest::collection::vec(1usize..8, 1..12),
+    ) {
+        let data: Vec<u8> = parts.concat();
+        let mut pieces = Vec::new();
+        let (mut at, mut i) = (0, 0);
+        while at < data.len() {
+            let end = (at + cuts[i % cuts.len()]).min(data.len());
+            pieces.push(data[at..end].to_vec());
+            at = end;
+            i += 1;
+        }
+        inv::check_exec_text(&pieces);
+    }
+
     /// Shell quoting: the shell reads back the path.
     #[test]
     fn shell_quoting_round_trips(path in any::<String>()) {

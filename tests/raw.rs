@@ -356,17 +356,7 @@ async fn a_read_only_link_is_refused_input_and_resize_with_an_error() {
     let mut owner = Client::connect(&d.ws(id, &format!("?assistant=shell&token={TOKEN}"))).await;
     owner.resize(24, 80).await;
     owner.wait_screen("$ ").await;
-    let share: Value = reqwest::Client::new()
-        .post(d.http(&format!("/api/sessions/{id}/share")))
-        .bearer_auth(TOKEN)
-        .json(&json!({"role": "viewer"}))
-        .send()
-        .await
-        .expect("share")
-        .json()
-        .await
-        .expect("json");
-    let vt = share["token"].as_str().expect("token").to_owned();
+    let vt = common::share_token(&d, TOKEN, &id.to_string(), "viewer").await;
 
     // Its size in the query is refused like a resize, with an error that says why.
     let mut v = raw(&d, id, &format!("?token={vt}&cols=40&rows=10")).await;

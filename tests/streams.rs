@@ -5,139 +5,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{Client, Daemon, TIMEOUT};
+use common::sse::{Ev, Sse};
+use common::{Client, Daemon};
 use serde_json::{json, Value};
 use uuid::Uuid;
-
-/// One event as an SSE client (the spec's parsing) sees it.
-#[derive(Debug, Clone, PartialEq)]
-struct Ev {
-    id: Option<String>,
-    event: String,
-    data: String,
-}
-
-/// A client of one stream, parsing per the SSE spec.
-struct Sse {
-    resp: reqwest::Response,
-    buf: String,
-    id: Option<String>,
-    event: String,
-    data: Vec<String>,
-    events: Vec<Ev>,
-    ended: bool,
-}
-
-impl Sse {
-    async fn open(url: &str, last_id: Option<&str>) -> Sse {
-        let mut req = reqwest::Client::new().get(url);
-        if let Some(id) = last_id {
-            req = req.header("Last-Event-ID", id);
-        }
-        let resp = req.send().await.expect("GET");
-        assert_eq!(resp.status(), 200, "{url}");
-        assert_eq!(
-            resp.headers()["content-type"].to_str().unwrap(),
-            "text/event-stream"
-        );
-        Sse {
-            resp,
-            buf: String::new(),
-            id: None,
-            event: String::new(),
-            data: Vec::new(),
-            events: Vec::new(),
-            ended: false,
-        }
-    }
-
-    fn line(&mut self, line: &str) {
-        if line.is_empty() {
-            if !self.data.is_empty() {
-                self.events.push(Ev {
-                    id: self.id.clone(),
-                    event: if self.event.is_empty() {
-                        "message".to_owned()
-                    } else {
-                        std::mem::take(&mut self.event)
-                    },
-                    data: self.data.join("\n"),
-                });
-            }
-            self.data.clear();
-            self.event.clear();
-            return;
-        }
-        if line.starts_with(':') {
-            return;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "id" => self.id = Some(value.to_owned()),
-            "event" => self.event = value.to_owned(),
-            "data" => self.data.push(value.to_owned()),
-            _ => {}
-        }
-    }
-
-    /// Reads one chunk (or waits a moment); sets `ended` at the end of the stream.
-    async fn read_some(&mut self) {
-        match tokio::time::timeout(Duration::from_millis(500), self.resp.chunk()).await {
-            Err(_) => {}
-            Ok(Ok(Some(bytes))) => {
-                self.buf
-                    .push_str(std::str::from_utf8(&bytes).expect("UTF-8"));
-                while let Some(i) = self.buf.find('\n') {
-                    let line: String = self.buf.drain(..=i).collect();
-                    self.line(line.trim_end_matches('\n'));
-                }
-            }
-            Ok(_) => self.ended = true,
-        }
-    }
-
-    /// Reads until `cond` holds over the events so far.
-    async fn until(&mut self, what: &str, cond: impl Fn(&[Ev]) -> bool) {
-        let start = std::time::Instant::now();
-        while !cond(&self.events) {
-            assert!(
-                !self.ended,
-                "stream ended waiting for {what}: {:?}",
-                self.events
-            );
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "timed out waiting for {what}: {:?}",
-                self.events
-            );
-            self.read_some().await;
-        }
-    }
-
-    /// Reads until the server ends the stream.
-    async fn until_end(&mut self) {
-        let start = std::time::Instant::now();
-        while !self.ended {
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "stream did not end: {:?}",
-                self.events
-            );
-            self.read_some().await;
-        }
-    }
-
-    fn texts(&self) -> Vec<&str> {
-        self.events
-            .iter()
-            .filter(|e| e.event == "message")
-            .map(|e| e.data.as_str())
-            .collect()
-    }
-}
 
 fn of(events: &[Ev], kind: &str) -> Vec<Value> {
     events
@@ -249,17 +120,7 @@ async fn a_share_link_sees_only_its_own_sessions_events_and_log() {
         let v: Value = resp.json().await.expect("json");
         ids.push(v["id"].as_str().expect("id").to_owned());
     }
-    let share: Value = http
-        .post(d.http(&format!("/api/sessions/{}/share", ids[0])))
-        .bearer_auth(TOKEN)
-        .json(&json!({"role": "viewer"}))
-        .send()
-        .await
-        .expect("share")
-        .json()
-        .await
-        .expect("json");
-    let vt = share["token"].as_str().expect("token");
+    let vt = &common::share_token(&d, TOKEN, &ids[0], "viewer").await;
     let mut ev = Sse::open(&d.http(&format!("/api/events?token={vt}")), None).await;
     ev.until_end().await;
     assert!(!ev.events.is_empty());

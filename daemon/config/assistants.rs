@@ -121,6 +121,14 @@ pub fn program_available(program: &str) -> Result<(), String> {
 }
 
 /// The daemon's `SHELL`, if it is valid UTF-8 (argument arrays are strings).
+/// The daemon user's shell: `SHELL` when set and not empty, else `bash` (what `$SHELL` in an
+/// assistant's command stands for).
+pub fn user_shell() -> String {
+    let placeholder = [SHELL_PLACEHOLDER.to_owned()];
+    let mut argv = resolve_argv(&placeholder, shell_from_env().as_deref());
+    argv.pop().unwrap_or_else(|| FALLBACK_SHELL.to_owned())
+}
+
 fn shell_from_env() -> Option<String> {
     std::env::var("SHELL").ok()
 }

@@ -10,9 +10,9 @@ use toml::Spanned;
 
 use super::values::{
     AnyDuration, Argv, AssistantKey, ChatHistory, Cols, DisplayName, EnvVars, FailedAuthPerMinute,
-    FlowBudgetBytes, Listen, MaxChatChars, MaxConnectionsPerIp, MaxMessageBytes, MaxNameChars,
-    MaxSessions, MaxViewersPerSession, OutputLogBytes, PositiveDuration, Rows, ScrollbackApiBytes,
-    ScrollbackLines, Token, UploadMaxBytes,
+    FlowBudgetBytes, Listen, MaxChatChars, MaxConnectionsPerIp, MaxExecs, MaxMessageBytes,
+    MaxNameChars, MaxSessions, MaxViewersPerSession, OutputLogBytes, PositiveDuration, Rows,
+    ScrollbackApiBytes, ScrollbackLines, Token, UploadMaxBytes,
 };
 use super::{
     Assistant, AuthConfig, Config, ConfigError, LimitsConfig, SessionConfig, ViewerConfig,
@@ -174,6 +174,7 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
         max_name_chars: o.max_name_chars.or(b.max_name_chars),
         failed_auth_per_minute: o.failed_auth_per_minute.or(b.failed_auth_per_minute),
         max_connections_per_ip: o.max_connections_per_ip.or(b.max_connections_per_ip),
+        max_execs: o.max_execs.or(b.max_execs),
         header_timeout: o.header_timeout.or(b.header_timeout),
     };
     RawConfig {
@@ -264,6 +265,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         max_connections_per_ip: to_usize(
             need(l.max_connections_per_ip, "limits.max_connections_per_ip")?.0,
         ),
+        max_execs: to_usize(need(l.max_execs, "limits.max_execs")?.0),
         header_timeout: need(l.header_timeout, "limits.header_timeout")?.0,
     };
     let auth = AuthConfig {
@@ -319,6 +321,7 @@ struct RawLimits {
     max_name_chars: Option<MaxNameChars>,
     failed_auth_per_minute: Option<FailedAuthPerMinute>,
     max_connections_per_ip: Option<MaxConnectionsPerIp>,
+    max_execs: Option<MaxExecs>,
     header_timeout: Option<PositiveDuration>,
 }
 

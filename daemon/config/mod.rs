@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use assistants::{argv_problem, program_available, Assistant};
+pub use assistants::{argv_problem, program_available, user_shell, Assistant};
 use layers::build;
 
 /// The embedded default configuration, which is also the documented example.
@@ -114,6 +114,8 @@ pub struct LimitsConfig {
     /// Most simultaneous not-yet-authenticated connections from one client address (and,
     /// separately, most authenticated WebSockets from it).
     pub max_connections_per_ip: usize,
+    /// Most exec processes running at once (`/api/exec`, both transports).
+    pub max_execs: usize,
     /// How long a connection may take to send a request's headers, and may stay idle between
     /// requests, before it is closed.
     pub header_timeout: Duration,

@@ -69,6 +69,9 @@ pub(super) type MaxNameChars = Int<1, 255>;
 pub(super) type FailedAuthPerMinute = Int<1, 1_000_000>;
 /// `limits.max_connections_per_ip`.
 pub(super) type MaxConnectionsPerIp = Int<1, 1_000_000>;
+/// `limits.max_execs`: each exec is a process with three pipes, so thousands are surely a
+/// typo.
+pub(super) type MaxExecs = Int<1, 4096>;
 /// A wait that may be zero (`session.kill_grace`, `session.reap_after_exit`).
 pub(super) type AnyDuration = Dur<0>;
 /// A deadline, which zero would make fire at once (`viewer.stall_deadline`,

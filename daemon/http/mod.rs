@@ -1,8 +1,9 @@
 //! The HTTP side: the accept loop and connection places, the guard (host, origin, token, rate
-//! limit), the routes, the REST API, the WebSocket upgrade to a dialect, and replies.
+//! limit), the routes, the REST API, the WebSocket upgrade to a dialect, exec, and replies.
 
 mod accept;
 pub mod connections;
+mod exec;
 mod guard;
 mod reply;
 mod rest;
@@ -54,4 +55,6 @@ pub struct AppState {
     pub tasks: TaskTracker,
     /// Open connections per client address.
     pub connections: Arc<Connections>,
+    /// Running execs: their limit, and their tasks for shutdown to wait for.
+    pub execs: Arc<crate::exec::Execs>,
 }

@@ -247,6 +247,16 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
     req: Request<Incoming>,
     state: &AppState,
 ) -> Result<T, ApiError> {
+    let body = read_body(req, state).await?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad request body: {e}")))
+}
+
+/// Reads a body of at most [`MAX_BODY`] bytes, sent within the header timeout.
+pub(super) async fn read_body(
+    req: Request<Incoming>,
+    state: &AppState,
+) -> Result<bytes::Bytes, ApiError> {
     let collect = Limited::new(req.into_body(), MAX_BODY).collect();
     let body = tokio::time::timeout(state.cfg.limits.header_timeout, collect)
         .await
@@ -263,8 +273,7 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
             )
         })?
         .to_bytes();
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad request body: {e}")))
+    Ok(body)
 }
 
 /// `PATCH /api/sessions/{id}` body.

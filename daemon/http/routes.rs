@@ -42,6 +42,7 @@ pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static st
         ["api", "sessions", _] => &["GET", "PATCH", "DELETE"],
         ["api", "sessions", _, "scrollback"] | ["api", "sessions", _, "log"] => &["GET"],
         ["api", "events"] => &["GET"],
+        ["api", "exec"] => &["GET", "POST"],
         ["api", "sessions", _, "share"] => &["GET", "POST"],
         ["api", "sessions", _, "share", _] => &["DELETE"],
         _ => return None,
@@ -127,6 +128,9 @@ pub(super) async fn route(
         (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
         // A share link's stream carries only its own session's events.
         (&Method::GET, ["api", "events"]) => sse::events(req, &access, state, &slot),
+        // Never for a share link (section 9): it falls through to 403.
+        (&Method::GET, ["api", "exec"]) if full => exec::websocket(req, state, slot),
+        (&Method::POST, ["api", "exec"]) if full => exec::sse(req, state, slot).await,
         (_, ["api", "sessions", id, rest @ ..]) => {
             let id = match target(id) {
                 Ok(id) => id,
@@ -184,6 +188,7 @@ mod tests {
             ("/api/sessions/1/scrollback", Some("GET")),
             ("/api/sessions/1/share", Some("GET, POST")),
             ("/api/sessions/1/share/abc", Some("DELETE")),
+            ("/api/exec", Some("GET, POST")),
             ("/api/nope", None),
             ("/api/sessions/1/nope", None),
             ("/ws/1/nope", None),

@@ -65,41 +65,24 @@ pub fn encode(out: &mut String, id: Option<u64>, event: Option<&str>, data: &str
 }
 
 /// The client side of a stream: what its task writes to.
-struct Sink(mpsc::Sender<Bytes>);
+pub(super) struct Sink(mpsc::Sender<Bytes>);
 
 impl Sink {
     /// Sends text; `false` once the client is gone.
-    async fn send(&self, text: String) -> bool {
+    pub(super) async fn send(&self, text: String) -> bool {
         text.is_empty() || self.0.send(Bytes::from(text)).await.is_ok()
+    }
+
+    /// Resolves once the client is gone.
+    pub(super) async fn closed(&self) {
+        self.0.closed().await
     }
 }
 
-/// A `text/event-stream` response fed by the task `run` builds; the task is tracked for
-/// shutdown and ends when the daemon does or the client goes.
-fn stream<F, Fut>(state: &Arc<AppState>, slot: &Slot, run: F) -> Response<Body>
-where
-    F: FnOnce(Sink) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    // A stream is as long-lived as a WebSocket: it leaves the pool strangers compete for.
-    if !slot.authenticate() {
-        crate::metrics::METRICS.refused(429);
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many long-lived connections from this address",
-        );
-    }
-    let (tx, rx) = mpsc::channel(QUEUE);
-    let task = run(Sink(tx));
-    let shutdown = state.shutdown.clone();
-    crate::metrics::METRICS.sse_streams.add(1);
-    state.tasks.spawn(async move {
-        tokio::select! {
-            _ = task => {}
-            _ = shutdown.cancelled() => {}
-        }
-        crate::metrics::METRICS.sse_streams.sub(1);
-    });
+/// A stream's two ends: the sink its task writes to, and the `text/event-stream` response
+/// hyper drains as the client reads (at most `queue` writes wait in between).
+pub(super) fn channel(queue: usize) -> (Sink, Response<Body>) {
+    let (tx, rx) = mpsc::channel(queue);
     let frames = futures_util::stream::unfold(rx, |mut rx| async move {
         let bytes = rx.recv().await?;
         Some((Ok::<_, Infallible>(Frame::data(bytes)), rx))
@@ -110,6 +93,30 @@ where
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Tells proxies such as nginx not to buffer the stream.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    (Sink(tx), resp)
+}
+
+/// A `text/event-stream` response fed by the task `run` builds; the task is tracked for
+/// shutdown and ends when the daemon does or the client goes.
+fn stream<F, Fut>(state: &Arc<AppState>, slot: &Slot, run: F) -> Response<Body>
+where
+    F: FnOnce(Sink) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if let Err(e) = long_lived(slot) {
+        return e.response();
+    }
+    let (sink, resp) = channel(QUEUE);
+    let task = run(sink);
+    let shutdown = state.shutdown.clone();
+    crate::metrics::METRICS.sse_streams.add(1);
+    state.tasks.spawn(async move {
+        tokio::select! {
+            _ = task => {}
+            _ = shutdown.cancelled() => {}
+        }
+        crate::metrics::METRICS.sse_streams.sub(1);
+    });
     resp
 }
 
@@ -199,7 +206,7 @@ pub(super) fn events(
                         return;
                     }
                 }
-                _ = sink.0.closed() => return,
+                _ = sink.closed() => return,
             }
             since = journal.since(Some(last), KEPT);
         }
@@ -291,7 +298,7 @@ pub(super) fn log(
                 _ = info.changed() => {}
                 _ = ended.cancelled() => {}
                 _ = tokio::time::sleep(KEEP_ALIVE) => out.push_str(": keep-alive\n\n"),
-                _ = sink.0.closed() => return,
+                _ = sink.closed() => return,
             }
         }
     })

@@ -79,6 +79,45 @@ pub(super) fn ws_query(req: &Request<Incoming>) -> Result<WsQuery, String> {
     Ok(q)
 }
 
+/// 400 unless the request asks for a WebSocket upgrade.
+pub(super) fn expect_upgrade(req: &Request<Incoming>) -> Result<(), ApiError> {
+    if fastwebsockets::upgrade::is_upgrade_request(req) {
+        Ok(())
+    } else {
+        Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "expected a WebSocket upgrade".to_owned(),
+        ))
+    }
+}
+
+/// The connection is about to become long-lived (a WebSocket or a stream): it leaves the
+/// pool strangers compete for, or gets 429 when its address has no place left.
+pub(super) fn long_lived(slot: &Slot) -> Result<(), ApiError> {
+    if slot.authenticate() {
+        return Ok(());
+    }
+    crate::metrics::METRICS.refused(429);
+    Err(ApiError(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many long-lived connections (WebSockets and streams) from this address".to_owned(),
+    ))
+}
+
+/// Completes the handshake: the response to send, and the socket once the client has it;
+/// 400 for a handshake that is not right.
+pub(super) fn accept_upgrade(
+    req: &mut Request<Incoming>,
+) -> Result<(Response<Body>, fastwebsockets::upgrade::UpgradeFut), ApiError> {
+    match fastwebsockets::upgrade::upgrade(req) {
+        Ok((response, upgrade)) => Ok((response.map(|_| Body::default()), upgrade)),
+        Err(e) => Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("bad WebSocket upgrade: {e}"),
+        )),
+    }
+}
+
 /// Why a connection was refused after the upgrade.
 enum Refused {
     /// The session could not be created (close 4002).
@@ -95,20 +134,15 @@ pub(super) fn websocket(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    if !fastwebsockets::upgrade::is_upgrade_request(&req) {
-        return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
+    if let Err(e) = expect_upgrade(&req) {
+        return e.response();
     }
     let q = match ws_query(&req) {
         Ok(q) => q,
         Err(why) => return error(StatusCode::BAD_REQUEST, &why),
     };
-    // Authenticated now: it leaves the pool that strangers compete for.
-    if !slot.authenticate() {
-        crate::metrics::METRICS.refused(429);
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many WebSockets from this address",
-        );
+    if let Err(e) = long_lived(&slot) {
+        return e.response();
     }
     // Creation happens before the upgrade so two racing joiners start one program, but its
     // failure is reported after it, as the protocol wants (an error message and close 4002).
@@ -137,14 +171,9 @@ pub(super) fn websocket(
                 .map_err(|e| Refused::CreateFailed(e.to_string())),
         },
     };
-    let (response, upgrade) = match fastwebsockets::upgrade::upgrade(&mut req) {
+    let (response, upgrade) = match accept_upgrade(&mut req) {
         Ok(pair) => pair,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("bad WebSocket upgrade: {e}"),
-            )
-        }
+        Err(e) => return e.response(),
     };
     let cfg = state.cfg.clone();
     let (read_only, revoked, expires) = match &access {
@@ -179,7 +208,7 @@ pub(super) fn websocket(
             WsDialect::Raw => serve(ws, id, session, cfg, opts, Raw).await,
         }
     });
-    response.map(|_| Body::default())
+    response
 }
 
 /// Runs the viewer, or tells it why it was refused.
@@ -219,24 +248,12 @@ pub(super) fn multiplexed(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    if !fastwebsockets::upgrade::is_upgrade_request(&req) {
-        return error(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade");
+    if let Err(e) = expect_upgrade(&req).and_then(|()| long_lived(&slot)) {
+        return e.response();
     }
-    if !slot.authenticate() {
-        crate::metrics::METRICS.refused(429);
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many WebSockets from this address",
-        );
-    }
-    let (response, upgrade) = match fastwebsockets::upgrade::upgrade(&mut req) {
+    let (response, upgrade) = match accept_upgrade(&mut req) {
         Ok(pair) => pair,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("bad WebSocket upgrade: {e}"),
-            )
-        }
+        Err(e) => return e.response(),
     };
     let opts = match &access {
         Access::Full => MuxOptions::default(),
@@ -255,5 +272,5 @@ pub(super) fn multiplexed(
             Err(e) => debug!("upgrade failed: {e}"),
         }
     });
-    response.map(|_| Body::default())
+    response
 }

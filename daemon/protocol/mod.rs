@@ -6,7 +6,9 @@
 //! `PROTOCOL.md` is the first; later dialects sit next to it on the same session core.
 
 pub mod dialect;
+pub mod exec_sse;
 pub mod mux;
+pub mod pipe;
 pub mod raw;
 pub mod request;
 pub mod swe;

@@ -191,16 +191,26 @@ impl ExitWatch {
 /// marked with `session` when given.
 pub fn session_pids(leader: i32, session: Option<Uuid>) -> Vec<i32> {
     let marker = session.map(|s| format!("{SESSION_ENV}={s}"));
+    pids_where(|pid| {
+        kernel_session(pid) == Some(leader) || marker.as_deref().is_some_and(|m| has_marker(pid, m))
+    })
+}
+
+/// The pids of every process in process group `group`, and of every process whose
+/// environment holds `marker` (`NAME=value`): what an exec leaves behind, even a process that
+/// left the group.
+pub fn group_pids(group: i32, marker: &str) -> Vec<i32> {
+    pids_where(|pid| stat_field(pid, 2) == Some(group) || has_marker(pid, marker))
+}
+
+/// Every process but this one that `keep` picks.
+fn pids_where(keep: impl Fn(i32) -> bool) -> Vec<i32> {
     let own = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != own)
-        .filter(|&pid| {
-            kernel_session(pid) == Some(leader)
-                || marker.as_deref().is_some_and(|m| has_marker(pid, m))
-        })
+        .filter(|&pid| pid != own && keep(pid))
         .collect()
 }
 
@@ -231,8 +241,17 @@ fn has_marker(pid: i32, marker: &str) -> bool {
 /// Sends `signal` to every process of the session (see [`session_pids`]); returns how many
 /// were signalled.
 pub fn signal_session(leader: i32, session: Option<Uuid>, signal: Signal) -> usize {
-    let pids = session_pids(leader, session);
-    for &pid in &pids {
+    signal_pids(&session_pids(leader, session), signal)
+}
+
+/// Sends `signal` to every process of an exec's group or carrying its marker (see
+/// [`group_pids`]); returns how many were signalled.
+pub fn signal_group(group: i32, marker: &str, signal: Signal) -> usize {
+    signal_pids(&group_pids(group, marker), signal)
+}
+
+fn signal_pids(pids: &[i32], signal: Signal) -> usize {
+    for &pid in pids {
         let _ = kill(Pid::from_raw(pid), signal);
         if signal == Signal::SIGHUP {
             // A stopped job would sit on SIGHUP forever.

@@ -41,9 +41,6 @@ use subscription::{Framing, Pumped, Scratch, Subscription};
 use transport::{Kind, Sink, Transport, WriteResult};
 
 type Io = TokioIo<Upgraded>;
-/// Replies queued from the reader task to the writer task. Each is small (a pong's data is
-/// capped, control payloads are at most 125 bytes), so this bounds them in bytes too.
-const LOCAL_QUEUE: usize = 64;
 /// After the session has ended, how long a stuck writer may take to deliver its close frame.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -154,12 +151,7 @@ pub async fn run<D: Dialect>(
         }
     }
 
-    let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
-    let replies = Replies {
-        tx: local_tx,
-        patience: cfg.viewer.stall_deadline,
-        overrun: overrun.clone(),
-    };
+    let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let max_message = cfg.viewer.max_message_bytes;
     let messages = SessionMessages {
         session: session.clone(),

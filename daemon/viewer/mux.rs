@@ -40,8 +40,6 @@ use crate::session::{
 type Io = TokioIo<Upgraded>;
 /// Events of all sessions waiting for the writer, each small (bounded by its session's queue).
 const EVENTS_QUEUE: usize = 256;
-/// Replies from the reader waiting for the writer.
-const LOCAL_QUEUE: usize = 64;
 
 /// Who connected, and what the connection may reach.
 #[derive(Debug, Clone, Default)]
@@ -92,12 +90,7 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
     let halves = socket::split(ws.into_inner());
     let table = Arc::new(Table::default());
     let overrun = CancellationToken::new();
-    let (local_tx, mut local) = mpsc::channel(LOCAL_QUEUE);
-    let replies = Replies {
-        tx: local_tx,
-        patience: cfg.viewer.stall_deadline,
-        overrun: overrun.clone(),
-    };
+    let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let messages = MuxMessages {
         table: table.clone(),
         may_end: opts.only.is_none() && !opts.read_only,

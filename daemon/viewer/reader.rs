@@ -28,7 +28,27 @@ pub struct Replies {
     pub overrun: CancellationToken,
 }
 
+/// Replies queued from the reader task to the writer task. Each is small (a pong's data is
+/// capped, control payloads are at most 125 bytes, errors are short), so this bounds them in
+/// bytes too.
+pub const REPLY_QUEUE: usize = 64;
+
 impl Replies {
+    /// A reader's way to its writer, and the writer's end: replies wait at most `patience` for
+    /// room before `overrun` is cancelled.
+    pub fn channel(
+        patience: Duration,
+        overrun: CancellationToken,
+    ) -> (Replies, mpsc::Receiver<Local>) {
+        let (tx, rx) = mpsc::channel(REPLY_QUEUE);
+        let replies = Replies {
+            tx,
+            patience,
+            overrun,
+        };
+        (replies, rx)
+    }
+
     /// Hands `l` to the writer; `Err` when the writer is gone or the client is overrun.
     pub async fn send(&self, l: Local) -> Result<(), SessionGone> {
         match tokio::time::timeout(self.patience, self.tx.send(l)).await {

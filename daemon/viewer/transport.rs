@@ -71,10 +71,7 @@ impl Transport for WebSocket {
             Kind::Binary => OpCode::Binary,
             Kind::Control(op) => op,
         };
-        let mut head = [0u8; MAX_WS_HEAD];
-        let n = Frame::new(true, opcode, None, Payload::Borrowed(payload)).fmt_head(&mut head);
-        out.extend_from_slice(&head[..n]);
-        out.extend_from_slice(payload);
+        push_frame(out, opcode, payload);
     }
 
     fn close_frame(out: &mut Vec<u8>, code: u16, reason: &str) {
@@ -89,6 +86,20 @@ impl Transport for WebSocket {
     fn direct(&self) -> Option<Arc<TcpStream>> {
         self.tcp.clone()
     }
+}
+
+/// Appends `payload` as one unmasked, final WebSocket frame.
+pub fn push_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    push_head(out, opcode, payload);
+    out.extend_from_slice(payload);
+}
+
+/// Appends only the header of an unmasked, final WebSocket frame carrying `payload`, for a
+/// writer that sends the payload from where it is (vectored).
+pub fn push_head(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    let mut head = [0u8; MAX_WS_HEAD];
+    let n = Frame::new(true, opcode, None, Payload::Borrowed(payload)).fmt_head(&mut head);
+    out.extend_from_slice(&head[..n]);
 }
 
 /// Writes whole messages to a transport, remembering whether a write was cut off part way

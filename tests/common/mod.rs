@@ -5,6 +5,7 @@
 
 pub mod in_process;
 pub mod launcher;
+pub mod sse;
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -684,4 +685,19 @@ pub async fn raw_ws(d: &Daemon, id: Uuid) -> tokio::net::TcpStream {
         String::from_utf8_lossy(&head)
     );
     s
+}
+
+/// A share link's token for session `id` (uuid or number) with this role, made with the
+/// daemon's own `token`.
+pub async fn share_token(d: &Daemon, token: &str, id: &str, role: &str) -> String {
+    let resp = reqwest::Client::new()
+        .post(d.http(&format!("/api/sessions/{id}/share")))
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "role": role }))
+        .send()
+        .await
+        .expect("share");
+    assert_eq!(resp.status(), 201, "share link for {id}");
+    let share: Value = resp.json().await.expect("json");
+    share["token"].as_str().expect("token").to_owned()
 }

@@ -1218,6 +1218,7 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
     ("limits", "max_name_chars"),
     ("limits", "failed_auth_per_minute"),
     ("limits", "max_connections_per_ip"),
+    ("limits", "max_execs"),
     ("assistants.x", "name"),
     ("assistants.x", "command"),
     ("assistants.x", "resume"),
@@ -1600,4 +1601,90 @@ pub fn check_sse_roundtrip(data: &str) {
     }
     let want = data.replace("\r\n", "\n").replace('\r', "\n");
     assert_eq!(got.join("\n"), want);
+}
+
+// ---- exec: the pipe dialect and the SSE text ---------------------------------------------------
+
+/// **Decoding a pipe-mode client message never panics and follows PROTOCOL.md section 13**: a
+/// binary message is stdin, unchanged (empty: eof); a text message is `eof`, `resize` or an
+/// allowed `signal` exactly when its JSON says so, and anything else is an error with a known
+/// code and a bounded message, whose reply is a JSON `error` object.
+pub fn check_pipe_message(is_text: bool, frame: &[u8]) {
+    use ptyhub::protocol::pipe::{self, PipeRequest, ServerMessage};
+    use ptyhub::protocol::Inbound;
+    if !is_text {
+        match pipe::decode(Inbound::Binary(Bytes::copy_from_slice(frame))) {
+            Ok(PipeRequest::Eof) => assert!(frame.is_empty()),
+            Ok(PipeRequest::Stdin(b)) => assert_eq!(b.as_ref(), frame, "stdin changed"),
+            other => panic!("binary {frame:?} decoded as {other:?}"),
+        }
+        return;
+    }
+    let Ok(text) = std::str::from_utf8(frame) else {
+        return;
+    };
+    let obj = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(obj)) => Some(obj),
+        _ => None,
+    };
+    let ty = obj.as_ref().and_then(|o| o.get("type")?.as_str());
+    match pipe::decode(Inbound::Text(text.to_owned())) {
+        Ok(PipeRequest::Eof) => assert_eq!(ty, Some("eof")),
+        Ok(PipeRequest::Resize) => assert_eq!(ty, Some("resize")),
+        Ok(PipeRequest::Signal(s)) => {
+            assert_eq!(ty, Some("signal"));
+            assert!(ptyhub::session::ALLOWED_SIGNALS.contains(&s));
+            let name = obj.as_ref().and_then(|o| o.get("signal")?.as_str());
+            assert_eq!(name, Some(s.as_str()));
+        }
+        Ok(PipeRequest::Stdin(_)) => panic!("text {text:?} taken as stdin"),
+        Err(bad) => {
+            assert!(!matches!(ty, Some("eof" | "resize")), "{text:?}: {bad:?}");
+            assert!(["bad_message", "bad_signal"].contains(&bad.code), "{bad:?}");
+            assert!(
+                !bad.message.is_empty() && bad.message.len() <= MAX_ERROR_MESSAGE,
+                "{bad:?}"
+            );
+            let reply: Value = serde_json::from_str(&ServerMessage::from(bad).to_json())
+                .expect("the error reply is JSON");
+            assert_eq!(reply["type"], "error");
+        }
+    }
+}
+
+/// **Exec output as SSE text is independent of how reads cut it**: the text of the pieces
+/// (invalid UTF-8 as U+FFFD, a character cut between reads kept whole) is the lossy text of the
+/// whole output, and sent as events it reassembles, for an SSE client, to that text with every
+/// line end read as `\n`.
+pub fn check_exec_text(pieces: &[Vec<u8>]) {
+    use ptyhub::protocol::exec_sse::TextCarry;
+    let whole: Vec<u8> = pieces.concat();
+    let want = String::from_utf8_lossy(&whole).into_owned();
+    let mut carry = TextCarry::default();
+    let mut got = String::new();
+    let mut wire = String::new();
+    for p in pieces {
+        let text = carry.feed(p);
+        if !text.is_empty() {
+            ptyhub::http::sse_encode(&mut wire, None, Some("stdout"), &text);
+        }
+        got.push_str(&text);
+    }
+    let rest = carry.finish();
+    if !rest.is_empty() {
+        ptyhub::http::sse_encode(&mut wire, None, Some("stdout"), &rest);
+    }
+    got.push_str(&rest);
+    assert_eq!(got, want, "pieces {pieces:?}");
+    // An SSE client's reassembly of every event, concatenated.
+    let mut events = Vec::new();
+    for event in wire.split("\n\n").filter(|e| !e.is_empty()) {
+        let data: Vec<&str> = event
+            .split('\n')
+            .filter_map(|l| l.strip_prefix("data: ").or((l == "data:").then_some("")))
+            .collect();
+        events.push(data.join("\n"));
+    }
+    let normalized = want.replace("\r\n", "\n").replace('\r', "\n");
+    assert_eq!(events.concat(), normalized, "pieces {pieces:?}");
 }

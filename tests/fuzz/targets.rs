@@ -108,6 +108,16 @@ pub const TARGETS: &[Target] = &[
         run: mux_frames,
     },
     Target {
+        name: "pipe_messages",
+        max_input: 1 << 11,
+        run: pipe_messages,
+    },
+    Target {
+        name: "exec_text",
+        max_input: 1 << 12,
+        run: exec_text,
+    },
+    Target {
         name: "log_lines",
         max_input: 1 << 12,
         run: log_lines,
@@ -826,10 +836,15 @@ fn ws_frame_rules(u: &mut Unstructured<'_>) -> Result<()> {
 
 // ---- the raw terminal dialect --------------------------------------------------------------
 
-fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
-    let is_text = u.arbitrary()?;
-    let prefix = u.ratio(1, 2)?;
-    let body = match u.int_in_range(0..=3)? {
+/// A client message: raw bytes, a run of JSON-looking pieces, or (half the time) an object of
+/// one of `types` with up to three of `keys`, each valued by `value`.
+fn control_message(
+    u: &mut Unstructured<'_>,
+    types: &[&str],
+    keys: &[&str],
+    value: impl Fn(&mut Unstructured<'_>, &str) -> Result<Value>,
+) -> Result<Vec<u8>> {
+    Ok(match u.int_in_range(0..=3)? {
         0 => u.bytes(u.len().min(1024))?.to_vec(),
         1 => {
             let n = u.int_in_range(0..=16)?;
@@ -841,15 +856,27 @@ fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
         _ => {
             // A known (or nearly known) type with random fields.
             let mut m = Map::new();
-            let ty = pick(u, &["ping", "resize", "signal", "chat", "x"])?;
+            let ty = pick(u, types)?;
             m.insert("type".into(), Value::String((*ty).into()));
             for _ in 0..u.int_in_range(0..=3)? {
-                let k = pick(u, &["cols", "rows", "signal", "data", "type"])?;
-                m.insert((*k).into(), json_value(u, 2)?);
+                let k = *pick(u, keys)?;
+                let v = value(u, k)?;
+                m.insert(k.into(), v);
             }
             Value::Object(m).to_string().into_bytes()
         }
-    };
+    })
+}
+
+fn raw_frames(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let prefix = u.ratio(1, 2)?;
+    let body = control_message(
+        u,
+        &["ping", "resize", "signal", "chat", "x"],
+        &["cols", "rows", "signal", "data", "type"],
+        |u, _| json_value(u, 2),
+    )?;
     let mut frame = Vec::with_capacity(body.len() + 1);
     if prefix {
         frame.push(0x01);
@@ -924,5 +951,56 @@ fn log_lines(u: &mut Unstructured<'_>) -> Result<()> {
     inv::check_log_lines(&data, &chunks);
     let text = String::from_utf8_lossy(&data);
     inv::check_sse_roundtrip(&text);
+    Ok(())
+}
+
+// ---- exec: the pipe dialect and the SSE text ----------------------------------------------------
+
+fn pipe_messages(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let frame = control_message(
+        u,
+        &["eof", "signal", "resize", "ping", "x"],
+        &["signal", "cols", "rows", "type"],
+        |u, k| {
+            if k == "signal" && u.ratio(2, 3)? {
+                let names = [
+                    "SIGINT", "SIGTERM", "SIGKILL", "SIGSTOP", "SIGUSR1", "INT", "",
+                ];
+                Ok(Value::String((*pick(u, &names)?).into()))
+            } else {
+                json_value(u, 2)
+            }
+        },
+    )?;
+    inv::check_pipe_message(is_text, &frame);
+    Ok(())
+}
+
+fn exec_text(u: &mut Unstructured<'_>) -> Result<()> {
+    // Text with multi-byte characters, line ends and invalid bytes, cut anywhere.
+    const PIECES: &[&[u8]] = &[
+        b"plain ",
+        "\u{20ac}".as_bytes(),
+        "\u{1f600}".as_bytes(),
+        "\u{e9}".as_bytes(),
+        b"\n",
+        b"\r",
+        b"\r\n",
+        b"\xff",
+        b"\x80",
+        b"\xe2\x82",
+        b"\xf0\x9f",
+    ];
+    let mut data = Vec::new();
+    for _ in 0..u.int_in_range(0..=24)? {
+        if u.ratio(1, 4)? {
+            data.push(u.arbitrary()?);
+        } else {
+            data.extend_from_slice(pick(u, PIECES)?);
+        }
+    }
+    let pieces = cut(u, &data)?;
+    inv::check_exec_text(&pieces);
     Ok(())
 }
