@@ -614,3 +614,84 @@ async fn read_only_attach_watches_without_typing_or_sizing() {
         .expect("request");
     assert_eq!(bad.status(), 400, "an unknown role is a bad request");
 }
+
+/// `ptyhub exec`: stdout and stderr apart, stdin with its end of file, the environment and
+/// directory asked for, the exit status passed through, 127 for a program that cannot start.
+#[tokio::test]
+async fn exec_runs_as_if_local() {
+    use std::io::Write;
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let dir = d.dir.path().display().to_string();
+    let mut child = Command::new(BIN)
+        .args(["exec", "--cwd", &dir, "--env", "GREETING=hello there", "--"])
+        .args([
+            "sh",
+            "-c",
+            "echo \"$GREETING from $(pwd)\"; echo oops >&2; wc -c; exit 3",
+        ])
+        .env("PTYHUB_URL", &server)
+        .env("PTYHUB_TOKEN", TOKEN)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let input = vec![b'x'; 300_000];
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+        // Dropped: the end of file reaches the program, and wc answers.
+    });
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("joined")
+        .expect("waited");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("hello there from {dir}\n300000\n"));
+    assert_eq!(stderr(&out), "oops\n");
+
+    let missing = cli(&server, &["exec", "--", "/no/such/program"]);
+    assert_eq!(missing.status.code(), Some(127), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("ptyhub exec:"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+/// Ctrl+C (SIGINT to the client) reaches the remote program, whose death by it is the
+/// client's status (128 + 2).
+#[tokio::test]
+async fn exec_forwards_signals() {
+    let d = Daemon::in_process_auth(&common::config(""), Some(TOKEN));
+    let server = server_of(&d);
+    let mut child = Command::new(BIN)
+        .args(["exec", "--", "sh", "-c", "echo started; exec sleep 60"])
+        .env("PTYHUB_URL", &server)
+        .env("PTYHUB_TOKEN", TOKEN)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut out = child.stdout.take().expect("stdout");
+    let started = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        let n = out.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    });
+    let first = tokio::time::timeout(TIMEOUT, started)
+        .await
+        .expect("in time")
+        .expect("read");
+    assert_eq!(first, "started\n");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("joined")
+        .expect("waited");
+    assert_eq!(status.code(), Some(130));
+}

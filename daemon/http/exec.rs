@@ -36,15 +36,27 @@ const SSE_QUEUE: usize = 4;
 struct PipeQuery {
     argv: Vec<String>,
     cwd: Option<String>,
+    /// `env=K=V`, repeatable (`ptyhub exec --env`).
+    env: BTreeMap<String, String>,
 }
 
 fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
     let (mut cmd, mut args, mut cwd) = (None, Vec::new(), None);
+    let mut env = BTreeMap::new();
     for (k, v) in query_pairs(req) {
         match k.as_str() {
             "cmd" => cmd = Some(v),
             "arg" => args.push(v),
             "cwd" => cwd = Some(v).filter(|c| !c.is_empty()),
+            "env" => {
+                let Some((key, value)) = v.split_once('=') else {
+                    return Err(format!("env is KEY=VALUE, not {v:?}"));
+                };
+                if key.is_empty() || key.contains('\0') || value.contains('\0') {
+                    return Err(format!("env {key:?}: an empty name or a NUL byte"));
+                }
+                env.insert(key.to_owned(), value.to_owned());
+            }
             _ => {}
         }
     }
@@ -59,7 +71,7 @@ fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
     if cwd.as_deref().is_some_and(|c| c.contains('\0')) {
         return Err("cwd contains a NUL byte".to_owned());
     }
-    Ok(PipeQuery { argv, cwd })
+    Ok(PipeQuery { argv, cwd, env })
 }
 
 /// A place for one more exec, or the 429 that refuses it.
@@ -120,7 +132,7 @@ pub(super) fn websocket(
                 return;
             }
         };
-        match start(&permit, &q.argv, &BTreeMap::new(), q.cwd.as_deref()) {
+        match start(&permit, &q.argv, &q.env, q.cwd.as_deref()) {
             Ok(child) => websocket::run(ws, child, permit, cfg, execs).await,
             Err(e) => {
                 info!("exec could not start: {e}");
