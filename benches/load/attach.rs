@@ -15,7 +15,7 @@ use tokio::io::unix::AsyncFd;
 use crate::bare::{end_group, read_fd, read_until, spawn_on_pty};
 use crate::client::{Conn, STEP_TIMEOUT};
 use crate::daemon::Daemon;
-use crate::dialects::Client;
+use crate::dialects::{median, Client};
 use crate::flood::MarkerScan;
 use crate::report::{fail, ms, pct_us, round3, Report};
 use crate::{Ctx, Settings};
@@ -222,12 +222,6 @@ async fn attach_run(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<
     row.attach_rtt.sort();
     row.raw_rtt.sort();
     Ok(row)
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len().saturating_sub(1) / 2).copied()
 }
 
 /// The attach table and its JSON.

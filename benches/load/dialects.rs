@@ -290,7 +290,8 @@ async fn dialects_run(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Resul
     Ok(rows)
 }
 
-fn median(v: &[f64]) -> Option<f64> {
+/// The median of `v` (the lower middle one for an even count).
+pub(crate) fn median(v: &[f64]) -> Option<f64> {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v.get(v.len().saturating_sub(1) / 2).copied()
