@@ -69,6 +69,10 @@ pub(super) type MaxNameChars = Int<1, 255>;
 pub(super) type FailedAuthPerMinute = Int<1, 1_000_000>;
 /// `limits.max_connections_per_ip`.
 pub(super) type MaxConnectionsPerIp = Int<1, 1_000_000>;
+/// `recording.max_bytes_per_session`: at least 4 KiB (a header and a screenful).
+pub(super) type RecordingBytes = Int<4096, { u64::MAX }>;
+/// `recording.keep_days`: 1 day to 100 years.
+pub(super) type KeepDays = Int<1, 36_500>;
 /// A wait that may be zero (`session.kill_grace`, `session.reap_after_exit`).
 pub(super) type AnyDuration = Dur<0>;
 /// A deadline, which zero would make fire at once (`viewer.stall_deadline`,

@@ -4,6 +4,7 @@
 mod accept;
 pub mod connections;
 mod guard;
+mod recordings;
 mod reply;
 mod rest;
 mod routes;
