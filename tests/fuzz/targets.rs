@@ -112,6 +112,11 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 12,
         run: log_lines,
     },
+    Target {
+        name: "asciicast",
+        max_input: 1 << 12,
+        run: asciicast,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -924,5 +929,32 @@ fn log_lines(u: &mut Unstructured<'_>) -> Result<()> {
     inv::check_log_lines(&data, &chunks);
     let text = String::from_utf8_lossy(&data);
     inv::check_sse_roundtrip(&text);
+    Ok(())
+}
+
+// ---- recordings -------------------------------------------------------------------------------
+
+fn asciicast(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut data = term_bytes(u, 24)?;
+    // Multi-byte characters and broken ones, where a cut may fall inside.
+    for _ in 0..u.int_in_range(0..=6)? {
+        let at = u.int_in_range(0..=data.len())?;
+        const PIECES: &[&[u8]] = &[
+            "é".as_bytes(),
+            "€".as_bytes(),
+            "🦀".as_bytes(),
+            b"\xe2\x82",
+            b"\xff",
+            b"\xf0\x9f",
+        ];
+        let piece = pick(u, PIECES)?;
+        data.splice(at..at, piece.iter().copied());
+    }
+    let chunks = cut(u, &data)?;
+    let times = (0..chunks.len())
+        .map(|_| u.arbitrary::<f64>())
+        .collect::<Result<Vec<_>>>()?;
+    let label = text(u)?;
+    inv::check_asciicast(&chunks, &times, &label);
     Ok(())
 }
