@@ -162,10 +162,11 @@ async fn a_recording_is_asciicast_with_the_output_resizes_and_markers() {
     .await;
     let text = recording(&d, id).await;
     let joined = output(&parse(&text).1);
-    assert!(
-        joined.as_bytes().ends_with(&c.output),
-        "the viewer's stream"
-    );
+    // The viewer reads on until it has what was recorded (its stream ends the same way).
+    c.until("the viewer's stream is the end of the recording", |c| {
+        joined.as_bytes().ends_with(&c.output) && joined.as_bytes().ends_with(b"$ ")
+    })
+    .await;
 
     let resp = get(&d.http(&format!("/api/sessions/{id}/recording"))).await;
     assert_eq!(resp.headers()["content-type"], "application/x-asciicast");
@@ -184,6 +185,7 @@ async fn a_recording_is_asciicast_with_the_output_resizes_and_markers() {
         .cloned()
         .expect("listed");
     assert_eq!(mine["assistant"], "shell");
+    assert_eq!(mine["name"], "build", "renamed while recording");
     assert!(mine["ended"].is_null(), "running: {mine}");
     assert!(mine["bytes"].as_u64().unwrap() > 1000);
     let one = get(&d.http(&format!("/api/recordings/{id}"))).await;

@@ -157,11 +157,20 @@ impl Utf8Carry {
     /// The text of `bytes` after what was held, up to (not including) an incomplete character
     /// at its end, which is held. Empty when everything was held.
     pub fn feed(&mut self, bytes: &[u8]) -> String {
-        let mut all = std::mem::take(&mut self.held);
-        all.extend_from_slice(bytes);
-        let cut = complete_len(&all);
-        self.held = all.split_off(cut);
-        match String::from_utf8(all) {
+        self.feed_owned(bytes.to_vec())
+    }
+
+    /// [`Utf8Carry::feed`] taking the bytes by value: valid UTF-8 becomes the text without a
+    /// copy.
+    pub fn feed_owned(&mut self, mut bytes: Vec<u8>) -> String {
+        if !self.held.is_empty() {
+            let mut all = std::mem::take(&mut self.held);
+            all.extend_from_slice(&bytes);
+            bytes = all;
+        }
+        let cut = complete_len(&bytes);
+        self.held = bytes.split_off(cut);
+        match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         }

@@ -25,6 +25,13 @@ const BATCH_BYTES: usize = 64 * 1024;
 const BATCH_DELAY: Duration = Duration::from_millis(100);
 /// Room kept under the size cap for the marker that says the cap was reached.
 const CAP_RESERVE: u64 = 256;
+/// Once output arrives, how long the recorder lets more gather before reading it: a flood is
+/// read a few times per window instead of once per PTY read, and meanwhile the session does
+/// not wake it (well under the time a 4 MiB log window lasts at full speed, about 50 ms).
+const GATHER: Duration = Duration::from_millis(10);
+/// Output read within this time of an event's first byte joins that event (most bytes in one
+/// event: [`BATCH_BYTES`]). Replay timing moves by less than this.
+const MERGE_WINDOW: Duration = Duration::from_millis(10);
 
 /// What the recorder of one session needs.
 pub(super) struct Job {
@@ -65,6 +72,9 @@ struct Recording {
     /// The last event's time: times never go back.
     last_time: f64,
     carry: Utf8Carry,
+    /// Output read and not yet encoded, and when its first byte came.
+    pending: Vec<u8>,
+    pending_at: Option<Instant>,
     stopped: bool,
 }
 
@@ -80,6 +90,10 @@ impl Recording {
     fn event(&mut self, at: Instant, code: Code, data: &str) -> Result<(), Stop> {
         if self.stopped {
             return Ok(());
+        }
+        if code != Code::Output {
+            // What came before it goes first.
+            self.encode_output()?;
         }
         let time = self.time_of(at);
         let before = self.buf.len();
@@ -100,8 +114,27 @@ impl Recording {
         Ok(())
     }
 
+    /// Output that came `at`: joins the pending event when close enough in time.
     fn output(&mut self, at: Instant, bytes: &[u8]) -> Result<(), Stop> {
-        let text = self.carry.feed(bytes);
+        let joins = self.pending_at.is_some_and(|first| {
+            at.saturating_duration_since(first) < MERGE_WINDOW
+                && self.pending.len() + bytes.len() <= BATCH_BYTES
+        });
+        if !joins {
+            self.encode_output()?;
+            self.pending_at = Some(at);
+        }
+        self.pending.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Encodes the pending output as one event (an incomplete character waits for more).
+    fn encode_output(&mut self) -> Result<(), Stop> {
+        let Some(at) = self.pending_at.take() else {
+            return Ok(());
+        };
+        let bytes = std::mem::take(&mut self.pending);
+        let text = self.carry.feed_owned(bytes);
         if text.is_empty() {
             return Ok(());
         }
@@ -209,10 +242,13 @@ pub(super) async fn run(mut job: Job) {
         start,
         last_time: 0.0,
         carry: Utf8Carry::default(),
+        pending: Vec::new(),
+        pending_at: None,
         stopped: false,
     };
     // The header's bytes count against the cap too.
     rec.written = std::fs::metadata(catalog::cast_path(&dir, job.id)).map_or(0, |m| m.len());
+    let mut listed_name = meta.name.clone();
     let mut last = first;
     let mut at = job.log.start();
     let stop = loop {
@@ -223,7 +259,10 @@ pub(super) async fn run(mut job: Job) {
                 None => break drain(&mut rec, &job.log, &mut at, u64::MAX).err(),
                 Some(item) => on_tapped(&mut rec, &job.log, &mut at, &mut last, &mut meta, item),
             },
-            _ = job.log.wait_past(at) => drain(&mut rec, &job.log, &mut at, u64::MAX),
+            _ = job.log.wait_past(at) => {
+                tokio::time::sleep(GATHER).await;
+                drain(&mut rec, &job.log, &mut at, u64::MAX)
+            }
             _ = sleep_until(flush_at) => rec.flush().await,
         };
         let step = step.and_then(|()| {
@@ -238,12 +277,21 @@ pub(super) async fn run(mut job: Job) {
             Ok(()) if rec.buf.len() >= BATCH_BYTES => rec.flush().await,
             other => other,
         };
+        if meta.name != listed_name {
+            // Renamed: the listing shows the new name (rare, so written at once).
+            listed_name = meta.name.clone();
+            let (dir, meta) = (dir.clone(), meta.clone());
+            let _ = tokio::task::spawn_blocking(move || catalog::write_meta(&dir, &meta)).await;
+        }
         if let Err(stop) = step {
             break Some(stop);
         }
     };
-    let tail = rec.carry.finish();
     let mut stop = stop;
+    if stop.is_none() {
+        stop = rec.encode_output().err();
+    }
+    let tail = rec.carry.finish();
     if !tail.is_empty() && stop.is_none() {
         stop = rec.event(Instant::now(), Code::Output, &tail).err();
     }
@@ -297,11 +345,11 @@ fn drain(rec: &mut Recording, log: &SharedLog, at: &mut u64, until: u64) -> Resu
     loop {
         let end = until.min(log.head());
         if *at >= end {
-            return Ok(());
+            return rec.encode_output();
         }
         match log.chunks_between(*at, end, BATCH_BYTES) {
             // Nothing held reaches `end` (cannot happen below the head): nothing to do.
-            Ok(chunks) if chunks.is_empty() => return Ok(()),
+            Ok(chunks) if chunks.is_empty() => return rec.encode_output(),
             Ok(chunks) => {
                 for (offset, chunk) in chunks {
                     let len = chunk.bytes.len().min((end - offset) as usize);
@@ -315,6 +363,7 @@ fn drain(rec: &mut Recording, log: &SharedLog, at: &mut u64, until: u64) -> Resu
                     "recording: {} bytes of output were lost (recorder fell behind)",
                     oldest.saturating_sub(*at)
                 );
+                rec.encode_output()?;
                 // What was held of a character belongs to the lost output.
                 rec.carry = Utf8Carry::default();
                 rec.event(Instant::now(), Code::Marker, &label)?;

@@ -96,22 +96,7 @@ impl OutputLog {
     /// The chunks from `from` onward, each with its offset; the first one cut to start at
     /// `from`. For readers that need the stream or the time of each part.
     pub fn chunks_from(&self, from: u64) -> Result<Vec<(u64, Chunk)>, FellBehind> {
-        if from < self.start {
-            return Err(FellBehind);
-        }
-        let mut pos = self.start;
-        let mut found = Vec::new();
-        for chunk in &self.chunks {
-            let end = pos + chunk.bytes.len() as u64;
-            if end > from {
-                let skip = from.saturating_sub(pos) as usize;
-                let mut part = chunk.clone();
-                part.bytes = part.bytes.slice(skip..);
-                found.push((pos + skip as u64, part));
-            }
-            pos = end;
-        }
-        Ok(found)
+        self.chunks_between(from, u64::MAX, usize::MAX)
     }
 
     /// The chunks from `from` up to `until`, at most about `max` bytes of them (always one
