@@ -1,11 +1,12 @@
 //! Load generator for ptyhub: drives a real daemon over 127.0.0.1 and measures keystroke echo with
 //! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers
 //! (against a bare PTY in the same run), the stalled-viewer cost, joining a full screen (open to
-//! full snapshot), and the daemon's memory when idle, per idle session and per idle viewer. The
+//! full snapshot), the daemon's memory when idle, per idle session and per idle viewer, and
+//! what recording sessions costs (a flood to 10 viewers and idle sessions, recording on vs off). The
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,soak]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,record,soak]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
@@ -45,6 +46,8 @@ mod launcher;
 mod memory;
 #[path = "load/procfs.rs"]
 mod procfs;
+#[path = "load/record.rs"]
+mod record;
 #[path = "load/report.rs"]
 mod report;
 #[path = "load/soak.rs"]
@@ -62,7 +65,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use tokio::runtime::Handle;
 
-use crate::daemon::{config, daemon_binary};
+use crate::daemon::{config_recording, daemon_binary, CONFIG, NO_RECORDING_CONFIG};
 use crate::flood::{make_flood_file, FloodFile};
 use crate::procfs::{raise_nofile, renice_this_thread};
 use crate::report::{print_report, Report};
@@ -76,13 +79,14 @@ pub(crate) enum Scenario {
     Stall,
     Join,
     Memory,
+    Record,
     Soak,
 }
 
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,record; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -185,6 +189,7 @@ impl Settings {
                     Scenario::Stall,
                     Scenario::Join,
                     Scenario::Memory,
+                    Scenario::Record,
                 ]
             }
         });
@@ -281,7 +286,13 @@ fn run(args: Args) -> Result<bool> {
         .prefix("ptyhub-load-")
         .tempdir()
         .context("creating a temp dir")?;
-    std::fs::write(tmp.path().join("ptyhub.toml"), config()).context("writing the config")?;
+    std::fs::write(tmp.path().join(CONFIG), config_recording(tmp.path(), true))
+        .context("writing the config")?;
+    std::fs::write(
+        tmp.path().join(NO_RECORDING_CONFIG),
+        config_recording(tmp.path(), false),
+    )
+    .context("writing the config without recording")?;
     let pool = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("load-viewers")
@@ -363,6 +374,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
         Scenario::Stall,
         Scenario::Dialects,
         Scenario::Attach,
+        Scenario::Record,
     ]
     .iter()
     .any(|sc| s.scenarios.contains(sc))
@@ -379,6 +391,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Stall => stall::run(s, ctx, &mut report).await,
             Scenario::Join => join::run(s, ctx, &mut report).await,
             Scenario::Memory => memory::run(s, ctx, &mut report).await,
+            Scenario::Record => record::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
         }
     }

@@ -23,6 +23,7 @@ pub(crate) struct Report {
     pub(crate) stall: Vec<StallRow>,
     pub(crate) join: Option<JoinRow>,
     pub(crate) memory: Option<MemoryRow>,
+    pub(crate) record: Option<crate::record::RecordRow>,
     pub(crate) soak: Option<SoakRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
     pub(crate) notes: Vec<String>,
@@ -110,6 +111,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if let Some(m) = &r.memory {
         crate::memory::print(m, &mut out);
+    }
+    if let Some(rec) = &r.record {
+        crate::record::print(rec, &mut out);
     }
     if let Some(soak) = &r.soak {
         crate::soak::print(soak, &mut out);
