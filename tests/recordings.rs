@@ -330,7 +330,7 @@ fn config_in(dir: &Path, extra: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_sessions_recording_is_served_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config_in(dir.path(), "input = true");
+    let cfg = config_in(&dir.path().join("recordings"), "input = true");
     let id = Uuid::new_v4();
     {
         let mut d = Daemon::start_with(&cfg);
@@ -349,6 +349,11 @@ async fn an_ended_sessions_recording_is_served_after_a_restart() {
     let text = recording(&d, id).await;
     let (_, events) = parse(&text);
     assert!(output(&events).contains("BEFORE-42"));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let file = dir.path().join("recordings").join(format!("{id}.cast"));
+    assert_eq!(mode(&file), 0o600, "the daemon's user only");
+    assert_eq!(mode(&dir.path().join("recordings")), 0o700);
     // With `input = true` the keystrokes are there too.
     let typed: String = data_of(&events, "i").concat();
     assert!(typed.contains("echo BEFORE-$((6*7))"), "{typed:?}");

@@ -2,6 +2,8 @@
 //! name, assistant, times), so recordings from earlier daemon runs are listed like the
 //! current ones; and pruning by age.
 
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -61,7 +63,13 @@ fn meta_path(dir: &Path, id: Uuid) -> PathBuf {
 pub fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
     let tmp = dir.join(format!(".{}.json.tmp", meta.id));
     let text = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, text)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(&text)?;
     std::fs::rename(&tmp, meta_path(dir, meta.id))
 }
 

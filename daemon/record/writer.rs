@@ -5,6 +5,7 @@
 //! read is replaced by a marker saying so; a failing disk or the size cap stops the recording.
 
 use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -177,8 +178,17 @@ impl Recording {
 /// Creates the file and writes its header; the session's first status gives the size and
 /// name.
 fn create(dir: &std::path::Path, id: Uuid, status: &StatusInfo) -> std::io::Result<std::fs::File> {
-    std::fs::create_dir_all(dir)?;
-    let mut file = std::fs::File::create(catalog::cast_path(dir, id))?;
+    // Recordings hold whatever sessions printed: for the daemon's user only.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(catalog::cast_path(dir, id))?;
     let header = asciicast::Header {
         version: 2,
         width: status.cols,
