@@ -168,12 +168,15 @@ impl Utf8Carry {
             all.extend_from_slice(&bytes);
             bytes = all;
         }
+        // Whole characters, the usual case, are validated once and kept as they are.
+        let mut bytes = match String::from_utf8(bytes) {
+            Ok(text) => return text,
+            Err(e) => e.into_bytes(),
+        };
         let cut = complete_len(&bytes);
         self.held = bytes.split_off(cut);
-        match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        }
+        String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
     /// What is still held, as text (an incomplete character is shown as U+FFFD): for the end.

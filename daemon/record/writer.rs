@@ -19,8 +19,10 @@ use crate::session::output_log::{FellBehind, SharedLog};
 use crate::session::tap::{TapReceiver, Tapped};
 use crate::session::{StatusInfo, ViewerEvent};
 
-/// Encoded bytes gathered before they are written.
+/// Output bytes in one event, at most.
 const BATCH_BYTES: usize = 64 * 1024;
+/// Encoded bytes gathered before they are written (a flood is written in few large writes).
+const FLUSH_BYTES: usize = 1 << 20;
 /// Longest time encoded events wait to be written: a running recording on disk is at most
 /// this far behind.
 const BATCH_DELAY: Duration = Duration::from_millis(100);
@@ -284,7 +286,7 @@ pub(super) async fn run(mut job: Job) {
             Ok(())
         });
         let step = match step {
-            Ok(()) if rec.buf.len() >= BATCH_BYTES => rec.flush().await,
+            Ok(()) if rec.buf.len() >= FLUSH_BYTES => rec.flush().await,
             other => other,
         };
         if meta.name != listed_name {
