@@ -2,11 +2,12 @@
 //! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers
 //! (against a bare PTY in the same run), the stalled-viewer cost, joining a full screen (open to
 //! full snapshot), the daemon's memory when idle, per idle session and per idle viewer, and
-//! exec (output through pipe mode and SSE against a bare pipe, short execs at a steady rate). The
+//! exec (output through pipe mode and SSE against a bare pipe, short execs at a steady rate), and
+//! what recording sessions costs (a flood to 10 viewers and idle sessions, recording on vs off). The
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,soak]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,soak]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
@@ -48,6 +49,8 @@ mod launcher;
 mod memory;
 #[path = "load/procfs.rs"]
 mod procfs;
+#[path = "load/record.rs"]
+mod record;
 #[path = "load/report.rs"]
 mod report;
 #[path = "load/soak.rs"]
@@ -65,7 +68,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use tokio::runtime::Handle;
 
-use crate::daemon::{config, daemon_binary};
+use crate::daemon::{config_recording, daemon_binary, CONFIG, NO_RECORDING_CONFIG};
 use crate::flood::{make_flood_file, FloodFile};
 use crate::procfs::{raise_nofile, renice_this_thread};
 use crate::report::{print_report, Report};
@@ -80,13 +83,14 @@ pub(crate) enum Scenario {
     Join,
     Memory,
     Exec,
+    Record,
     Soak,
 }
 
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec,record; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -202,6 +206,7 @@ impl Settings {
                     Scenario::Join,
                     Scenario::Memory,
                     Scenario::Exec,
+                    Scenario::Record,
                 ]
             }
         });
@@ -304,7 +309,13 @@ fn run(args: Args) -> Result<bool> {
         .prefix("ptyhub-load-")
         .tempdir()
         .context("creating a temp dir")?;
-    std::fs::write(tmp.path().join("ptyhub.toml"), config()).context("writing the config")?;
+    std::fs::write(tmp.path().join(CONFIG), config_recording(tmp.path(), true))
+        .context("writing the config")?;
+    std::fs::write(
+        tmp.path().join(NO_RECORDING_CONFIG),
+        config_recording(tmp.path(), false),
+    )
+    .context("writing the config without recording")?;
     let pool = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("load-viewers")
@@ -386,6 +397,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
         Scenario::Stall,
         Scenario::Dialects,
         Scenario::Attach,
+        Scenario::Record,
     ]
     .iter()
     .any(|sc| s.scenarios.contains(sc))
@@ -403,6 +415,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Join => join::run(s, ctx, &mut report).await,
             Scenario::Memory => memory::run(s, ctx, &mut report).await,
             Scenario::Exec => exec::run(s, ctx, &mut report).await,
+            Scenario::Record => record::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
         }
     }

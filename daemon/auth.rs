@@ -42,6 +42,8 @@ pub struct Share {
     pub session: Uuid,
     /// What it allows.
     pub role: Role,
+    /// Whether it may download its session's recording.
+    pub record: bool,
     token: String,
     /// When it was made.
     pub created_at: SystemTime,
@@ -61,6 +63,8 @@ pub struct ShareInfo {
     pub session: Uuid,
     /// Its role.
     pub role: Role,
+    /// Whether it may download its session's recording.
+    pub record: bool,
     /// RFC 3339.
     pub created_at: String,
     /// RFC 3339, or null for no expiry.
@@ -74,6 +78,7 @@ impl Share {
             id: self.id.clone(),
             session: self.session,
             role: self.role,
+            record: self.record,
             created_at: crate::session::rfc3339(self.created_at),
             expires_at: self.expires_at.map(crate::session::rfc3339),
         }
@@ -100,6 +105,14 @@ impl Access {
         match self {
             Access::Full => true,
             Access::Share(s) => s.session == session,
+        }
+    }
+
+    /// Whether it may download `session`'s recording (a share link only when made so).
+    pub fn may_record(&self, session: Uuid) -> bool {
+        match self {
+            Access::Full => true,
+            Access::Share(s) => s.session == session && s.record,
         }
     }
 
@@ -295,13 +308,20 @@ impl Auth {
             || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
 
-    /// Makes a share link for `session`.
-    pub fn create_share(&self, session: Uuid, role: Role, ttl: Option<Duration>) -> Arc<Share> {
+    /// Makes a share link for `session`; `record`: whether it may download the recording.
+    pub fn create_share(
+        &self,
+        session: Uuid,
+        role: Role,
+        ttl: Option<Duration>,
+        record: bool,
+    ) -> Arc<Share> {
         let now = SystemTime::now();
         let share = Arc::new(Share {
             id: generate_token()[..12].to_owned(),
             session,
             role,
+            record,
             token: generate_token(),
             created_at: now,
             expires_at: ttl.and_then(|t| now.checked_add(t)),
@@ -396,7 +416,7 @@ mod tests {
             Denied::Invalid
         );
         let id = Uuid::new_v4();
-        let share = auth.create_share(id, Role::Viewer, None);
+        let share = auth.create_share(id, Role::Viewer, None, false);
         let token = share.token().to_owned();
         match auth.authenticate(Some(&token), ip()) {
             Ok(Access::Share(s)) => assert_eq!((s.session, s.role), (id, Role::Viewer)),
@@ -409,7 +429,7 @@ mod tests {
             auth.authenticate(Some(&token), ip()).unwrap_err(),
             Denied::Invalid
         );
-        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO));
+        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false);
         assert_eq!(
             auth.authenticate(Some(expired.token()), ip()).unwrap_err(),
             Denied::Expired
@@ -440,8 +460,8 @@ mod tests {
     fn a_correct_token_passes_from_a_limited_address() {
         let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
         let id = Uuid::new_v4();
-        let share = auth.create_share(id, Role::Writer, None);
-        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO));
+        let share = auth.create_share(id, Role::Writer, None, false);
+        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false);
         for _ in 0..12 {
             let _ = auth.authenticate(Some("bad"), ip());
         }

@@ -72,6 +72,10 @@ impl Daemon {
         let addr = listener.local_addr()?;
         self.addr = Some(addr);
         self.server = Some(tokio::spawn(http::run(listener, self.state.clone())));
+        let registry = Arc::downgrade(&self.state.registry);
+        let live = move |id| registry.upgrade().is_some_and(|r| r.get(&id).is_some());
+        let recordings = self.state.registry.recordings().clone();
+        tokio::spawn(recordings.prune_daily(self.state.shutdown.clone(), live));
         Ok(addr)
     }
 
@@ -111,6 +115,12 @@ impl Daemon {
         if execs.is_err() {
             warn!("some execs did not end in time");
         }
+        // Every session has ended: their recorders write their last events.
+        self.state
+            .registry
+            .recordings()
+            .finish(CONNECTION_DRAIN)
+            .await;
         self.state.tasks.close();
         if tokio::time::timeout(CONNECTION_DRAIN, self.state.tasks.wait())
             .await

@@ -18,6 +18,7 @@
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
 //! - [`metrics`]: counters for `/metrics`.
+//! - [`record`]: session recordings (asciicast v2 files): written, listed, pruned.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
 //! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor.
@@ -36,6 +37,7 @@ pub mod http;
 pub mod journal;
 pub mod metrics;
 pub mod protocol;
+pub mod record;
 pub mod registry;
 pub mod session;
 pub mod shutdown;

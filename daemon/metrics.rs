@@ -73,6 +73,8 @@ pub struct Metrics {
     pub upload_failures: Counter,
     /// Requests with a missing, wrong, expired or rate-limited token.
     pub auth_failures: Counter,
+    /// Recordings stopped early: a failing disk, or their size cap.
+    pub recording_failures: Counter,
     /// Server-sent event streams open now.
     pub sse_streams: Gauge,
     /// Exec processes running now.
@@ -204,6 +206,11 @@ impl Metrics {
                 "ptyhub_upload_failures_total",
                 "Uploads refused or failed.",
                 &self.upload_failures,
+            ),
+            (
+                "ptyhub_recording_failures_total",
+                "Recordings stopped early (disk failure or size cap).",
+                &self.recording_failures,
             ),
             (
                 "ptyhub_auth_failures_total",

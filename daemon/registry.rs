@@ -30,6 +30,8 @@ pub struct Registry {
     created: tokio::sync::broadcast::Sender<Uuid>,
     /// Lifecycle events of every session (and of execs).
     journal: Arc<crate::journal::Journal>,
+    /// Every session's recording.
+    recordings: Arc<crate::record::Recordings>,
 }
 
 /// The session numbers in use. A number is taken before its session starts and given back
@@ -142,12 +144,13 @@ impl Registry {
                 by_num: [None; MAX_NUM],
                 used: 0,
             }),
-            cfg,
             auth,
             me: me.clone(),
             closing: Default::default(),
             created: tokio::sync::broadcast::channel(CREATED_BACKLOG).0,
             journal: crate::journal::Journal::new(),
+            recordings: crate::record::Recordings::new(cfg.recording.clone()),
+            cfg,
         })
     }
 
@@ -215,6 +218,8 @@ impl Registry {
                 );
                 match started {
                     Ok(handle) => {
+                        // Before anyone else can reach it: the recording misses nothing.
+                        self.recordings.start(&handle);
                         e.insert(handle.clone());
                         // No listener is fine: nobody carries every session right now.
                         let _ = self.created.send(handle.id());
@@ -233,6 +238,11 @@ impl Registry {
     /// The lifecycle events.
     pub fn journal(&self) -> &Arc<crate::journal::Journal> {
         &self.journal
+    }
+
+    /// The recordings.
+    pub fn recordings(&self) -> &Arc<crate::record::Recordings> {
+        &self.recordings
     }
 
     /// Announces every session created from now on (its uuid, once it can be looked up).

@@ -188,6 +188,26 @@ proptest! {
         inv::check_query_scan(&stream, &cuts);
     }
 
+    /// Recordings: valid asciicast v2 whatever the output and however it was cut, times never
+    /// going back, the output events joined equal to the output.
+    #[test]
+    fn recordings_are_valid_asciicast_and_keep_the_output(
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+        cuts in proptest::collection::vec(1usize..40, 0..12),
+        times in proptest::collection::vec(any::<f64>(), 0..12),
+        label in any::<String>(),
+    ) {
+        let mut chunks = Vec::new();
+        let mut rest = &data[..];
+        for n in cuts {
+            let (a, b) = rest.split_at(n.min(rest.len()));
+            chunks.push(a.to_vec());
+            rest = b;
+        }
+        chunks.push(rest.to_vec());
+        inv::check_asciicast(&chunks, &times, &label);
+    }
+
     /// Viewers' replies: only replies are dropped, one per expected query.
     #[test]
     fn reply_filter_only_drops_replies(

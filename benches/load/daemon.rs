@@ -27,6 +27,20 @@ const SETTLE_STEP: Duration = Duration::from_millis(200);
 const SETTLE_STEPS: usize = 10;
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
+/// The config file of every scenario: sessions recorded (the default), into the run's directory.
+pub(crate) const CONFIG: &str = "ptyhub.toml";
+/// The same config with recording off, for the record scenario's comparison.
+pub(crate) const NO_RECORDING_CONFIG: &str = "ptyhub-norec.toml";
+
+/// `config()` with recordings into `dir`, on or off.
+pub(crate) fn config_recording(dir: &std::path::Path, enabled: bool) -> String {
+    format!(
+        "{}\n[recording]\nenabled = {enabled}\ndir = {:?}\n",
+        config(),
+        dir.join("recordings")
+    )
+}
+
 /// The daemon config: a quiet bash with a fixed prompt, the raw-mode `cat` for echo timing, an
 /// idle program for memory, and for the soak the same bash as an agent with a YOLO mode.
 pub(crate) fn config() -> String {
@@ -105,6 +119,12 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     pub(crate) fn start(ctx: &Ctx, name: &str) -> Result<Daemon> {
+        Self::start_config(ctx, name, CONFIG)
+    }
+
+    /// A daemon with the config file `config` of the run's directory ([`CONFIG`] or
+    /// [`NO_RECORDING_CONFIG`]).
+    pub(crate) fn start_config(ctx: &Ctx, name: &str, config: &str) -> Result<Daemon> {
         let http = reqwest::Client::builder()
             // 127.0.0.1 only, whatever HTTP_PROXY says.
             .no_proxy()
@@ -114,7 +134,7 @@ impl Daemon {
             .build()
             .context("building the HTTP client")?;
         let log = ctx.dir.join(format!("daemon-{name}.log"));
-        let process = Launch::new(&ctx.bin, ctx.dir.join("ptyhub.toml"), &ctx.dir, &log)
+        let process = Launch::new(&ctx.bin, ctx.dir.join(config), &ctx.dir, &log)
             // Loopback only; the generator measures sessions, not authentication.
             .args(["--no-auth"])
             .env("RUST_LOG", "info")
@@ -204,6 +224,21 @@ impl Daemon {
     }
 
     /// Waits until every one of `ids` runs `program` (its exec done), polling /proc.
+    /// Creates `n` sessions of the idle program and waits until each runs it.
+    pub(crate) async fn idle_sessions(&mut self, n: usize) -> Result<Vec<Uuid>> {
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n {
+            let id = self
+                .create_session("idle")
+                .await
+                .with_context(|| format!("creating idle session {i}"))?;
+            ids.push(id);
+        }
+        let limit = STEP_TIMEOUT + Duration::from_millis(50 * n as u64);
+        self.wait_running(&ids, "sleep", limit).await?;
+        Ok(ids)
+    }
+
     pub(crate) async fn wait_running(
         &self,
         ids: &[Uuid],

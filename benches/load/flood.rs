@@ -38,7 +38,7 @@ pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
                 "load: flood, {k} viewers, {} MiB, run {r} of {}",
                 s.flood_mb, s.flood_repeat
             );
-            match flood_run(ctx, k, false, s.flood_mb, &mut report.notes).await {
+            match flood_run(ctx, k, false, true, s.flood_mb, &mut report.notes).await {
                 Ok(row) => {
                     eprintln!(
                         "load:   {:.3} s, bare {:.3} s, ratio {:.2}, busy {:.2}, \
@@ -206,11 +206,12 @@ fn median_run(runs: Vec<FloodRow>) -> Option<FloodRow> {
 }
 
 /// One flood to `viewers` viewers (the first types the command); with `stalled`, one more viewer
-/// joins and never reads.
+/// joins and never reads; `recording`: whether the daemon records sessions.
 pub(crate) async fn flood_run(
     ctx: &Ctx,
     viewers: usize,
     stalled: bool,
+    recording: bool,
     mb: usize,
     notes: &mut Vec<String>,
 ) -> Result<FloodRow> {
@@ -226,10 +227,16 @@ pub(crate) async fn flood_run(
     let bare_seconds = bare_time.as_secs_f64();
 
     let what = format!(
-        "flood to {viewers} viewers{}",
-        if stalled { " + 1 stalled" } else { "" }
+        "flood to {viewers} viewers{}{}",
+        if stalled { " + 1 stalled" } else { "" },
+        if recording { "" } else { " unrecorded" }
     );
-    let mut daemon = Daemon::start(ctx, &what.replace(' ', "-"))?;
+    let config = if recording {
+        crate::daemon::CONFIG
+    } else {
+        crate::daemon::NO_RECORDING_CONFIG
+    };
+    let mut daemon = Daemon::start_config(ctx, &what.replace(' ', "-"), config)?;
     let id = daemon.new_session();
     let mut tasks = Tasks::default();
 

@@ -92,16 +92,7 @@ async fn memory_run(
     let mut daemon = Daemon::start(ctx, "memory")?;
     let idle = daemon.settled_memory().await?;
 
-    let mut ids = Vec::with_capacity(sessions);
-    for i in 0..sessions {
-        let id = daemon
-            .create_session("idle")
-            .await
-            .with_context(|| format!("creating idle session {i}"))?;
-        ids.push(id);
-    }
-    let limit = STEP_TIMEOUT + Duration::from_millis(50 * sessions as u64);
-    daemon.wait_running(&ids, "sleep", limit).await?;
+    daemon.idle_sessions(sessions).await?;
     let with_sessions = daemon.settled_memory().await?;
 
     // The viewers' session is one more idle one, counted in their baseline.

@@ -24,6 +24,7 @@ pub(crate) struct Report {
     pub(crate) join: Option<JoinRow>,
     pub(crate) memory: Option<MemoryRow>,
     pub(crate) exec: Option<crate::exec::ExecRow>,
+    pub(crate) record: Option<crate::record::RecordRow>,
     pub(crate) soak: Option<SoakRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
     pub(crate) notes: Vec<String>,
@@ -114,6 +115,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if let Some(e) = &r.exec {
         crate::exec::print(s, e, &mut out);
+    }
+    if let Some(rec) = &r.record {
+        crate::record::print(rec, &mut out);
     }
     if let Some(soak) = &r.soak {
         crate::soak::print(soak, &mut out);

@@ -21,8 +21,10 @@ pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
         // load over the scenario favours neither.
         let stalled_first = r % 2 == 0;
         let runs = async {
-            let first = flood_run(ctx, k, stalled_first, s.flood_mb, &mut report.notes).await?;
-            let second = flood_run(ctx, k, !stalled_first, s.flood_mb, &mut report.notes).await?;
+            let first =
+                flood_run(ctx, k, stalled_first, true, s.flood_mb, &mut report.notes).await?;
+            let second =
+                flood_run(ctx, k, !stalled_first, true, s.flood_mb, &mut report.notes).await?;
             anyhow::Ok(if stalled_first {
                 (second, first)
             } else {

@@ -14,9 +14,10 @@ use super::values::{
     MaxNameChars, MaxSessions, MaxViewersPerSession, OutputLogBytes, PositiveDuration, Rows,
     ScrollbackApiBytes, ScrollbackLines, Token, UploadMaxBytes,
 };
+use super::values::{KeepDays, RecordingBytes};
 use super::{
-    Assistant, AuthConfig, Config, ConfigError, LimitsConfig, SessionConfig, ViewerConfig,
-    DEFAULT_ORIGIN, DEFAULT_TOML,
+    Assistant, AuthConfig, Config, ConfigError, LimitsConfig, RecordingConfig, SessionConfig,
+    ViewerConfig, DEFAULT_ORIGIN, DEFAULT_TOML,
 };
 
 /// The embedded default, with the user layer `(text, origin)` laid over it when given.
@@ -177,8 +178,17 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
         max_execs: o.max_execs.or(b.max_execs),
         header_timeout: o.header_timeout.or(b.header_timeout),
     };
+    let (b, o) = (base.recording, over.recording);
+    let recording = RawRecording {
+        enabled: o.enabled.or(b.enabled),
+        dir: o.dir.or(b.dir),
+        max_bytes_per_session: o.max_bytes_per_session.or(b.max_bytes_per_session),
+        keep_days: o.keep_days.or(b.keep_days),
+        input: o.input.or(b.input),
+    };
     RawConfig {
         listen: over.listen.or(base.listen),
+        recording,
         session,
         viewer,
         assistants,
@@ -272,8 +282,17 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         token: raw.auth.token.map(|t| t.0),
         allowed_origins: raw.auth.allowed_origins.unwrap_or_default(),
     };
+    let r = raw.recording;
+    let recording = RecordingConfig {
+        enabled: need(r.enabled, "recording.enabled")?,
+        dir: r.dir.unwrap_or_else(super::default_recording_dir),
+        max_bytes_per_session: need(r.max_bytes_per_session, "recording.max_bytes_per_session")?.0,
+        keep: std::time::Duration::from_secs(need(r.keep_days, "recording.keep_days")?.0 * 86_400),
+        input: need(r.input, "recording.input")?,
+    };
     Ok(Config {
         listen: need(raw.listen, "listen")?.0,
+        recording,
         session,
         viewer,
         auth,
@@ -303,6 +322,19 @@ struct RawConfig {
     auth: RawAuth,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    recording: RawRecording,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRecording {
+    enabled: Option<bool>,
+    /// Unset in the embedded default: it depends on the environment.
+    dir: Option<std::path::PathBuf>,
+    max_bytes_per_session: Option<RecordingBytes>,
+    keep_days: Option<KeepDays>,
+    input: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]

@@ -50,6 +50,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Bounds on what clients may use.
     pub limits: LimitsConfig,
+    /// Session recordings.
+    pub recording: RecordingConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
 }
@@ -119,6 +121,45 @@ pub struct LimitsConfig {
     /// How long a connection may take to send a request's headers, and may stay idle between
     /// requests, before it is closed.
     pub header_timeout: Duration,
+}
+
+/// `[recording]`: every session recorded as asciicast v2.
+#[derive(Debug, Clone)]
+pub struct RecordingConfig {
+    /// Whether sessions are recorded.
+    pub enabled: bool,
+    /// Where the `.cast` files are kept.
+    pub dir: PathBuf,
+    /// Most bytes of one recording; past it the recording stops (the session goes on).
+    pub max_bytes_per_session: u64,
+    /// Recordings older than this are deleted (at start and daily).
+    pub keep: Duration,
+    /// Whether keystrokes are recorded too (they may hold passwords).
+    pub input: bool,
+}
+
+/// The recordings' directory when the config names none: `recordings` in the service's state
+/// directory when systemd gives one (`StateDirectory=`, as `$STATE_DIRECTORY`), else
+/// `$XDG_STATE_HOME/ptyhub/recordings`, else `~/.local/state/ptyhub/recordings`.
+pub fn default_recording_dir() -> PathBuf {
+    // systemd separates several state directories with colons: the first is the service's.
+    let systemd = std::env::var("STATE_DIRECTORY")
+        .ok()
+        .and_then(|dirs| dirs.split(':').next().map(PathBuf::from))
+        .filter(|p| p.is_absolute());
+    if let Some(dir) = systemd {
+        return dir.join("recordings");
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .map(|h| h.join(".local/state"))
+        })
+        .unwrap_or_else(|| PathBuf::from(".local/state"));
+    state.join("ptyhub").join("recordings")
 }
 
 impl Config {

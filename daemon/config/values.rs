@@ -72,6 +72,10 @@ pub(super) type MaxConnectionsPerIp = Int<1, 1_000_000>;
 /// `limits.max_execs`: each exec is a process with three pipes, so thousands are surely a
 /// typo.
 pub(super) type MaxExecs = Int<1, 4096>;
+/// `recording.max_bytes_per_session`: at least 4 KiB (a header and a screenful).
+pub(super) type RecordingBytes = Int<4096, { u64::MAX }>;
+/// `recording.keep_days`: 1 day to 100 years.
+pub(super) type KeepDays = Int<1, 36_500>;
 /// A wait that may be zero (`session.kill_grace`, `session.reap_after_exit`).
 pub(super) type AnyDuration = Dur<0>;
 /// A deadline, which zero would make fire at once (`viewer.stall_deadline`,

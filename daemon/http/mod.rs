@@ -5,6 +5,7 @@ mod accept;
 pub mod connections;
 mod exec;
 mod guard;
+mod recordings;
 mod reply;
 mod rest;
 mod routes;

@@ -40,6 +40,9 @@ pub(super) struct ShareRequest {
     /// Seconds until the link stops working; none: until revoked or the session ends.
     #[serde(default)]
     ttl: Option<u64>,
+    /// Whether the link may download the session's recording.
+    #[serde(default)]
+    record: bool,
 }
 
 /// `POST /api/sessions/{id}/share` reply.
@@ -74,7 +77,9 @@ pub(super) async fn share(
         );
     }
     let ttl = request.ttl.map(std::time::Duration::from_secs);
-    let share = state.auth.create_share(id, request.role, ttl);
+    let share = state
+        .auth
+        .create_share(id, request.role, ttl, request.record);
     info!(session = %id, share = %share.id, role = ?share.role, "share link created");
     json(
         StatusCode::CREATED,

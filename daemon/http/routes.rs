@@ -45,6 +45,8 @@ pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static st
         ["api", "exec"] => &["GET", "POST"],
         ["api", "sessions", _, "share"] => &["GET", "POST"],
         ["api", "sessions", _, "share", _] => &["DELETE"],
+        ["api", "sessions", _, "recording"] | ["api", "recordings"] => &["GET"],
+        ["api", "recordings", _] => &["GET", "DELETE"],
         _ => return None,
     })
 }
@@ -126,6 +128,20 @@ pub(super) async fn route(
         (_, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
         (&Method::GET, ["api", "sessions"]) if full => json(StatusCode::OK, &state.registry.list()),
         (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
+        (&Method::GET, ["api", "recordings"]) if full => recordings::list(state).await,
+        // A share link made with `record` reaches its own session's recording.
+        (_, ["api", "recordings", id]) => {
+            let id = match parse_id(id) {
+                Ok(id) if access.may_record(id) => id,
+                Ok(_) => return forbidden(),
+                Err(e) => return e.response(),
+            };
+            match method {
+                Method::GET => recordings::one(id, state).await,
+                Method::DELETE if full => recordings::delete(id, state).await,
+                _ => forbidden(),
+            }
+        }
         // A share link's stream carries only its own session's events.
         (&Method::GET, ["api", "events"]) => sse::events(req, &access, state, &slot),
         // Never for a share link (section 9): it falls through to 403.
@@ -146,6 +162,9 @@ pub(super) async fn route(
                 // A share link sees its session's screen anyway: its recent output too.
                 (&Method::GET, ["scrollback"]) => scrollback(id, state),
                 (&Method::GET, ["log"]) => sse::log(req, id, state, &slot),
+                (&Method::GET, ["recording"]) if access.may_record(id) => {
+                    recordings::cast(id, state).await
+                }
                 (&Method::POST, ["share"]) if full => share(req, id, state).await,
                 (&Method::GET, ["share"]) if full => {
                     json(StatusCode::OK, &state.auth.shares_of(id))
@@ -189,6 +208,9 @@ mod tests {
             ("/api/sessions/1/share", Some("GET, POST")),
             ("/api/sessions/1/share/abc", Some("DELETE")),
             ("/api/exec", Some("GET, POST")),
+            ("/api/sessions/1/recording", Some("GET")),
+            ("/api/recordings", Some("GET")),
+            ("/api/recordings/x", Some("GET, DELETE")),
             ("/api/nope", None),
             ("/api/sessions/1/nope", None),
             ("/ws/1/nope", None),

@@ -91,5 +91,6 @@ pub fn refusal_code(r: &Refusal) -> &'static str {
         Refusal::RestartInProgress => "restart_in_progress",
         Refusal::BadSignal(_) => "bad_signal",
         Refusal::SignalFailed(_) => "signal_failed",
+        Refusal::RecordingFailed(_) => "recording_failed",
     }
 }

@@ -5,6 +5,7 @@
 //! so every codec can be unit-tested and fuzzed on its own. The browser dialect of
 //! `PROTOCOL.md` is the first; later dialects sit next to it on the same session core.
 
+pub mod asciicast;
 pub mod dialect;
 pub mod exec_sse;
 pub mod mux;

@@ -86,6 +86,10 @@ pub(super) struct Session {
     pub(super) on_end: Option<OnEnd>,
     pub(super) ended: CancellationToken,
     pub(super) read_buf: Vec<u8>,
+    /// A copy of what every viewer is told, for the recorder (see [`tap`]).
+    pub(super) tap: Option<tap::Tap>,
+    /// Why the recording stopped, once it has: told to each writer once.
+    pub(super) recording_failed: Option<Refusal>,
 }
 
 pub(super) async fn read_pty(
@@ -222,6 +226,9 @@ impl Session {
                     },
                 );
                 self.broadcast_status();
+                if let (Role::Writer, Some(failed)) = (role, &self.recording_failed) {
+                    self.refuse(viewer, failed.clone());
+                }
             }
             Command::Leave { viewer } => {
                 if self.viewers.remove(&viewer).is_some() {
@@ -303,6 +310,23 @@ impl Session {
             Command::ToggleYolo { viewer } => self.toggle_yolo(viewer),
             Command::Signal { viewer, signal } => self.send_signal(viewer, &signal),
             Command::End { reason, done } => self.begin_end(reason, Some(done)),
+            Command::Tap { tap } => {
+                // The reader starts from the session as it stands.
+                tap.event(&ViewerEvent::Status {
+                    info: self.status(),
+                    offset: self.log.head(),
+                });
+                self.tap = Some(tap);
+            }
+            Command::RecordingFailed { message } => {
+                // Writers are the ones who can act on it (free space, turn recording off); those
+                // who join later are told as they join.
+                let refusal = Refusal::RecordingFailed(message);
+                for viewer in self.viewers.values().filter(|v| v.role == Role::Writer) {
+                    viewer.events.push(ViewerEvent::Refused(refusal.clone()));
+                }
+                self.recording_failed = Some(refusal);
+            }
         }
     }
 

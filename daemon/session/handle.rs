@@ -70,6 +70,12 @@ pub(super) enum Command {
         reason: EndReason,
         done: oneshot::Sender<()>,
     },
+    Tap {
+        tap: tap::Tap,
+    },
+    RecordingFailed {
+        message: String,
+    },
 }
 
 /// A cheap, cloneable reference to a running session actor.
@@ -234,6 +240,17 @@ impl SessionHandle {
     /// Sends a signal (by name) to the program's foreground process group.
     pub async fn signal(&self, viewer: ViewerId, signal: String) -> Result<(), SessionGone> {
         self.send(Command::Signal { viewer, signal }).await
+    }
+
+    /// A copy of what every viewer is told (and of input, with `input`) from now on; the first
+    /// item is the session's status. Queued without waiting: called as the session is created,
+    /// before anyone else can reach it, so nothing it says is missed.
+    pub fn tap(&self, input: bool) -> Result<tap::TapReceiver, SessionGone> {
+        let (tap, receiver) = tap::tap(input, self.commands.downgrade());
+        self.commands
+            .try_send(Command::Tap { tap })
+            .map_err(|_| SessionGone)?;
+        Ok(receiver)
     }
 
     /// Ends the session (signalling its processes, closing its viewers) and waits until it is gone.

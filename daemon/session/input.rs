@@ -125,6 +125,9 @@ impl Session {
             return;
         };
         let len = data.len();
+        if let Some(tap) = &self.tap {
+            tap.input(&data, self.log.head());
+        }
         // The writer task ends only with the program, and then `proc.input` is gone too.
         if input
             .send(PtyInput {

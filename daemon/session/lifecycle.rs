@@ -228,6 +228,8 @@ impl Session {
             viewer.events.push(ViewerEvent::Close(ending.reason));
         }
         self.viewers.clear();
+        // The tap's reader sees the end once it has read what was queued.
+        self.tap = None;
         if let Some(on_end) = self.on_end.take() {
             on_end(self.id);
         }

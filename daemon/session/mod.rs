@@ -25,6 +25,7 @@ pub mod screen_thread;
 mod signal;
 pub mod size;
 pub mod snapshot;
+pub mod tap;
 pub mod upload;
 mod viewers;
 
@@ -174,6 +175,8 @@ pub fn start(
         on_end: Some(on_end),
         ended: CancellationToken::new(),
         read_buf: Vec::new(),
+        tap: None,
+        recording_failed: None,
         cfg,
     };
     session.attach(spawned);

@@ -96,17 +96,34 @@ impl OutputLog {
     /// The chunks from `from` onward, each with its offset; the first one cut to start at
     /// `from`. For readers that need the stream or the time of each part.
     pub fn chunks_from(&self, from: u64) -> Result<Vec<(u64, Chunk)>, FellBehind> {
+        self.chunks_between(from, u64::MAX, usize::MAX)
+    }
+
+    /// The chunks from `from` up to `until`, at most about `max` bytes of them (always one
+    /// chunk when there is one), each with its offset; the first cut to start at `from` (the
+    /// last may reach past `until`). For readers that need each part's stream or time.
+    pub fn chunks_between(
+        &self,
+        from: u64,
+        until: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, Chunk)>, FellBehind> {
         if from < self.start {
             return Err(FellBehind);
         }
         let mut pos = self.start;
+        let mut taken = 0usize;
         let mut found = Vec::new();
         for chunk in &self.chunks {
             let end = pos + chunk.bytes.len() as u64;
+            if pos >= until || (taken >= max && !found.is_empty()) {
+                break;
+            }
             if end > from {
                 let skip = from.saturating_sub(pos) as usize;
                 let mut part = chunk.clone();
                 part.bytes = part.bytes.slice(skip..);
+                taken += part.bytes.len();
                 found.push((pos + skip as u64, part));
             }
             pos = end;
@@ -213,6 +230,16 @@ impl SharedLog {
         }
     }
 
+    /// See [`OutputLog::chunks_between`].
+    pub fn chunks_between(
+        &self,
+        from: u64,
+        until: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, Chunk)>, FellBehind> {
+        self.lock().chunks_between(from, until, max)
+    }
+
     /// See [`OutputLog::read`].
     pub fn read(&self, from: u64, max: usize, out: &mut Vec<u8>) -> Result<u64, FellBehind> {
         self.lock().read(from, max, out)
@@ -309,6 +336,10 @@ mod tests {
         assert_eq!(got[0].1.stream, Stream::Stdout);
         assert_eq!((got[1].0, got[1].1.stream), (3, Stream::Stderr));
         assert!(log.chunks_from(6).unwrap().is_empty());
+        let between = log.chunks_between(1, 2, 1).unwrap();
+        assert_eq!(between.len(), 1, "bounded by the byte budget and `until`");
+        assert_eq!(log.chunks_between(0, 6, 100).unwrap().len(), 2);
+        assert!(log.chunks_between(3, 3, 100).unwrap().is_empty());
         let mut small = OutputLog::new(2);
         small.append(Bytes::from_static(b"ab"));
         small.append(Bytes::from_static(b"cd"));

@@ -19,6 +19,9 @@ use uuid::Uuid;
 
 use super::pty::PtyMaster;
 
+/// The terminal type every program is told it runs in.
+pub const TERM: &str = "xterm-256color";
+
 /// The environment variable that marks every process of a session.
 pub const SESSION_ENV: &str = "PTYHUB_SESSION";
 
@@ -83,7 +86,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
     let cmd = pty_process::blocking::Command::new(program)
         .args(args)
         .envs(spec.env)
-        .env("TERM", "xterm-256color")
+        .env("TERM", TERM)
         .env("COLORTERM", "truecolor")
         .env("NCURSES_NO_UTF8_ACS", "1")
         .env(SESSION_ENV, spec.session.to_string())

@@ -49,6 +49,8 @@ pub enum Refusal {
     BadSignal(String),
     /// Sending the signal failed; says why.
     SignalFailed(String),
+    /// Not a refusal of something asked: the session's recording stopped; says why.
+    RecordingFailed(String),
 }
 
 impl Refusal {
@@ -71,7 +73,8 @@ impl Refusal {
             Refusal::InvalidChat(why)
             | Refusal::YoloUnsupported(why)
             | Refusal::BadSignal(why)
-            | Refusal::SignalFailed(why) => why.clone(),
+            | Refusal::SignalFailed(why)
+            | Refusal::RecordingFailed(why) => why.clone(),
             Refusal::RestartInProgress => "the agent is already restarting".to_owned(),
         }
     }

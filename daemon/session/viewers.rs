@@ -52,6 +52,9 @@ impl Session {
     }
 
     pub(super) fn broadcast(&self, event: ViewerEvent) {
+        if let Some(tap) = &self.tap {
+            tap.event(&event);
+        }
         for (id, viewer) in &self.viewers {
             if !viewer.events.push(event.clone()) {
                 // Its writer has been stuck for long: rather than buffer for it without

@@ -133,6 +133,13 @@ impl Daemon {
     fn prepare(config_toml: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("ptyhub.toml");
+        // Recordings go to the test's own directory unless the test says where.
+        let config_toml = if config_toml.contains("[recording]") {
+            config_toml.to_owned()
+        } else {
+            let recordings = dir.path().join("recordings");
+            format!("{config_toml}\n[recording]\ndir = {recordings:?}\n")
+        };
         std::fs::write(&cfg, config_toml).expect("write config");
         let log = dir.path().join("daemon.log");
         (dir, cfg, log)

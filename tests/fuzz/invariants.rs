@@ -1688,3 +1688,71 @@ pub fn check_exec_text(pieces: &[Vec<u8>]) {
     let normalized = want.replace("\r\n", "\n").replace('\r', "\n");
     assert_eq!(events.concat(), normalized, "pieces {pieces:?}");
 }
+
+// ---- recordings (asciicast v2) ------------------------------------------------------------
+
+/// A recording of `chunks` (output cut anywhere, at times `times`, with a resize and a marker
+/// `label` between them) is valid asciicast v2: every line parses, times never go back, every
+/// event's data is whole characters, and the `o` events joined are the output as a terminal
+/// reads it (invalid bytes as U+FFFD), however it was cut.
+pub fn check_asciicast(chunks: &[Vec<u8>], times: &[f64], label: &str) {
+    use ptyhub::protocol::asciicast::{self as cast, Code, Utf8Carry};
+    let mut out = Vec::new();
+    cast::write_header(
+        &mut out,
+        &cast::Header {
+            version: 2,
+            width: 80,
+            height: 24,
+            timestamp: 0,
+            title: Some(label.to_owned()),
+            env: None,
+        },
+    );
+    let mut carry = Utf8Carry::default();
+    let mut last = 0.0f64;
+    for (i, chunk) in chunks.iter().enumerate() {
+        // As the recorder does: a time never goes back.
+        last = last.max(times.get(i).copied().unwrap_or(last));
+        let text = carry.feed(chunk);
+        if !text.is_empty() {
+            cast::write_event(&mut out, last, Code::Output, &text);
+        }
+        if i == chunks.len() / 2 {
+            cast::write_event(&mut out, last, Code::Resize, &cast::resize_data(100, 30));
+            cast::write_event(&mut out, last, Code::Marker, label);
+        }
+    }
+    let tail = carry.finish();
+    if !tail.is_empty() {
+        cast::write_event(&mut out, last, Code::Output, &tail);
+    }
+    let text = String::from_utf8(out).expect("a recording is UTF-8");
+    let mut lines = text.lines();
+    let header = cast::parse_header(lines.next().expect("a header")).expect("header parses");
+    assert_eq!(header.title.as_deref(), Some(label));
+    let mut joined = String::new();
+    let mut prev = 0.0f64;
+    let mut markers = 0;
+    for line in lines {
+        let event = cast::parse_event(line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        assert!(event.time >= prev, "time went back: {line}");
+        prev = event.time;
+        match event.code {
+            Code::Output => joined.push_str(&event.data),
+            Code::Marker => {
+                markers += 1;
+                assert_eq!(event.data, label);
+            }
+            Code::Resize => assert_eq!(event.data, "100x30"),
+            Code::Input => panic!("no input was recorded"),
+        }
+    }
+    assert_eq!(markers, usize::from(!chunks.is_empty()));
+    let all: Vec<u8> = chunks.concat();
+    assert_eq!(
+        joined,
+        String::from_utf8_lossy(&all),
+        "output joined is the output, cut as {chunks:?}"
+    );
+}

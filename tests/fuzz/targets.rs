@@ -122,6 +122,11 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 12,
         run: log_lines,
     },
+    Target {
+        name: "asciicast",
+        max_input: 1 << 12,
+        run: asciicast,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -1002,5 +1007,32 @@ fn exec_text(u: &mut Unstructured<'_>) -> Result<()> {
     }
     let pieces = cut(u, &data)?;
     inv::check_exec_text(&pieces);
+    Ok(())
+}
+
+// ---- recordings -------------------------------------------------------------------------------
+
+fn asciicast(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut data = term_bytes(u, 24)?;
+    // Multi-byte characters and broken ones, where a cut may fall inside.
+    for _ in 0..u.int_in_range(0..=6)? {
+        let at = u.int_in_range(0..=data.len())?;
+        const PIECES: &[&[u8]] = &[
+            "é".as_bytes(),
+            "€".as_bytes(),
+            "🦀".as_bytes(),
+            b"\xe2\x82",
+            b"\xff",
+            b"\xf0\x9f",
+        ];
+        let piece = pick(u, PIECES)?;
+        data.splice(at..at, piece.iter().copied());
+    }
+    let chunks = cut(u, &data)?;
+    let times = (0..chunks.len())
+        .map(|_| u.arbitrary::<f64>())
+        .collect::<Result<Vec<_>>>()?;
+    let label = text(u)?;
+    inv::check_asciicast(&chunks, &times, &label);
     Ok(())
 }

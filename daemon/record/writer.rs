@@ -1,0 +1,436 @@
+//! One session's recorder: a task that follows the session's output log from its own offset
+//! (as a log follower does) and its tap (sizes, names, chat, restarts, input), encodes
+//! asciicast v2 events and writes them to the `.cast` file in batches, off the runtime's
+//! threads. It never makes the session wait: output that left the log's window before it was
+//! read is replaced by a marker saying so; a failing disk or the size cap stops the recording.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use super::catalog::{self, Meta};
+use crate::protocol::asciicast::{self, Code, Utf8Carry};
+use crate::session::output_log::{FellBehind, SharedLog};
+use crate::session::tap::{TapReceiver, Tapped};
+use crate::session::{StatusInfo, ViewerEvent};
+
+/// Output bytes in one event, at most.
+const BATCH_BYTES: usize = 64 * 1024;
+/// Encoded bytes gathered before they are written (a flood is written in few large writes).
+const FLUSH_BYTES: usize = 1 << 20;
+/// Longest time encoded events wait to be written: a running recording on disk is at most
+/// this far behind.
+const BATCH_DELAY: Duration = Duration::from_millis(100);
+/// Room kept under the size cap for the marker that says the cap was reached.
+const CAP_RESERVE: u64 = 256;
+/// Once output arrives, how long the recorder lets more gather before reading it: a flood is
+/// read a few times per window instead of once per PTY read, and meanwhile the session does
+/// not wake it (well under the time a 4 MiB log window lasts at full speed, about 50 ms).
+const GATHER: Duration = Duration::from_millis(10);
+/// Output read within this time of an event's first byte joins that event (most bytes in one
+/// event: [`BATCH_BYTES`]). Replay timing moves by less than this.
+const MERGE_WINDOW: Duration = Duration::from_millis(10);
+
+/// What the recorder of one session needs.
+pub(super) struct Job {
+    /// The session.
+    pub id: Uuid,
+    /// Its assistant key.
+    pub assistant: String,
+    /// Its output.
+    pub log: Arc<SharedLog>,
+    /// Everything else it says.
+    pub tap: TapReceiver,
+    /// Where recordings go.
+    pub dir: PathBuf,
+    /// The size cap.
+    pub max_bytes: u64,
+}
+
+/// Why a recording stopped early.
+enum Stop {
+    /// The size cap.
+    Full(u64),
+    /// Writing failed.
+    Io(std::io::Error),
+}
+
+/// The state of a recording in progress.
+struct Recording {
+    file: Option<std::fs::File>,
+    /// Encoded, not yet written.
+    buf: Vec<u8>,
+    /// Bytes in the file.
+    written: u64,
+    /// When the oldest unwritten byte was encoded.
+    dirty_since: Option<tokio::time::Instant>,
+    max_bytes: u64,
+    /// The clock's origin.
+    start: Instant,
+    /// The last event's time: times never go back.
+    last_time: f64,
+    carry: Utf8Carry,
+    /// Output read and not yet encoded, and when its first byte came.
+    pending: Vec<u8>,
+    pending_at: Option<Instant>,
+    stopped: bool,
+}
+
+impl Recording {
+    fn time_of(&mut self, at: Instant) -> f64 {
+        let t = at.saturating_duration_since(self.start).as_secs_f64();
+        self.last_time = self.last_time.max(t);
+        self.last_time
+    }
+
+    /// Encodes an event, unless it would pass the cap (then the cap's marker, and the
+    /// recording stops).
+    fn event(&mut self, at: Instant, code: Code, data: &str) -> Result<(), Stop> {
+        if self.stopped {
+            return Ok(());
+        }
+        if code != Code::Output {
+            // What came before it goes first.
+            self.encode_output()?;
+        }
+        let time = self.time_of(at);
+        let before = self.buf.len();
+        asciicast::write_event(&mut self.buf, time, code, data);
+        let total = self.written + self.buf.len() as u64;
+        if total + CAP_RESERVE > self.max_bytes {
+            self.buf.truncate(before);
+            let label = format!(
+                "recording stopped: size limit of {} bytes reached",
+                self.max_bytes
+            );
+            asciicast::write_event(&mut self.buf, time, Code::Marker, &label);
+            self.stopped = true;
+            return Err(Stop::Full(self.max_bytes));
+        }
+        self.dirty_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        Ok(())
+    }
+
+    /// Output that came `at`: joins the pending event when close enough in time.
+    fn output(&mut self, at: Instant, bytes: &[u8]) -> Result<(), Stop> {
+        let joins = self.pending_at.is_some_and(|first| {
+            at.saturating_duration_since(first) < MERGE_WINDOW
+                && self.pending.len() + bytes.len() <= BATCH_BYTES
+        });
+        if !joins {
+            self.encode_output()?;
+            self.pending_at = Some(at);
+        }
+        self.pending.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Encodes the pending output as one event (an incomplete character waits for more).
+    fn encode_output(&mut self) -> Result<(), Stop> {
+        let Some(at) = self.pending_at.take() else {
+            return Ok(());
+        };
+        let bytes = std::mem::take(&mut self.pending);
+        let text = self.carry.feed_owned(bytes);
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.event(at, Code::Output, &text)
+    }
+
+    /// Writes what is encoded, on a blocking thread.
+    async fn flush(&mut self) -> Result<(), Stop> {
+        self.dirty_since = None;
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let Some(mut file) = self.file.take() else {
+            self.buf.clear();
+            return Ok(());
+        };
+        let mut buf = std::mem::take(&mut self.buf);
+        let done = tokio::task::spawn_blocking(move || {
+            let result = file.write_all(&buf);
+            let len = buf.len();
+            buf.clear();
+            // An idle recorder keeps little: a flood's batch buffer is not kept.
+            buf.shrink_to(BATCH_BYTES);
+            (file, buf, len, result)
+        })
+        .await;
+        match done {
+            Ok((file, buf, len, result)) => {
+                self.buf = buf;
+                result.map_err(Stop::Io)?;
+                self.file = Some(file);
+                self.written += len as u64;
+                Ok(())
+            }
+            Err(e) => Err(Stop::Io(std::io::Error::other(e))),
+        }
+    }
+}
+
+/// Creates the file and writes its header; the session's first status gives the size and
+/// name.
+fn create(dir: &std::path::Path, id: Uuid, status: &StatusInfo) -> std::io::Result<std::fs::File> {
+    // Recordings hold whatever sessions printed: for the daemon's user only.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(catalog::cast_path(dir, id))?;
+    let header = asciicast::Header {
+        version: 2,
+        width: status.cols,
+        height: status.rows,
+        timestamp: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        title: Some(status.session_name.clone()),
+        env: Some(asciicast::Env {
+            term: Some(crate::session::process::TERM.to_owned()),
+            shell: std::env::var("SHELL").ok(),
+        }),
+    };
+    let mut line = Vec::new();
+    asciicast::write_header(&mut line, &header);
+    file.write_all(&line)?;
+    Ok(file)
+}
+
+/// Records until the session ends or the recording stops.
+pub(super) async fn run(mut job: Job) {
+    let start = Instant::now();
+    let started_at = SystemTime::now();
+    // The first item is the session's status at the tap.
+    let first = match job.tap.recv().await {
+        Some(Tapped::Event(ViewerEvent::Status { info, .. })) => info,
+        _ => return,
+    };
+    let mut meta = Meta {
+        id: job.id,
+        name: first.session_name.clone(),
+        assistant: job.assistant.clone(),
+        started: crate::session::rfc3339(started_at),
+        started_unix: started_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        ended: None,
+        duration: None,
+    };
+    let dir = job.dir.clone();
+    let created = {
+        let (dir, id, first, meta) = (dir.clone(), job.id, first.clone(), meta.clone());
+        tokio::task::spawn_blocking(move || {
+            let file = create(&dir, id, &first)?;
+            catalog::write_meta(&dir, &meta)?;
+            Ok::<_, std::io::Error>(file)
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    };
+    let file = match created {
+        Ok(file) => file,
+        Err(e) => return fail(&job, Stop::Io(e)).await,
+    };
+    let mut rec = Recording {
+        file: Some(file),
+        buf: Vec::new(),
+        written: 0,
+        dirty_since: None,
+        max_bytes: job.max_bytes,
+        start,
+        last_time: 0.0,
+        carry: Utf8Carry::default(),
+        pending: Vec::new(),
+        pending_at: None,
+        stopped: false,
+    };
+    // The header's bytes count against the cap too.
+    rec.written = std::fs::metadata(catalog::cast_path(&dir, job.id)).map_or(0, |m| m.len());
+    let mut listed_name = meta.name.clone();
+    let mut last = first;
+    let mut at = job.log.start();
+    let stop = loop {
+        let flush_at = rec.dirty_since.map(|t| t + BATCH_DELAY);
+        let step = tokio::select! {
+            biased;
+            item = job.tap.recv() => match item {
+                None => break drain(&mut rec, &job.log, &mut at, u64::MAX).err(),
+                Some(item) => on_tapped(&mut rec, &job.log, &mut at, &mut last, &mut meta, item),
+            },
+            _ = job.log.wait_past(at) => {
+                tokio::time::sleep(GATHER).await;
+                drain(&mut rec, &job.log, &mut at, u64::MAX)
+            }
+            _ = sleep_until(flush_at) => rec.flush().await,
+        };
+        let step = step.and_then(|()| {
+            let lost = job.tap.take_lost();
+            if lost > 0 {
+                let label = format!("recording: {lost} session events were lost (recorder behind)");
+                rec.event(Instant::now(), Code::Marker, &label)?;
+            }
+            Ok(())
+        });
+        let step = match step {
+            Ok(()) if rec.buf.len() >= FLUSH_BYTES => rec.flush().await,
+            other => other,
+        };
+        if meta.name != listed_name {
+            // Renamed: the listing shows the new name (rare, so written at once).
+            listed_name = meta.name.clone();
+            let (dir, meta) = (dir.clone(), meta.clone());
+            let _ = tokio::task::spawn_blocking(move || catalog::write_meta(&dir, &meta)).await;
+        }
+        if let Err(stop) = step {
+            break Some(stop);
+        }
+    };
+    let mut stop = stop;
+    if stop.is_none() {
+        stop = rec.encode_output().err();
+    }
+    let tail = rec.carry.finish();
+    if !tail.is_empty() && stop.is_none() {
+        stop = rec.event(Instant::now(), Code::Output, &tail).err();
+    }
+    if let Err(e) = rec.flush().await {
+        stop = stop.or(Some(e));
+    }
+    let duration = rec.last_time.max(start.elapsed().as_secs_f64());
+    meta.ended = Some(crate::session::rfc3339(SystemTime::now()));
+    meta.duration = Some(duration);
+    let (dir, id) = (dir.clone(), job.id);
+    let _ = tokio::task::spawn_blocking(move || {
+        // A recording deleted while it ran stays deleted.
+        if catalog::cast_path(&dir, id).exists() {
+            if let Err(e) = catalog::write_meta(&dir, &meta) {
+                warn!(session = %id, "could not write the recording's sidecar: {e}");
+            }
+        }
+    })
+    .await;
+    if let Some(stop) = stop {
+        fail(&job, stop).await;
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Logs and counts a stopped recording and tells the session's writers.
+async fn fail(job: &Job, stop: Stop) {
+    crate::metrics::METRICS.recording_failures.inc();
+    let message = match stop {
+        Stop::Full(max) => {
+            info!(session = %job.id, max, "recording stopped at its size limit");
+            format!("the recording stopped: it reached its size limit of {max} bytes (recording.max_bytes_per_session)")
+        }
+        Stop::Io(e) => {
+            warn!(session = %job.id, dir = %job.dir.display(), "recording failed: {e}");
+            format!("the recording stopped: {e}")
+        }
+    };
+    job.tap.report_failure(message).await;
+}
+
+/// Encodes output from `at` up to `until` (or the head), from the log's chunks with their own
+/// times; output already out of the log's window becomes a marker.
+fn drain(rec: &mut Recording, log: &SharedLog, at: &mut u64, until: u64) -> Result<(), Stop> {
+    loop {
+        let end = until.min(log.head());
+        if *at >= end {
+            return rec.encode_output();
+        }
+        match log.chunks_between(*at, end, BATCH_BYTES) {
+            // Nothing held reaches `end` (cannot happen below the head): nothing to do.
+            Ok(chunks) if chunks.is_empty() => return rec.encode_output(),
+            Ok(chunks) => {
+                for (offset, chunk) in chunks {
+                    let len = chunk.bytes.len().min((end - offset) as usize);
+                    rec.output(chunk.at, &chunk.bytes[..len])?;
+                    *at = offset + len as u64;
+                }
+            }
+            Err(FellBehind) => {
+                let oldest = log.start();
+                let label = format!(
+                    "recording: {} bytes of output were lost (recorder fell behind)",
+                    oldest.saturating_sub(*at)
+                );
+                rec.encode_output()?;
+                // What was held of a character belongs to the lost output.
+                rec.carry = Utf8Carry::default();
+                rec.event(Instant::now(), Code::Marker, &label)?;
+                *at = oldest;
+            }
+        }
+    }
+}
+
+/// Handles one item of the tap: output before it first.
+fn on_tapped(
+    rec: &mut Recording,
+    log: &SharedLog,
+    at: &mut u64,
+    last: &mut StatusInfo,
+    meta: &mut Meta,
+    item: Tapped,
+) -> Result<(), Stop> {
+    let now = Instant::now();
+    match item {
+        Tapped::Event(ViewerEvent::Status { info, offset }) => {
+            drain(rec, log, at, offset)?;
+            if (info.cols, info.rows) != (last.cols, last.rows) {
+                let size = asciicast::resize_data(info.cols, info.rows);
+                rec.event(now, Code::Resize, &size)?;
+            }
+            if info.session_name != last.session_name {
+                rec.event(
+                    now,
+                    Code::Marker,
+                    &format!("renamed: {}", info.session_name),
+                )?;
+                meta.name = info.session_name.clone();
+            }
+            if info.restarting && !last.restarting {
+                let mode = if info.yolo_mode { "ON" } else { "OFF" };
+                rec.event(now, Code::Marker, &format!("restart: YOLO {mode}"))?;
+            }
+            *last = info;
+        }
+        Tapped::Event(ViewerEvent::Chat(line)) => {
+            drain(rec, log, at, u64::MAX)?;
+            rec.event(
+                now,
+                Code::Marker,
+                &format!("{}: {}", line.user_name, line.text),
+            )?;
+        }
+        Tapped::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
+        Tapped::Event(ViewerEvent::Refused(_) | ViewerEvent::Close(_)) => {}
+        Tapped::Input { data, offset } => {
+            drain(rec, log, at, offset)?;
+            let text = String::from_utf8_lossy(&data);
+            rec.event(now, Code::Input, &text)?;
+        }
+    }
+    Ok(())
+}
