@@ -191,6 +191,49 @@ impl Auth {
         }
     }
 
+    /// The live share links, for a live upgrade's image.
+    pub fn share_images(&self) -> Vec<crate::upgrade::image::ShareImage> {
+        let ms = |t: SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64)
+        };
+        lock(&self.shares)
+            .iter()
+            .map(|s| crate::upgrade::image::ShareImage {
+                id: s.id.clone(),
+                session: s.session,
+                writer: s.role == Role::Writer,
+                record: s.record,
+                token: s.token.clone(),
+                created_unix_ms: ms(s.created_at),
+                expires_unix_ms: s.expires_at.map(ms),
+            })
+            .collect()
+    }
+
+    /// Takes over the share links of a previous image: the same links keep working.
+    pub fn restore_shares(&self, shares: &[crate::upgrade::image::ShareImage]) {
+        let at = |ms: u64| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        let mut mine = lock(&self.shares);
+        for s in shares {
+            mine.push(Arc::new(Share {
+                id: s.id.clone(),
+                session: s.session,
+                role: if s.writer { Role::Writer } else { Role::Viewer },
+                record: s.record,
+                token: s.token.clone(),
+                created_at: at(s.created_unix_ms),
+                expires_at: s.expires_unix_ms.map(at),
+                revoked: CancellationToken::new(),
+            }));
+        }
+    }
+
+    /// The daemon token (for a live upgrade's image).
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
     /// Whether authentication is on.
     pub fn enabled(&self) -> bool {
         self.token.is_some()

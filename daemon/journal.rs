@@ -54,7 +54,13 @@ struct Ring {
     events: VecDeque<Event>,
     /// The id of the next event (ids start at 1).
     next: u64,
+    /// Set while a live upgrade hands over: sessions freezing are not ending, so what their
+    /// watchers see then is not recorded.
+    sealed: bool,
 }
+
+/// The kinds of event there are (an image's kinds are mapped back onto them).
+const KINDS: [&str; 5] = ["state", "exec", "rename", "yolo", "viewers"];
 
 /// RFC 3339 UTC time, second precision.
 fn ts() -> String {
@@ -79,6 +85,9 @@ impl Journal {
         }
         {
             let mut ring = self.lock();
+            if ring.sealed {
+                return;
+            }
             ring.next = ring.next.max(1);
             let id = ring.next;
             ring.next += 1;
@@ -151,11 +160,62 @@ impl Journal {
     /// Follows `handle`'s metadata for as long as the session lives: `created` now, then
     /// `exited`, `rename`, `yolo` and `viewers` as they change, and `ended` last.
     pub fn watch(self: &Arc<Self>, handle: &SessionHandle) {
+        self.state(&handle.info(), "created");
+        self.watch_adopted(handle);
+    }
+
+    /// Stops recording events (a live upgrade hands over; see [`Ring::sealed`]).
+    pub fn seal(&self) {
+        self.lock().sealed = true;
+    }
+
+    /// The events, for a live upgrade's image.
+    pub fn image(&self) -> crate::upgrade::image::JournalImage {
+        let ring = self.lock();
+        crate::upgrade::image::JournalImage {
+            next: ring.next,
+            events: ring
+                .events
+                .iter()
+                .map(|e| crate::upgrade::image::EventImage {
+                    id: e.id,
+                    kind: e.kind.to_owned(),
+                    session: e.session,
+                    data: e.data.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Goes on from a previous image's events: ids continue, so `Last-Event-ID` resumes.
+    pub fn restore(&self, image: &crate::upgrade::image::JournalImage) {
+        let mut ring = self.lock();
+        ring.events = image
+            .events
+            .iter()
+            .rev()
+            .take(KEPT)
+            .rev()
+            .filter_map(|e| {
+                let kind = KINDS.into_iter().find(|k| *k == e.kind)?;
+                Some(Event {
+                    id: e.id,
+                    kind,
+                    session: e.session,
+                    data: e.data.clone(),
+                })
+            })
+            .collect();
+        let after_last = ring.events.back().map_or(1, |e| e.id + 1);
+        ring.next = image.next.max(after_last);
+    }
+
+    /// Follows a session adopted in a live upgrade (its creation was told before).
+    pub fn watch_adopted(self: &Arc<Self>, handle: &SessionHandle) {
         let journal = self.clone();
         let mut info = handle.watch_info();
         let ended = handle.ended();
         let mut last = info.borrow_and_update().clone();
-        journal.state(&last, "created");
         tokio::spawn(async move {
             loop {
                 let gone = tokio::select! {

@@ -21,7 +21,10 @@
 //! - [`record`]: session recordings (asciicast v2 files): written, listed, pruned.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
-//! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor.
+//! - [`upgrade`]: live upgrade: the session image, handing it to a new image of the binary
+//!   with `execve`, and adopting it there.
+//! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor, and
+//!   descriptors inherited from a previous image.
 
 // Denied everywhere but in `sys`, which states why each block is sound.
 #![deny(unsafe_code)]
@@ -43,4 +46,5 @@ pub mod session;
 pub mod shutdown;
 pub mod sys;
 pub mod term;
+pub mod upgrade;
 pub mod viewer;

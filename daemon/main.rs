@@ -113,6 +113,21 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         ttl: Option<u64>,
     },
+    /// Replace the local daemon's binary in place: sessions keep running, viewers reconnect.
+    ///
+    /// Install the new binary over the old one first; this signals the daemon (SIGUSR2, as
+    /// `systemctl reload ptyhub` does), waits until the new image answers and prints the
+    /// versions. A daemon that refuses (bad config, missing binary) goes on as it was.
+    Upgrade {
+        #[command(flatten)]
+        conn: Conn,
+        /// The daemon's pid (default: what its /api/version says).
+        #[arg(long)]
+        pid: Option<i32>,
+        /// How long to wait for the new image, in seconds.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        timeout: u64,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -151,6 +166,13 @@ struct Args {
     /// Log line format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Load and validate the configuration, print what is wrong (or the image formats this
+    /// binary reads, for a live upgrade), and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// Set by a live upgrade: the descriptor of the image handed over.
+    #[arg(long = "upgrade-image", hide = true, value_name = "FD")]
+    upgrade_image: Option<i32>,
 }
 
 /// How log lines are written.
@@ -214,10 +236,53 @@ fn main() -> anyhow::Result<()> {
         Some(client) => std::process::exit(run_client(client)),
     };
     init_logging(args.log_format);
-    let cfg = ptyhub::config::load(args.config.as_deref(), args.listen.as_deref())?;
-    let token = token_source(&args, &cfg)?;
+    // Before anything could replace it: the path a live upgrade runs again.
+    let exe = std::env::current_exe().context("finding this program's path")?;
+    let handoff = match args.upgrade_image {
+        Some(fd) => Some(receive_handoff(fd)?),
+        None => None,
+    };
+    let loaded = ptyhub::config::load(args.config.as_deref(), args.listen.as_deref())
+        .map_err(anyhow::Error::from)
+        .and_then(|cfg| token_source(&args, &cfg).map(|token| (cfg, token)));
+    let (cfg, token) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) if args.check_config => {
+            eprintln!("ptyhub: the configuration is refused: {e:#}");
+            std::process::exit(1);
+        }
+        Err(e) => {
+            if let Some(handoff) = &handoff {
+                // The old image checked this config a moment ago; it changed since. The
+                // sessions cannot be adopted without one: end them, leave nothing behind.
+                tracing::error!("the new image cannot load its configuration ({e:#}): ending the sessions it was handed");
+                ptyhub::upgrade::abandon(&handoff.image, Duration::from_secs(5));
+            }
+            return Err(e);
+        }
+    };
+    if args.check_config {
+        println!("configuration OK: {}", cfg.source);
+        println!("{}", ptyhub::upgrade::check_report());
+        return Ok(());
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(serve(Arc::new(cfg), token))
+    runtime.block_on(serve(Arc::new(cfg), token, handoff, exe))
+}
+
+/// Reads the image a previous image of this daemon handed over. One that cannot be read ends
+/// the sessions it can find (this process's children) rather than orphan them.
+fn receive_handoff(fd: i32) -> anyhow::Result<ptyhub::upgrade::Handoff> {
+    match ptyhub::upgrade::receive(fd) {
+        Ok(handoff) => Ok(handoff),
+        Err(e) => {
+            tracing::error!(
+                "cannot read the upgrade image ({e}): ending every session this process runs"
+            );
+            ptyhub::upgrade::abandon_children(Duration::from_secs(5));
+            Err(anyhow::anyhow!("cannot read the upgrade image: {e}"))
+        }
+    }
 }
 
 /// Runs a client subcommand; returns the process's exit status. Errors are one line on
@@ -323,6 +388,10 @@ fn run_client(command: Command) -> i32 {
                 println!("{}", server.share(found.id, writer, ttl).await?);
                 Ok(0)
             }
+            Command::Upgrade { conn, pid, timeout } => {
+                let server = server_for(&conn, None)?;
+                ptyhub::client::upgrade::run(&server, pid, Duration::from_secs(timeout)).await
+            }
             Command::Serve(_) | Command::Completions { .. } | Command::Man => Ok(0),
         }
     });
@@ -366,21 +435,60 @@ fn notify(state: sd_notify::NotifyState<'_>) {
     }
 }
 
-async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::Result<()> {
-    let listener = Daemon::bind(&cfg)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+/// Tells systemd the daemon is reloading (a live upgrade): `systemctl reload` then waits for
+/// the next READY=1.
+fn notify_reloading() {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let usec = i128::from(now.tv_sec) * 1_000_000 + i128::from(now.tv_nsec) / 1000;
+    if let Err(e) = sd_notify::notify(
+        false,
+        &[
+            sd_notify::NotifyState::Reloading,
+            sd_notify::NotifyState::MonotonicUsec(usec),
+        ],
+    ) {
+        warn!("could not notify systemd: {e}");
+    }
+}
+
+async fn serve(
+    cfg: Arc<ptyhub::config::Config>,
+    token: TokenSource,
+    handoff: Option<ptyhub::upgrade::Handoff>,
+    exe: PathBuf,
+) -> anyhow::Result<()> {
+    // A generated token survives an upgrade: open tabs and links stay signed in.
+    let token = match (token, handoff.as_ref().and_then(|h| h.image.token.clone())) {
+        (TokenSource::Generated(_), Some(kept)) => TokenSource::Given(kept),
+        (token, _) => token,
+    };
     let (secret, generated) = match &token {
         TokenSource::Off => (None, false),
         TokenSource::Given(t) => (Some(t.clone()), false),
         TokenSource::Generated(t) => (Some(t.clone()), true),
     };
-    let mut daemon = Daemon::new(cfg.clone(), secret.clone());
     // Handlers first: a SIGTERM right after the URL is printed must shut down cleanly.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let addr = daemon.serve(listener)?;
-    info!(%addr, config = %cfg.source, auth = secret.is_some(), "ptyhub listening");
+    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let upgraded = handoff.is_some();
+    let mut daemon = match handoff {
+        Some(handoff) => Daemon::adopt(cfg.clone(), secret.clone(), handoff)
+            .context("adopting the sessions handed over")?,
+        None => {
+            let listener = Daemon::bind(&cfg)
+                .await
+                .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+            let mut daemon = Daemon::new(cfg.clone(), secret.clone());
+            daemon.serve(listener)?;
+            ptyhub::upgrade::image_started(0);
+            daemon
+        }
+    };
+    let addr = daemon
+        .addr()
+        .context("the daemon has no listening address")?;
+    info!(%addr, config = %cfg.source, auth = secret.is_some(), upgraded, "ptyhub listening");
     // stdout carries what to open (tests read the port from the first line). A generated token
     // is printed here once and never logged.
     let open = match (&secret, generated) {
@@ -388,11 +496,13 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         (Some(_), false) => format!("open http://{addr}/ with your token"),
         (None, _) => format!("open http://{addr}/ (authentication is off)"),
     };
-    // Not println!: a closed stdout (a service manager, a reader gone) must not stop the daemon.
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "ptyhub listening on http://{addr}/\n{open}");
-    let _ = stdout.flush();
-    drop(stdout);
+    if !upgraded {
+        // Not println!: a closed stdout (a service manager, a reader gone) must not stop the
+        // daemon.
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "ptyhub listening on http://{addr}/\n{open}");
+        let _ = stdout.flush();
+    }
     notify(sd_notify::NotifyState::Ready);
     let mut watchdog_usec = 0;
     if sd_notify::watchdog_enabled(false, &mut watchdog_usec) {
@@ -405,9 +515,33 @@ async fn serve(cfg: Arc<ptyhub::config::Config>, token: TokenSource) -> anyhow::
         });
     }
 
-    let which = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+    let args = ptyhub::upgrade::own_args();
+    let which = loop {
+        tokio::select! {
+            _ = term.recv() => break "SIGTERM",
+            _ = int.recv() => break "SIGINT",
+            _ = usr2.recv() => {}
+        }
+        info!(sessions = daemon.sessions(), exe = %exe.display(), "live upgrade requested");
+        notify_reloading();
+        if let Err(e) = ptyhub::upgrade::check(&exe, &args).await {
+            warn!("live upgrade refused, going on as before: {e}");
+            ptyhub::upgrade::failed(e.to_string());
+            notify(sd_notify::NotifyState::Ready);
+            continue;
+        }
+        let mut handoff = daemon.hand_over().await?;
+        info!(
+            sessions = handoff.image.sessions.len(),
+            "handing over to the new image"
+        );
+        let failed = handoff.exec(&exe, &args);
+        // Only reached when execve failed: this image takes its own sessions back.
+        tracing::error!("live upgrade failed, resuming: {failed}");
+        ptyhub::upgrade::failed(failed.to_string());
+        daemon = Daemon::adopt(cfg.clone(), secret.clone(), handoff)
+            .context("taking the sessions back after a failed upgrade")?;
+        notify(sd_notify::NotifyState::Ready);
     };
     info!(
         signal = which,

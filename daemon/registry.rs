@@ -61,6 +61,18 @@ impl Numbers {
         Ok(free as u8 + 1)
     }
 
+    /// Takes number `num` for `id` (a session adopted in a live upgrade keeps its number).
+    fn take_exact(&mut self, num: u8, id: Uuid) -> Result<(), CreateError> {
+        let slot = usize::from(num)
+            .checked_sub(1)
+            .and_then(|i| self.by_num.get_mut(i))
+            .filter(|slot| slot.is_none())
+            .ok_or(CreateError::NoFreeNumber(MAX_NUM))?;
+        *slot = Some(id);
+        self.used += 1;
+        Ok(())
+    }
+
     /// Gives `num` back, if `id` still holds it.
     fn free(&mut self, num: u8, id: Uuid) {
         let Some(slot) = usize::from(num)
@@ -201,21 +213,7 @@ impl Registry {
                 // Taken under the numbers' own lock, so racing creators of different uuids
                 // never share a number, and the session limit holds exactly.
                 let num = self.numbers().take(id, self.cfg.limits.max_sessions)?;
-                let me = self.me.clone();
-                let started = session::start(
-                    self.cfg.clone(),
-                    spec,
-                    num,
-                    Box::new(move |id| {
-                        if let Some(registry) = me.upgrade() {
-                            registry.sessions.remove(&id);
-                            registry.auth.forget_session(id);
-                            // Given back only once the uuid has left the map: a number never
-                            // names two sessions.
-                            registry.numbers().free(num, id);
-                        }
-                    }),
-                );
+                let started = session::start(self.cfg.clone(), spec, num, self.on_end(num));
                 match started {
                     Ok(handle) => {
                         // Before anyone else can reach it: the recording misses nothing.
@@ -233,6 +231,63 @@ impl Registry {
                 }
             }
         }
+    }
+
+    /// What a session numbered `num` does when it ends: leaves the registry.
+    fn on_end(&self, num: u8) -> session::OnEnd {
+        let me = self.me.clone();
+        Box::new(move |id| {
+            if let Some(registry) = me.upgrade() {
+                registry.sessions.remove(&id);
+                registry.auth.forget_session(id);
+                // Given back only once the uuid has left the map: a number never names two
+                // sessions.
+                registry.numbers().free(num, id);
+            }
+        })
+    }
+
+    /// Adopts a session handed over by a live upgrade: same uuid, number, screen and log; its
+    /// recording goes on in the same file, its lifecycle events go on from the journal.
+    pub fn adopt(
+        &self,
+        image: &crate::upgrade::image::SessionImage,
+        blobs: &crate::upgrade::image::Blobs,
+        pty: Option<std::os::fd::OwnedFd>,
+    ) -> Result<SessionHandle, session::AdoptError> {
+        let (id, num) = (image.id, image.num);
+        self.numbers()
+            .take_exact(num, id)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let adopted = session::adopt(self.cfg.clone(), image, blobs, pty, self.on_end(num));
+        let handle = match adopted {
+            Ok(handle) => handle,
+            Err(e) => {
+                self.numbers().free(num, id);
+                return Err(e);
+            }
+        };
+        let since_start = std::time::SystemTime::now()
+            .duration_since(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(image.created_unix_ms),
+            )
+            .unwrap_or_default();
+        self.recordings
+            .resume(&handle, since_start, image.log_start + image.log.len);
+        self.sessions.insert(id, handle.clone());
+        self.journal.watch_adopted(&handle);
+        Ok(handle)
+    }
+
+    /// Every session's handle.
+    pub fn handles(&self) -> Vec<SessionHandle> {
+        self.sessions.iter().map(|h| h.clone()).collect()
+    }
+
+    /// Refuses every session creation from now on (shutdown, or a live upgrade).
+    pub fn close_creation(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The lifecycle events.

@@ -1,5 +1,5 @@
 //! The crate's only `unsafe` code: registering an owned file descriptor (a PTY master, a
-//! pidfd, later descriptors handed over by a live upgrade) with tokio's reactor.
+//! pidfd) with tokio's reactor, and taking over the descriptors a live upgrade hands down.
 //!
 //! tokio asks for `unsafe` there because an arbitrary `AsRawFd` type could close or swap its
 //! descriptor behind the reactor's back. An [`OwnedFd`] cannot: it owns its descriptor and
@@ -17,4 +17,29 @@ pub fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     // (so it lives exactly as long) and its `as_raw_fd` always returns the same descriptor.
     let registered = unsafe { AsyncFd::register(fd) };
     registered.map_err(io::Error::from)
+}
+
+/// Takes ownership of descriptor `raw`, inherited across `execve` from the previous image of
+/// this daemon (a live upgrade), after checking that it is open; sets close-on-exec on it
+/// again, so it goes no further than this image unless handed over once more.
+///
+/// The caller names each descriptor once (the image reader refuses duplicates), and nothing
+/// else in this process owns inherited descriptors: the standard streams are 0 to 2 and the
+/// image never names them.
+pub fn adopt_inherited(raw: std::os::fd::RawFd) -> io::Result<OwnedFd> {
+    use std::os::fd::{BorrowedFd, FromRawFd};
+    if raw <= 2 {
+        return Err(io::Error::other(format!(
+            "descriptor {raw} is a standard stream"
+        )));
+    }
+    // SAFETY: only used for the one `fcntl` below, which fails with EBADF (and touches
+    // nothing) when `raw` is not open.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
+    rustix::io::fcntl_getfd(borrowed)?;
+    // SAFETY: `raw` is open (checked above), was left open for this image by the previous
+    // one, and is named once: this `OwnedFd` is its only owner.
+    let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+    rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(owned)
 }

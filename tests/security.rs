@@ -797,6 +797,7 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         unit.contains("Type=notify")
             && unit.contains("KillMode=mixed")
             && unit.contains("Restart=on-failure")
+            && unit.contains("upgrade --pid $MAINPID")
     );
     let path = dir.path().join("ptyhub.service");
     std::fs::write(&path, unit).unwrap();

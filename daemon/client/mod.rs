@@ -7,6 +7,7 @@
 pub mod attach;
 pub mod exec;
 pub mod table;
+pub mod upgrade;
 
 use std::time::Duration;
 
@@ -243,6 +244,12 @@ impl Server {
             .await?;
         serde_json::from_value(value)
             .map_err(|e| ClientError::Server(format!("unexpected session list: {e}")))
+    }
+
+    /// The daemon's `/api/version` (version, pid, image start, upgrades).
+    pub async fn version(&self) -> Result<Value, ClientError> {
+        self.call(self.request(reqwest::Method::GET, "api/version")?)
+            .await
     }
 
     /// Every session, as the server sent it (for `ls --json`).

@@ -11,6 +11,10 @@ use tracing::{debug, info, warn};
 
 use super::*;
 
+/// How long a connection accepted just before shutdown (or a live upgrade) has to send its
+/// first request before it is closed.
+const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Accepts connections until shutdown.
 pub async fn run(listener: TcpListener, state: Arc<AppState>) {
     loop {
@@ -36,6 +40,7 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
         let state2 = state.clone();
         // Shared with an upgraded WebSocket, which outlives the HTTP connection task.
         let slot = Arc::new(slot);
+        let mine = slot.clone();
         let evicted = slot.evicted();
         let header_timeout = state.cfg.limits.header_timeout;
         let shutdown = state.shutdown.clone();
@@ -62,6 +67,16 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
                 // An idle keep-alive connection closes at once, so the daemon does not wait
                 // out its drain for it; a request under way is answered first.
                 _ = shutdown.cancelled() => {
+                    // Accepted a moment ago, its request may not have been read yet: a close
+                    // now would look like a refusal (a live upgrade must refuse no one).
+                    if !mine.has_requested() {
+                        if let Ok(done) = tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
+                            if let Err(e) = done {
+                                debug!(%peer, "http connection at shutdown: {e}");
+                            }
+                            return;
+                        }
+                    }
                     conn.as_mut().graceful_shutdown();
                     if let Err(e) = conn.await {
                         debug!(%peer, "http connection at shutdown: {e}");

@@ -108,6 +108,11 @@ impl Slot {
         self.evicted.clone()
     }
 
+    /// Whether the connection has begun a request.
+    pub fn has_requested(&self) -> bool {
+        *lock(&self.state) != State::Waiting
+    }
+
     /// The connection sent a request: it is no longer idle, so no longer evictable.
     pub fn requested(&self) {
         let mut state = lock(&self.state);

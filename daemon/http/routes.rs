@@ -51,6 +51,29 @@ pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static st
     })
 }
 
+/// What `/api/version` says: the version, this image's start, the upgrades so far and the
+/// last one that failed.
+fn version(state: &AppState) -> serde_json::Value {
+    let status = crate::upgrade::status();
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "imageStarted": crate::session::rfc3339(status.image_started),
+        "imageStartedMs": ms(status.image_started),
+        "upgrades": status.upgrades,
+        "sessions": state.registry.len(),
+        "lastUpgradeError": status.last_error.map(|(at, message)| serde_json::json!({
+            "at": crate::session::rfc3339(at),
+            "atMs": ms(at),
+            "message": message,
+        })),
+    })
+}
+
 pub(super) async fn route(
     req: Request<Incoming>,
     peer: SocketAddr,
@@ -65,6 +88,10 @@ pub(super) async fn route(
     debug!(%peer, %method, %path, "request");
     let kind = match segments.as_slice() {
         ["healthz"] => return with_type(StatusCode::OK, b"ok\n".to_vec(), "text/plain"),
+        // Public like /healthz (no secret in it): `ptyhub upgrade` and monitoring read it.
+        ["api", "version"] if method == Method::GET => {
+            return json(StatusCode::OK, &version(state))
+        }
         [""] | ["session", _] => Kind::Page,
         ["api", ..] | ["ws", ..] | ["metrics"] => Kind::Api,
         // The UI's assets are the same for everyone and hold no secret.

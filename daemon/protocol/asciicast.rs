@@ -146,6 +146,15 @@ pub fn parse_event(line: &str) -> Result<Event, Malformed> {
     Ok(Event { time, code, data })
 }
 
+/// The time of the last whole event line in `tail` (the end of a recording), if any.
+pub fn last_time(tail: &[u8]) -> Option<f64> {
+    tail.split(|&b| b == b'\n')
+        .rev()
+        .filter_map(|line| std::str::from_utf8(line).ok())
+        .find_map(|line| parse_event(line).ok())
+        .map(|event| event.time)
+}
+
 /// Turns byte chunks into text without splitting a character: an incomplete UTF-8 sequence at
 /// the end of a chunk is held (at most 3 bytes) and completed by the next.
 #[derive(Debug, Default, Clone)]

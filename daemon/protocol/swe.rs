@@ -78,6 +78,7 @@ pub fn end_close(reason: crate::session::EndReason) -> (u16, &'static str) {
     match reason {
         EndReason::Deleted | EndReason::Reaped => (4003, "session ended"),
         EndReason::Shutdown => (1001, "ptyhub is shutting down"),
+        EndReason::Upgrade => (1012, "ptyhub is restarting"),
     }
 }
 

@@ -73,7 +73,8 @@ pub fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
     std::fs::rename(&tmp, meta_path(dir, meta.id))
 }
 
-fn read_meta(dir: &Path, id: Uuid) -> Option<Meta> {
+/// The sidecar of session `id`'s recording.
+pub fn read_meta(dir: &Path, id: Uuid) -> Option<Meta> {
     let text = std::fs::read(meta_path(dir, id)).ok()?;
     serde_json::from_slice(&text).ok()
 }

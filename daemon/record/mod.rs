@@ -57,6 +57,28 @@ impl Recordings {
             tap,
             dir: self.cfg.dir.clone(),
             max_bytes: self.cfg.max_bytes_per_session,
+            resume: None,
+        };
+        self.tasks.spawn(writer::run(job));
+    }
+
+    /// Goes on recording a session adopted in a live upgrade: appends to its file from log
+    /// offset `from`, `since_start` after the recording began.
+    pub fn resume(&self, handle: &SessionHandle, since_start: Duration, from: u64) {
+        if !self.cfg.enabled {
+            return;
+        }
+        let Ok(tap) = handle.tap(self.cfg.input) else {
+            return;
+        };
+        let job = writer::Job {
+            id: handle.id(),
+            assistant: handle.info().assistant,
+            log: handle.log().clone(),
+            tap,
+            dir: self.cfg.dir.clone(),
+            max_bytes: self.cfg.max_bytes_per_session,
+            resume: Some(writer::Resume { since_start, from }),
         };
         self.tasks.spawn(writer::run(job));
     }

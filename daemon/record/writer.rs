@@ -50,6 +50,16 @@ pub(super) struct Job {
     pub dir: PathBuf,
     /// The size cap.
     pub max_bytes: u64,
+    /// Set when the recording goes on from an earlier image of the daemon (a live upgrade).
+    pub resume: Option<Resume>,
+}
+
+/// Where a recording handed over by a live upgrade goes on.
+pub struct Resume {
+    /// Time since the recording's start (its events' clock goes on from there).
+    pub since_start: Duration,
+    /// The log offset the previous image recorded up to.
+    pub from: u64,
 }
 
 /// Why a recording stopped early.
@@ -212,6 +222,9 @@ fn create(dir: &std::path::Path, id: Uuid, status: &StatusInfo) -> std::io::Resu
 
 /// Records until the session ends or the recording stops.
 pub(super) async fn run(mut job: Job) {
+    if job.resume.is_some() {
+        return resume(job).await;
+    }
     let start = Instant::now();
     let started_at = SystemTime::now();
     // The first item is the session's status at the tap.
@@ -219,7 +232,7 @@ pub(super) async fn run(mut job: Job) {
         Some(Tapped::Event(ViewerEvent::Status { info, .. })) => info,
         _ => return,
     };
-    let mut meta = Meta {
+    let meta = Meta {
         id: job.id,
         name: first.session_name.clone(),
         assistant: job.assistant.clone(),
@@ -245,6 +258,52 @@ pub(super) async fn run(mut job: Job) {
         Ok(file) => file,
         Err(e) => return fail(&job, Stop::Io(e)).await,
     };
+    let at = job.log.start();
+    record(job, file, start, 0.0, meta, first, at).await;
+}
+
+/// Goes on with a recording the previous image of the daemon began (a live upgrade): appends
+/// to its file, with event times on the same clock. A recording deleted meanwhile stays so.
+async fn resume(mut job: Job) {
+    let Some(Resume { since_start, from }) = job.resume.take() else {
+        return;
+    };
+    let first = match job.tap.recv().await {
+        Some(Tapped::Event(ViewerEvent::Status { info, .. })) => info,
+        _ => return,
+    };
+    let (dir, id) = (job.dir.clone(), job.id);
+    let opened = tokio::task::spawn_blocking(move || {
+        let path = catalog::cast_path(&dir, id);
+        let meta = catalog::read_meta(&dir, id)?;
+        let last_time = asciicast::last_time(&read_tail(&path).ok()?).unwrap_or(0.0);
+        let file = std::fs::OpenOptions::new().append(true).open(&path).ok()?;
+        Some((file, meta, last_time))
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some((file, meta, last_time)) = opened else {
+        return;
+    };
+    let start = Instant::now()
+        .checked_sub(since_start)
+        .unwrap_or_else(Instant::now);
+    record(job, file, start, last_time, meta, first, from).await;
+}
+
+/// Records into `file` (the header written) from log offset `at` until the session ends, is
+/// frozen for an upgrade, or the recording stops.
+async fn record(
+    mut job: Job,
+    file: std::fs::File,
+    start: Instant,
+    last_time: f64,
+    mut meta: Meta,
+    first: StatusInfo,
+    mut at: u64,
+) {
+    let dir = job.dir.clone();
     let mut rec = Recording {
         file: Some(file),
         buf: Vec::new(),
@@ -252,7 +311,7 @@ pub(super) async fn run(mut job: Job) {
         dirty_since: None,
         max_bytes: job.max_bytes,
         start,
-        last_time: 0.0,
+        last_time,
         carry: Utf8Carry::default(),
         pending: Vec::new(),
         pending_at: None,
@@ -262,13 +321,17 @@ pub(super) async fn run(mut job: Job) {
     rec.written = std::fs::metadata(catalog::cast_path(&dir, job.id)).map_or(0, |m| m.len());
     let mut listed_name = meta.name.clone();
     let mut last = first;
-    let mut at = job.log.start();
+    let mut suspended = false;
     let stop = loop {
         let flush_at = rec.dirty_since.map(|t| t + BATCH_DELAY);
         let step = tokio::select! {
             biased;
             item = job.tap.recv() => match item {
                 None => break drain(&mut rec, &job.log, &mut at, u64::MAX).err(),
+                Some(Tapped::Suspended) => {
+                    suspended = true;
+                    break drain(&mut rec, &job.log, &mut at, u64::MAX).err();
+                }
                 Some(item) => on_tapped(&mut rec, &job.log, &mut at, &mut last, &mut meta, item),
             },
             _ = job.log.wait_past(at) => {
@@ -310,6 +373,13 @@ pub(super) async fn run(mut job: Job) {
     if let Err(e) = rec.flush().await {
         stop = stop.or(Some(e));
     }
+    if suspended {
+        // The next image goes on with this file; its listing stays "recording".
+        if let Some(stop) = stop {
+            fail(&job, stop).await;
+        }
+        return;
+    }
     let duration = rec.last_time.max(start.elapsed().as_secs_f64());
     meta.ended = Some(crate::session::rfc3339(SystemTime::now()));
     meta.duration = Some(duration);
@@ -326,6 +396,19 @@ pub(super) async fn run(mut job: Job) {
     if let Some(stop) = stop {
         fail(&job, stop).await;
     }
+}
+
+/// The last 512 KiB of a file: room for the last event line (64 KiB of output, up to six
+/// times that once escaped), bounded whatever the file's size.
+fn read_tail(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read as _, Seek as _};
+    const TAIL: u64 = 512 * 1024;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    file.seek(std::io::SeekFrom::Start(len.saturating_sub(TAIL)))?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail)?;
+    Ok(tail)
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
@@ -425,7 +508,7 @@ fn on_tapped(
             )?;
         }
         Tapped::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
-        Tapped::Event(ViewerEvent::Refused(_) | ViewerEvent::Close(_)) => {}
+        Tapped::Event(ViewerEvent::Refused(_) | ViewerEvent::Close(_)) | Tapped::Suspended => {}
         Tapped::Input { data, offset } => {
             drain(rec, log, at, offset)?;
             let text = String::from_utf8_lossy(&data);

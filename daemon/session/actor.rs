@@ -40,6 +40,8 @@ pub(super) struct Proc {
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     pub(super) answers_queued: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) size: Option<watch::Sender<(u16, u16)>>,
+    /// The writer task, and how to stop it and get back what it has not written.
+    pub(super) writer: Option<(CancellationToken, tokio::task::JoinHandle<Vec<u8>>)>,
 }
 
 pub(super) struct Session {
@@ -90,6 +92,8 @@ pub(super) struct Session {
     pub(super) tap: Option<tap::Tap>,
     /// Why the recording stopped, once it has: told to each writer once.
     pub(super) recording_failed: Option<Refusal>,
+    /// A live upgrade's request to freeze, waiting for a settled phase.
+    pub(super) freeze: Option<tokio::sync::oneshot::Sender<freeze::Frozen>>,
 }
 
 pub(super) async fn read_pty(
@@ -137,8 +141,15 @@ impl Session {
         let (input_tx, input_rx) = mpsc::unbounded_channel();
         let (size_tx, size_rx) = watch::channel(self.size);
         self.last_pid = spawned.pid;
-        tokio::spawn(pty_writer(spawned.pty.clone(), input_rx, size_rx));
+        let stop = CancellationToken::new();
+        let writer = tokio::spawn(pty_writer(
+            spawned.pty.clone(),
+            input_rx,
+            size_rx,
+            stop.clone(),
+        ));
         self.proc = Proc {
+            writer: Some((stop, writer)),
             exit: Some(spawned.exit),
             pid: spawned.pid,
             reader: Some(spawned.pty),
@@ -173,6 +184,13 @@ impl Session {
                 }
             }
             if let Phase::Ended = self.phase {
+                break;
+            }
+            if self.freeze.is_some() && self.settled() {
+                let frozen = self.freeze_now().await;
+                if let Some(reply) = self.freeze.take() {
+                    let _ = reply.send(frozen);
+                }
                 break;
             }
         }
@@ -327,6 +345,8 @@ impl Session {
                 }
                 self.recording_failed = Some(refusal);
             }
+            Command::Detach => self.detach_viewers(),
+            Command::Freeze { reply } => self.freeze = Some(reply),
         }
     }
 

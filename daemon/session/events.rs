@@ -163,6 +163,9 @@ pub enum EndReason {
     Shutdown,
     /// Exited and unwatched for the configured time.
     Reaped,
+    /// The daemon is being replaced by a new image of itself (a live upgrade): the session
+    /// goes on there.
+    Upgrade,
 }
 
 /// The session no longer exists.

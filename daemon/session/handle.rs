@@ -76,6 +76,12 @@ pub(super) enum Command {
     RecordingFailed {
         message: String,
     },
+    /// A live upgrade begins: the viewers are told to reconnect.
+    Detach,
+    /// A live upgrade: freeze into an image once settled, and stop.
+    Freeze {
+        reply: oneshot::Sender<freeze::Frozen>,
+    },
 }
 
 /// A cheap, cloneable reference to a running session actor.
@@ -251,6 +257,20 @@ impl SessionHandle {
             .try_send(Command::Tap { tap })
             .map_err(|_| SessionGone)?;
         Ok(receiver)
+    }
+
+    /// A live upgrade begins: every viewer is told the daemon restarts (close 1012); the
+    /// session goes on.
+    pub async fn detach_for_upgrade(&self) -> Result<(), SessionGone> {
+        self.send(Command::Detach).await
+    }
+
+    /// A live upgrade: the session freezes into its image (once no restart or exit is under
+    /// way) and its actor stops; the program runs on. `None` if it ended first.
+    pub async fn freeze(&self) -> Option<freeze::Frozen> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Freeze { reply }).await.ok()?;
+        rx.await.ok()
     }
 
     /// Ends the session (signalling its processes, closing its viewers) and waits until it is gone.

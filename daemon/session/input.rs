@@ -9,6 +9,7 @@ use super::pty::PtyMaster;
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::actor::Session;
@@ -66,15 +67,24 @@ pub(super) async fn pty_writer(
     pty: PtyMaster,
     mut input: mpsc::UnboundedReceiver<PtyInput>,
     mut size: watch::Receiver<(u16, u16)>,
-) {
+    stop: CancellationToken,
+) -> Vec<u8> {
     let mut pending: Option<PtyInput> = None;
     loop {
         let writing = pending.as_ref().map(|p| p.data.clone()).unwrap_or_default();
         tokio::select! {
             biased;
+            // A live upgrade: what is not written yet goes to the next image, in order.
+            _ = stop.cancelled() => {
+                let mut left = pending.map(|p| p.data.to_vec()).unwrap_or_default();
+                while let Ok(item) = input.try_recv() {
+                    left.extend_from_slice(&item.data);
+                }
+                return left;
+            }
             changed = size.changed() => {
                 if changed.is_err() {
-                    return;
+                    return Vec::new();
                 }
                 let (rows, cols) = *size.borrow_and_update();
                 if let Err(e) = pty.resize(rows, cols) {
@@ -91,12 +101,12 @@ pub(super) async fn pty_writer(
                         }
                     }
                 }
-                Err(e) => { debug!("pty write failed: {e}"); return; }
+                Err(e) => { debug!("pty write failed: {e}"); return Vec::new(); }
             },
             next = input.recv(), if pending.is_none() => match next {
                 Some(item) if item.data.is_empty() => {}
                 Some(item) => pending = Some(item),
-                None => return,
+                None => return Vec::new(),
             },
         }
     }

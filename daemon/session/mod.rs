@@ -10,6 +10,7 @@ mod chat;
 pub mod event_queue;
 mod events;
 mod file_drop;
+pub mod freeze;
 mod handle;
 mod input;
 mod lifecycle;
@@ -54,6 +55,7 @@ pub use events::{
     Role, SessionGone, SessionInfo, StatusInfo, UploadFailed, Uploaded, ViewerEvent, ViewerId,
     CUSTOM_ASSISTANT,
 };
+pub use freeze::{adopt, AdoptError, Frozen};
 use handle::Command;
 pub use handle::{Membership, OnEnd, SessionHandle};
 use input::{pty_writer, InputPermit, PtyInput, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES};
@@ -177,6 +179,7 @@ pub fn start(
         read_buf: Vec::new(),
         tap: None,
         recording_failed: None,
+        freeze: None,
         cfg,
     };
     session.attach(spawned);

@@ -193,6 +193,23 @@ impl SharedLog {
         }
     }
 
+    /// A log of `capacity` bytes that goes on from an earlier one (a live upgrade): `tail`
+    /// holds its bytes from offset `start`, so offsets continue where they were.
+    pub fn resumed(capacity: usize, start: u64, tail: Bytes) -> Self {
+        let mut log = OutputLog::new(capacity);
+        log.start = start;
+        log.head = start;
+        log.append(tail);
+        // An empty tail leaves no chunk: the log starts at its head.
+        log.start = log.head - log.chunks.iter().map(|c| c.bytes.len() as u64).sum::<u64>();
+        Self {
+            head: AtomicU64::new(log.head),
+            log: Mutex::new(log),
+            followers: AtomicUsize::new(0),
+            grew: tokio::sync::Notify::new(),
+        }
+    }
+
     /// Appends; returns the new head.
     pub fn append(&self, chunk: Bytes) -> u64 {
         let mut log = self.lock();

@@ -31,6 +31,9 @@ pub enum Tapped {
         /// The log's head when it was written.
         offset: u64,
     },
+    /// The session was frozen for a live upgrade: the next image of the daemon goes on with
+    /// the recording, so it is not ended.
+    Suspended,
 }
 
 /// The session's end.
@@ -79,6 +82,13 @@ impl Tap {
     /// Copies an event, without waiting.
     pub(super) fn event(&self, event: &ViewerEvent) {
         if self.tx.try_send(Tapped::Event(event.clone())).is_err() {
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The session is frozen for a live upgrade (the last item).
+    pub(super) fn suspend(&self) {
+        if self.tx.try_send(Tapped::Suspended).is_err() {
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -490,8 +490,10 @@ impl<T: Transport> MuxWriter<T> {
                 self.send_text(&ServerMessage::error(Some(id), r.message()))
                     .await?;
             }
-            Some(ViewerEvent::Close(EndReason::Shutdown)) => {
-                self.sink.close(1001, "ptyhub is shutting down").await?;
+            // The whole daemon goes (or is replaced): so does the connection.
+            Some(ViewerEvent::Close(reason @ (EndReason::Shutdown | EndReason::Upgrade))) => {
+                let (code, why) = crate::protocol::swe::end_close(reason);
+                self.sink.close(code, why).await?;
                 return Ok(true);
             }
             Some(ViewerEvent::Close(_)) | None => self.closed(num).await?,
