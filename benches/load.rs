@@ -3,14 +3,16 @@
 //! (against a bare PTY in the same run), the stalled-viewer cost, joining a full screen (open to
 //! full snapshot), the daemon's memory when idle, per idle session and per idle viewer, and
 //! exec (output through pipe mode and SSE against a bare pipe, short execs at a steady rate), and
-//! what recording sessions costs (a flood to 10 viewers and idle sessions, recording on vs off). The
+//! what recording sessions costs (a flood to 10 viewers and idle sessions, recording on vs off),
+//! and live upgrades (SIGUSR2 to every viewer's screen back, and no counter line lost). The
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,soak]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,soak]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
-//! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
+//! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--upgrade-sessions 10,100]
+//! [--upgrades 5] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
 //! [--soak-workers 3] [--seed 1]`. All scenarios but the soak run by default (`--soak` alone runs
 //! only the soak); `--quick` is a smoke run of all of them in about a minute. Prints a table, then
 //! one JSON line (the last line of stdout); exits non-zero when a run or an invariant failed, and
@@ -57,6 +59,8 @@ mod report;
 mod soak;
 #[path = "load/stall.rs"]
 mod stall;
+#[path = "load/upgrade.rs"]
+mod upgrade;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +88,7 @@ pub(crate) enum Scenario {
     Memory,
     Exec,
     Record,
+    Upgrade,
     Soak,
 }
 
@@ -138,6 +143,12 @@ struct Args {
     /// exec: seconds of short execs [default: 5; --quick: 2]
     #[arg(long)]
     exec_seconds: Option<u64>,
+    /// upgrade: sessions per run, each with a viewer [default: 10,100; --quick: 10]
+    #[arg(long, value_delimiter = ',')]
+    upgrade_sessions: Option<Vec<usize>>,
+    /// upgrade: live upgrades per run [default: 5; --quick: 2]
+    #[arg(long)]
+    upgrades: Option<usize>,
     /// soak: its length in minutes, warm-up included [default: 10; --quick: 1]
     #[arg(long, conflicts_with = "soak_seconds")]
     soak: Option<u64>,
@@ -179,6 +190,8 @@ pub(crate) struct Settings {
     pub(crate) exec_mb: usize,
     pub(crate) exec_rate: usize,
     pub(crate) exec_seconds: u64,
+    pub(crate) upgrade_sessions: Vec<usize>,
+    pub(crate) upgrades: usize,
     pub(crate) soak: Duration,
     pub(crate) soak_warmup: Duration,
     pub(crate) soak_workers: usize,
@@ -207,6 +220,7 @@ impl Settings {
                     Scenario::Memory,
                     Scenario::Exec,
                     Scenario::Record,
+                    Scenario::Upgrade,
                 ]
             }
         });
@@ -245,6 +259,12 @@ impl Settings {
             exec_mb: a.exec_mb.unwrap_or(if q { 5 } else { 100 }),
             exec_rate: a.exec_rate,
             exec_seconds: a.exec_seconds.unwrap_or(if q { 2 } else { 5 }),
+            upgrade_sessions: a.upgrade_sessions.unwrap_or(if q {
+                vec![10]
+            } else {
+                vec![10, 100]
+            }),
+            upgrades: a.upgrades.unwrap_or(if q { 2 } else { 5 }),
         };
         if [
             s.samples,
@@ -257,12 +277,15 @@ impl Settings {
             s.exec_mb,
             s.exec_rate,
             s.exec_seconds as usize,
+            s.upgrades,
         ]
         .contains(&0)
+            || s.upgrade_sessions.contains(&0)
         {
             bail!(
                 "--samples, --flood-mb, --flood-repeat, --stall-viewers, --joins, --mem-sessions \
-                 --mem-viewers, --exec-mb, --exec-rate and --exec-seconds must be at least 1"
+                 --mem-viewers, --exec-mb, --exec-rate, --exec-seconds, --upgrades and \
+                 --upgrade-sessions must be at least 1"
             );
         }
         if s.flood_viewers.contains(&0) {
@@ -416,6 +439,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Memory => memory::run(s, ctx, &mut report).await,
             Scenario::Exec => exec::run(s, ctx, &mut report).await,
             Scenario::Record => record::run(s, ctx, &mut report).await,
+            Scenario::Upgrade => upgrade::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
         }
     }

@@ -25,6 +25,7 @@ pub(crate) struct Report {
     pub(crate) memory: Option<MemoryRow>,
     pub(crate) exec: Option<crate::exec::ExecRow>,
     pub(crate) record: Option<crate::record::RecordRow>,
+    pub(crate) upgrade: Vec<crate::upgrade::UpgradeRow>,
     pub(crate) soak: Option<SoakRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
     pub(crate) notes: Vec<String>,
@@ -118,6 +119,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if let Some(rec) = &r.record {
         crate::record::print(rec, &mut out);
+    }
+    if !r.upgrade.is_empty() {
+        crate::upgrade::print(&r.upgrade, &mut out);
     }
     if let Some(soak) = &r.soak {
         crate::soak::print(soak, &mut out);
