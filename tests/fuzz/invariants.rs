@@ -1756,3 +1756,45 @@ pub fn check_asciicast(chunks: &[Vec<u8>], times: &[f64], label: &str) {
         "output joined is the output, cut as {chunks:?}"
     );
 }
+
+/// A live upgrade's image reads back exactly as written (every field, every blob); damaged
+/// (`mutation`: a byte at an index replaced, or the bytes cut there) or made-up bytes never
+/// panic the reader, and whatever it accepts has every blob reference inside the image.
+pub fn check_upgrade_image(
+    image: &ptyhub::upgrade::image::Image,
+    blobs: &ptyhub::upgrade::image::Blobs,
+    mutation: Option<(usize, u8, bool)>,
+    noise: &[u8],
+) {
+    use ptyhub::upgrade::image::{decode, encode};
+    let bytes = encode(image, blobs).expect("an image encodes");
+    let (back, back_blobs) = decode(&bytes).expect("a written image reads back");
+    assert_eq!(
+        serde_json::to_value(image).expect("json"),
+        serde_json::to_value(&back).expect("json"),
+        "the image read back differs"
+    );
+    for (a, b) in image.sessions.iter().zip(&back.sessions) {
+        for (x, y) in [(a.log, b.log), (a.input, b.input)] {
+            assert_eq!(blobs.get(x).ok(), back_blobs.get(y).ok(), "a blob differs");
+        }
+    }
+    let mut damaged = bytes.clone();
+    if let Some((at, byte, cut)) = mutation {
+        let at = at % damaged.len().max(1);
+        if cut {
+            damaged.truncate(at);
+        } else if let Some(b) = damaged.get_mut(at) {
+            *b = byte;
+        }
+    }
+    for candidate in [&damaged[..], noise] {
+        if let Ok((img, b)) = decode(candidate) {
+            for s in &img.sessions {
+                assert!(b.get(s.log).is_ok() && b.get(s.input).is_ok());
+                assert!(s.snapshot.is_none_or(|snap| b.get(snap).is_ok()));
+                assert!(s.snapshot_offset >= s.log_start);
+            }
+        }
+    }
+}

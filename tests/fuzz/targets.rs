@@ -127,6 +127,11 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 12,
         run: asciicast,
     },
+    Target {
+        name: "upgrade_image",
+        max_input: 1 << 12,
+        run: upgrade_image,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -1034,5 +1039,60 @@ fn asciicast(u: &mut Unstructured<'_>) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let label = text(u)?;
     inv::check_asciicast(&chunks, &times, &label);
+    Ok(())
+}
+
+/// A live upgrade's image: one built from random sessions reads back as written; the same
+/// bytes cut, flipped or made up are refused or read as something whose references all hold.
+fn upgrade_image(u: &mut Unstructured<'_>) -> Result<()> {
+    use ptyhub::upgrade::image::{Blobs, Image, ProcessImage, SessionImage};
+    let mut blobs = Blobs::default();
+    let mut image = Image {
+        version: text(u)?,
+        upgrades: u.arbitrary()?,
+        token: if u.arbitrary()? { Some(text(u)?) } else { None },
+        listener_fd: u.int_in_range(3..=8)?,
+        ..Image::default()
+    };
+    let mut fd = image.listener_fd;
+    for num in 1..=u.int_in_range(0..=4u8)? {
+        let log = some_bytes(u, 64)?;
+        let log_start: u64 = u.int_in_range(0..=1 << 40)?;
+        let snapshot_offset = log_start + u.int_in_range(0..=log.len() as u64)?;
+        let running: bool = u.arbitrary()?;
+        fd += 1;
+        let session = SessionImage {
+            // Distinct per session, as a daemon's are.
+            id: uuid::Uuid::from_u128((u128::from(u.arbitrary::<u64>()?) << 8) | u128::from(num)),
+            num,
+            name: text(u)?,
+            snapshot: if u.arbitrary()? {
+                Some(blobs.add(&some_bytes(u, 64)?))
+            } else {
+                None
+            },
+            snapshot_offset,
+            log_start,
+            log: blobs.add(&log),
+            input: blobs.add(&some_bytes(u, 16)?),
+            process: running.then_some(ProcessImage {
+                pid: u.arbitrary()?,
+                pty_fd: Some(fd),
+            }),
+            ..SessionImage::default()
+        };
+        image.sessions.push(session);
+    }
+    let mutation = if u.arbitrary()? {
+        None
+    } else {
+        Some((
+            u.arbitrary::<usize>()?,
+            u.arbitrary::<u8>()?,
+            u.arbitrary::<bool>()?,
+        ))
+    };
+    let noise = some_bytes(u, 256)?;
+    inv::check_upgrade_image(&image, &blobs, mutation, &noise);
     Ok(())
 }
