@@ -455,3 +455,84 @@ fn check_config_reports_the_image_formats_or_what_is_wrong() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn event_and_log_streams_resume_across_an_upgrade() {
+    use common::sse::Sse;
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut a = sized(&d, id, "?assistant=shell").await;
+    a.wait_screen("$ ").await;
+    a.run("printf 'one-%s\\n' before", "one-before").await;
+    let mut events = Sse::open(&d.http("/api/events?follow=1"), None).await;
+    events
+        .until("the session's creation", |e| {
+            e.iter().any(|e| e.data.contains("created"))
+        })
+        .await;
+    let mut log = Sse::open(&d.http(&format!("/api/sessions/{id}/log?follow=1")), None).await;
+    log.until("the line before", |e| {
+        e.iter().any(|e| e.data == "one-before")
+    })
+    .await;
+
+    upgrade(&d).await;
+    // Both streams end with the old image; clients resume with Last-Event-ID.
+    events.until_end().await;
+    log.until_end().await;
+    let last_event = events.events.last().and_then(|e| e.id.clone()).expect("id");
+    let last_line = log.events.last().and_then(|e| e.id.clone()).expect("id");
+    let mut b = joined(&d, id, "").await;
+    b.run("printf 'two-%s\\n' after", "two-after").await;
+    let renamed = rest()
+        .patch(d.http(&format!("/api/sessions/{id}")))
+        .json(&json!({"name": "after-upgrade"}))
+        .send()
+        .await
+        .expect("rename");
+    assert_eq!(renamed.status(), 200);
+    let mut events = Sse::open(&d.http("/api/events?follow=1"), Some(&last_event)).await;
+    events
+        .until("the rename after the upgrade", |e| {
+            e.iter().any(|e| e.event == "rename")
+        })
+        .await;
+    assert!(
+        events.events.iter().all(|e| e.event != "reset"),
+        "ids go on across the upgrade: {:?}",
+        events.events
+    );
+    let first: u64 = events.events[0]
+        .id
+        .as_deref()
+        .expect("id")
+        .parse()
+        .expect("n");
+    assert_eq!(
+        first,
+        last_event.parse::<u64>().expect("n") + 1,
+        "no id skipped or reused"
+    );
+    assert!(
+        !events
+            .events
+            .iter()
+            .any(|e| e.data.contains("\"ended\"") || e.data.contains("\"created\"")),
+        "the upgrade neither ends nor creates sessions: {:?}",
+        events.events
+    );
+    let mut log = Sse::open(
+        &d.http(&format!("/api/sessions/{id}/log?follow=1")),
+        Some(&last_line),
+    )
+    .await;
+    log.until("the line after", |e| {
+        e.iter().any(|e| e.data == "two-after")
+    })
+    .await;
+    assert!(
+        !log.texts().contains(&"one-before") && log.events.iter().all(|e| e.event != "reset"),
+        "the log resumes exactly: {:?}",
+        log.texts()
+    );
+}
