@@ -695,3 +695,30 @@ async fn exec_forwards_signals() {
         .expect("waited");
     assert_eq!(status.code(), Some(130));
 }
+
+#[tokio::test]
+async fn attach_rides_through_a_live_upgrade_and_the_upgrade_command_reports_it() {
+    let d = Daemon::start_args(&common::config(""), &["--token", TOKEN]);
+    let server = server_of(&d);
+    new_session(&server, "ride");
+    let t = Tmux::new(&server, 100, 30);
+    t.line(&format!("{BIN} attach ride; echo STATUS=$?"));
+    t.wait_for("the remote prompt", remote_prompt);
+    t.line("echo before-$((6*7))");
+    t.wait_for("the remote output", |s| s.contains("before-42"));
+
+    let out = cli(&server, &["upgrade"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("upgraded ptyhub "),
+        "{}",
+        stdout(&out)
+    );
+    // The client was told the daemon restarts and is back by itself (the replay redraws the
+    // same screen over its notices), typing into the same shell.
+    t.line("echo after-$((7*7))");
+    let screen = t.wait_for("output after the upgrade", |s| s.contains("after-49"));
+    assert!(screen.contains("before-42"), "{screen}");
+    t.keys("C-]");
+    t.wait_for("the detach", |s| s.contains("STATUS=0"));
+}

@@ -105,6 +105,8 @@ enum Ended {
     Signalled(i32),
     /// The connection went; worth another try.
     Lost(String),
+    /// The daemon is restarting (close 1012, a live upgrade): reconnect at once.
+    Restarting(String),
 }
 
 /// Attaches to `session` until detach, exit, or a lost server; returns the exit status.
@@ -142,8 +144,10 @@ pub async fn run(
             }
             Err(e) => Ended::Lost(e.to_string()),
         };
-        let Ended::Lost(why) = outcome else {
-            break outcome;
+        let (why, at_once) = match outcome {
+            Ended::Lost(why) => (why, false),
+            Ended::Restarting(why) => (why, true),
+            other => break other,
         };
         let since = *lost_since.get_or_insert_with(|| {
             notice(tty, &format!("[connection lost: {why}; reconnecting…]"));
@@ -159,8 +163,14 @@ pub async fn run(
                 ),
             ));
         }
-        // While waiting, Ctrl+] and signals still work.
-        if let Some(end) = wait(backoff.next(), &mut stdin, &mut signals, &mut pending).await {
+        // While waiting, Ctrl+] and signals still work. A restarting daemon's new image is
+        // there within milliseconds (connections wait in its listener's backlog meanwhile).
+        let pause = if at_once {
+            Duration::ZERO
+        } else {
+            backoff.next()
+        };
+        if let Some(end) = wait(pause, &mut stdin, &mut signals, &mut pending).await {
             break end;
         }
     };
@@ -176,7 +186,7 @@ pub async fn run(
             Ok(0)
         }
         Ended::Signalled(n) => Ok(128 + n),
-        Ended::Lost(_) => Ok(1),
+        Ended::Lost(_) | Ended::Restarting(_) => Ok(1),
     }
 }
 
@@ -329,6 +339,7 @@ fn closed(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame<'_>
     match frame.code {
         CloseCode::Library(4003) => Ended::Over(reason),
         CloseCode::Library(4004) => Ended::Over("no such session any more".into()),
+        CloseCode::Restart => Ended::Restarting(reason),
         // Anything else (shutdown, restart, a policy close) is worth another try: a link that
         // was revoked or expired is refused then, and that ends the client with its reason.
         _ => Ended::Lost(if reason.is_empty() {
