@@ -161,16 +161,7 @@ async fn sessions_survive_an_upgrade_exactly() {
         .into_iter()
         .find(|p| programs.contains(p))
         .expect("c's program");
-    let nums_before: Vec<(String, u64)> = list(&d)
-        .await
-        .iter()
-        .map(|s| {
-            (
-                s["id"].as_str().unwrap().to_owned(),
-                s["num"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let nums_before = numbers(&d).await;
     let mut ja = joined(&d, a_id, &format!("?{}", &auth[1..])).await;
     let mut jb = joined(&d, b_id, &format!("?{}", &auth[1..])).await;
 
@@ -211,16 +202,7 @@ async fn sessions_survive_an_upgrade_exactly() {
             .all(|p| after.contains(p)),
         "the programs are the same processes: {programs:?} then {after:?}"
     );
-    let nums_after: Vec<(String, u64)> = list(&d)
-        .await
-        .iter()
-        .map(|s| {
-            (
-                s["id"].as_str().unwrap().to_owned(),
-                s["num"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let nums_after = numbers(&d).await;
     assert_eq!(nums_before, nums_after, "uuids and numbers kept");
     let mut ja2 = joined(&d, a_id, &format!("?{}", &auth[1..])).await;
     let mut jb2 = joined(&d, b_id, &format!("?{}", &auth[1..])).await;
@@ -290,6 +272,20 @@ async fn sessions_survive_an_upgrade_exactly() {
         "output after the upgrade recorded"
     );
     assert!(d.log_text().contains("took over from the previous image"));
+}
+
+/// Every session's uuid and number.
+async fn numbers(d: &Daemon) -> Vec<(String, u64)> {
+    list(d)
+        .await
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_owned(),
+                s["num"].as_u64().unwrap(),
+            )
+        })
+        .collect()
 }
 
 async fn list(d: &Daemon) -> Vec<Value> {

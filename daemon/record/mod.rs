@@ -44,27 +44,16 @@ impl Recordings {
 
     /// Starts recording a session just created (nothing when recording is off).
     pub fn start(&self, handle: &SessionHandle) {
-        if !self.cfg.enabled {
-            return;
-        }
-        let Ok(tap) = handle.tap(self.cfg.input) else {
-            return;
-        };
-        let job = writer::Job {
-            id: handle.id(),
-            assistant: handle.info().assistant,
-            log: handle.log().clone(),
-            tap,
-            dir: self.cfg.dir.clone(),
-            max_bytes: self.cfg.max_bytes_per_session,
-            resume: None,
-        };
-        self.tasks.spawn(writer::run(job));
+        self.record(handle, None);
     }
 
     /// Goes on recording a session adopted in a live upgrade: appends to its file from log
     /// offset `from`, `since_start` after the recording began.
     pub fn resume(&self, handle: &SessionHandle, since_start: Duration, from: u64) {
+        self.record(handle, Some(writer::Resume { since_start, from }));
+    }
+
+    fn record(&self, handle: &SessionHandle, resume: Option<writer::Resume>) {
         if !self.cfg.enabled {
             return;
         }
@@ -78,7 +67,7 @@ impl Recordings {
             tap,
             dir: self.cfg.dir.clone(),
             max_bytes: self.cfg.max_bytes_per_session,
-            resume: Some(writer::Resume { since_start, from }),
+            resume,
         };
         self.tasks.spawn(writer::run(job));
     }

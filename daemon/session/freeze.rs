@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::actor::{Proc, Session};
@@ -196,7 +195,7 @@ pub fn adopt(
 ) -> Result<SessionHandle, AdoptError> {
     let (rows, cols) = size::clamp(image.rows, image.cols);
     let log_bytes = blobs.get(image.log)?;
-    let (screen, answers) = if image.screen {
+    let screen = if image.screen {
         let mut model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
         if let Some(snapshot) = image.snapshot {
             model.process(blobs.get(snapshot)?);
@@ -213,9 +212,9 @@ pub fn adopt(
             PARSE_BACKLOG,
             thread_name,
         )?;
-        (Some(screen), Some(answers))
+        Some((screen, answers))
     } else {
-        (None, None)
+        None
     };
     let log = Arc::new(SharedLog::resumed(
         cfg.session.output_log_bytes,
@@ -231,31 +230,18 @@ pub fn adopt(
         env: a.env.clone(),
         yolo_env: a.yolo_env.clone(),
     };
-    let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
-    let mut session = Session {
-        me: commands.downgrade(),
-        input_budget: Arc::new(Semaphore::new(INPUT_QUEUE_BYTES)),
+    let who = Identity {
         id: image.id,
-        screen,
-        answers,
-        scan: queries::QueryScan::default(),
-        drawn: image.drawn,
-        typist: None,
+        num: image.num,
+        name: image.name.clone(),
         assistant_key: image.assistant_key.clone(),
         assistant,
         own_command: image.own_command,
         command: image.command.clone(),
-        num: image.num,
-        name: image.name.clone(),
         cwd: image.cwd.clone().into(),
         created_at: UNIX_EPOCH + Duration::from_millis(image.created_unix_ms),
         yolo_mode: image.yolo_mode,
-        log: log.clone(),
-        viewers: std::collections::HashMap::new(),
         size: (rows, cols),
-        proc: Proc::default(),
-        phase: Phase::Running,
-        last_pid: image.last_pid,
         chat: image
             .chat
             .iter()
@@ -265,15 +251,10 @@ pub fn adopt(
                 timestamp: c.timestamp.clone(),
             })
             .collect(),
-        info: watch::Sender::new(placeholder_info(image.id)),
-        on_end: Some(on_end),
-        ended: CancellationToken::new(),
-        read_buf: Vec::new(),
-        tap: None,
-        recording_failed: None,
-        freeze: None,
-        cfg,
+        drawn: image.drawn,
+        last_pid: image.last_pid,
     };
+    let (mut session, commands, rx) = assemble(cfg, who, screen, log, on_end);
     match (&image.process, &image.exit) {
         (Some(p), _) => {
             let exit = process::ExitWatch::new(p.pid)?;
@@ -315,16 +296,6 @@ pub fn adopt(
             };
         }
     }
-    session.publish_info();
-    let handle = SessionHandle {
-        id: image.id,
-        commands,
-        input_budget: session.input_budget.clone(),
-        log,
-        info: session.info.subscribe(),
-        ended: session.ended.clone(),
-    };
     info!(session = %image.id, pid = image.process.as_ref().map(|p| p.pid), "session adopted");
-    tokio::spawn(session.run(rx));
-    Ok(handle)
+    Ok(launch(session, commands, rx))
 }

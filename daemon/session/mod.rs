@@ -146,34 +146,81 @@ pub fn start(
     info!(session = %spec.id, assistant = %spec.assistant, pid = spawned.pid, cwd = %cwd.display(), "session started");
 
     let log = Arc::new(SharedLog::new(cfg.session.output_log_bytes));
+    let who = Identity {
+        id: spec.id,
+        num,
+        name,
+        own_command: spec.command.is_some(),
+        assistant_key: spec.assistant,
+        assistant,
+        command: argv,
+        cwd,
+        created_at: SystemTime::now(),
+        yolo_mode,
+        size: (rows, cols),
+        chat: std::collections::VecDeque::new(),
+        drawn: false,
+        last_pid: 0,
+    };
+    let (mut session, commands, rx) = assemble(cfg, who, screen.zip(answers), log, on_end);
+    session.attach(spawned);
+    Ok(launch(session, commands, rx))
+}
+
+/// What a session is, however it came to be: created now, or adopted in a live upgrade.
+struct Identity {
+    id: Uuid,
+    num: u8,
+    name: String,
+    assistant_key: String,
+    assistant: crate::config::Assistant,
+    own_command: bool,
+    command: Vec<String>,
+    cwd: std::path::PathBuf,
+    created_at: SystemTime,
+    yolo_mode: bool,
+    size: (u16, u16),
+    chat: std::collections::VecDeque<ChatLine>,
+    drawn: bool,
+    last_pid: i32,
+}
+
+/// A session's actor state around its screen and log, before its program is attached.
+fn assemble(
+    cfg: Arc<Config>,
+    who: Identity,
+    screen: Option<(ScreenThread, screen_thread::Answers)>,
+    log: Arc<SharedLog>,
+    on_end: OnEnd,
+) -> (Session, mpsc::Sender<Command>, mpsc::Receiver<Command>) {
     let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
-    let created_at = SystemTime::now();
-    let mut session = Session {
+    let (screen, answers) = screen.unzip();
+    let session = Session {
         me: commands.downgrade(),
         input_budget: Arc::new(Semaphore::new(INPUT_QUEUE_BYTES)),
-        id: spec.id,
+        id: who.id,
         screen,
         answers,
         scan: queries::QueryScan::default(),
-        drawn: false,
+        drawn: who.drawn,
         typist: None,
-        assistant_key: spec.assistant,
-        assistant,
-        own_command: spec.command.is_some(),
-        command: argv,
-        num,
-        name,
-        cwd,
-        created_at,
-        yolo_mode,
-        log: log.clone(),
+        assistant_key: who.assistant_key,
+        assistant: who.assistant,
+        own_command: who.own_command,
+        command: who.command,
+        num: who.num,
+        name: who.name,
+        cwd: who.cwd,
+        created_at: who.created_at,
+        yolo_mode: who.yolo_mode,
+        log,
         viewers: HashMap::new(),
-        size: (rows, cols),
+        size: who.size,
         proc: Proc::default(),
         phase: phase::Phase::Running,
-        last_pid: 0,
-        chat: std::collections::VecDeque::new(),
-        info: watch::Sender::new(placeholder_info(spec.id)),
+        last_pid: who.last_pid,
+        chat: who.chat,
+        info: watch::Sender::new(placeholder_info(who.id)),
         on_end: Some(on_end),
         ended: CancellationToken::new(),
         read_buf: Vec::new(),
@@ -182,18 +229,26 @@ pub fn start(
         freeze: None,
         cfg,
     };
-    session.attach(spawned);
+    (session, commands, rx)
+}
+
+/// Publishes the session's metadata and starts its actor; the handle is the way in.
+fn launch(
+    session: Session,
+    commands: mpsc::Sender<Command>,
+    rx: mpsc::Receiver<Command>,
+) -> SessionHandle {
     session.publish_info();
     let handle = SessionHandle {
-        id: spec.id,
+        id: session.id,
         commands,
         input_budget: session.input_budget.clone(),
-        log,
+        log: session.log.clone(),
         info: session.info.subscribe(),
         ended: session.ended.clone(),
     };
     tokio::spawn(session.run(rx));
-    Ok(handle)
+    handle
 }
 
 /// The assistant a session with its creator's own command `argv` runs as: the configured one
