@@ -8,6 +8,7 @@ export const CLOSE = {
   GOING_AWAY: 1001,
   UNAUTHORISED: 1008,
   TOO_BIG: 1009,
+  RESTART: 1012,
   TRY_LATER: 1013,
   CREATE_FAILED: 4002,
   ENDED: 4003,
@@ -60,7 +61,8 @@ export function createFailedText(message) {
  * - `{ended: true}`: the session was ended (4003);
  * - `{fatal: [title, text]}`: there is nothing to reconnect to;
  * - `{}`: the program has already exited, so nothing new would come: no reconnect;
- * - `{retry: true, why}`: reconnect; `why` (may be '') tells the reader what happened.
+ * - `{retry: true, why}`: reconnect; `why` (may be '') tells the reader what happened;
+ *   `atOnce`: without waiting (1012: ptyhub is replacing itself and is back within moments).
  * `notice` ([kind, text]), when set, is worth a toast.
  */
 export function closeMeaning({ code, reason }, { exited, lastError }) {
@@ -84,6 +86,10 @@ export function closeMeaning({ code, reason }, { exited, lastError }) {
     out.notice = ['error', 'The server closed the connection because a message was too big for it (a file over its upload limit?). Reconnecting.'];
   }
   if (code === CLOSE.GOING_AWAY) out.why = 'ptyhub stopped or restarted.';
+  if (code === CLOSE.RESTART) {
+    out.why = 'ptyhub is restarting…';
+    out.atOnce = true;
+  }
   if (code === CLOSE.TRY_LATER) out.why = 'This session has as many viewers as it allows.';
   return out;
 }

@@ -211,6 +211,7 @@ function onClose(info) {
   if (m.fatal) showFatal(...m.fatal);
   // A refused upgrade (401, 403, 404...) reaches a browser as a bare 1006: ask the API why.
   if (m.retry && !info.opened) probe();
+  if (m.atOnce) return 'now';
   return Boolean(m.retry);
 }
 

@@ -202,9 +202,11 @@ export class PtyhubAddon {
     } else {
       // Exponential backoff with "equal jitter": half the delay fixed, half random, so many
       // clients dropped at once (a daemon restart) do not all come back at the same moment.
+      // 1012: ptyhub is replacing itself in place (a live upgrade) and is back within
+      // moments, its connections waiting in the listener's backlog: no delay, none counted.
       const cap = Math.min(this._opts.maxDelayMs, this._opts.minDelayMs * 2 ** this._attempt);
-      const delayMs = Math.round(cap / 2 + (Math.random() * cap) / 2);
-      this._attempt += 1;
+      const delayMs = code === 1012 ? 0 : Math.round(cap / 2 + (Math.random() * cap) / 2);
+      if (code !== 1012) this._attempt += 1;
       this._set('reconnecting', new Error(`connection lost (code ${code})`), { attempt: this._attempt, delayMs });
       this._retryTimer = setTimeout(() => this._open(), delayMs);
     }
