@@ -532,3 +532,91 @@ async fn event_and_log_streams_resume_across_an_upgrade() {
         log.texts()
     );
 }
+
+/// The fallback when `execve` itself fails (after the new binary passed its check): the old
+/// image adopts its own handoff, the path the daemon takes in `main`. Driven in-process, since
+/// a real `execve` cannot be made to fail on cue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_execve_fails_the_old_image_takes_its_sessions_back() {
+    use ptyhub::daemon::Daemon as Core;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ptyhub.toml");
+    let toml = format!(
+        "{}\n[recording]\ndir = {:?}\n",
+        common::config(""),
+        dir.path().join("recordings")
+    );
+    std::fs::write(&path, toml).expect("config");
+    let cfg = std::sync::Arc::new(
+        ptyhub::config::load(Some(&path), Some("127.0.0.1:0")).expect("config loads"),
+    );
+    let mut daemon = Core::new(cfg.clone(), None);
+    let addr = daemon
+        .serve(Core::bind(&cfg).await.expect("bind"))
+        .expect("serve");
+    let id = Uuid::new_v4();
+    let url = |q: &str| format!("ws://{addr}/ws/{id}{q}");
+    let mut a = Client::connect(&url("?assistant=shell")).await;
+    a.resize(24, 80).await;
+    a.wait_screen("$ ").await;
+    a.run("echo kept-$((5*5))", "kept-25").await;
+    let before = common::processes_of(id);
+
+    let mut handoff = daemon.hand_over().await.expect("hand over");
+    assert_eq!(a.until_closed().await.0, 1012);
+    let failed = handoff.exec(std::path::Path::new("/nonexistent/ptyhub"), &[]);
+    assert!(
+        matches!(failed, ptyhub::upgrade::UpgradeError::Exec { .. }),
+        "{failed}"
+    );
+    let daemon = Core::adopt(cfg, None, handoff).expect("adopts its own sessions");
+    assert_eq!(daemon.addr(), Some(addr), "the same listening socket");
+    let mut b = Client::connect(&url("")).await;
+    b.resize(24, 80).await;
+    b.wait_json("ready").await;
+    b.wait_screen("kept-25").await;
+    b.run("echo back-$((6*6))", "back-36").await;
+    assert!(
+        before.iter().all(|p| common::processes_of(id).contains(p)),
+        "the same program"
+    );
+    daemon.end().await;
+    eventually("the session's programs gone", || {
+        common::processes_of(id).is_empty()
+    })
+    .await;
+}
+
+/// What a new image does with sessions it cannot adopt (an unreadable image, a configuration
+/// that broke after the check): every process of each is ended and the programs are reaped.
+#[test]
+fn sessions_that_cannot_be_adopted_are_ended_not_orphaned() {
+    use ptyhub::upgrade::image::{Image, ProcessImage, SessionImage};
+    // A session leader with a background job that ignores SIGHUP, like a program's leftovers.
+    let child = std::process::Command::new("setsid")
+        .args(["bash", "-c", "trap '' HUP; sleep 300 & echo $! ; wait"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("setsid bash");
+    let pid = child.id() as i32;
+    let mut out = std::io::BufReader::new(child.stdout.expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("the job's pid");
+    let job: i32 = line.trim().parse().expect("the job's pid");
+    let image = Image {
+        sessions: vec![SessionImage {
+            id: Uuid::new_v4(),
+            process: Some(ProcessImage { pid, pty_fd: None }),
+            ..SessionImage::default()
+        }],
+        ..Image::default()
+    };
+    ptyhub::upgrade::abandon(&image, Duration::from_secs(2));
+    let gone = |p: i32| !std::path::Path::new(&format!("/proc/{p}")).exists();
+    assert!(gone(pid), "the program was reaped");
+    let start = std::time::Instant::now();
+    while !gone(job) && start.elapsed() < common::TIMEOUT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(job), "its background job was ended too");
+}
