@@ -590,6 +590,8 @@ async fn when_execve_fails_the_old_image_takes_its_sessions_back() {
 /// What a new image does with sessions it cannot adopt (an unreadable image, a configuration
 /// that broke after the check): every process of each is ended and the programs are reaped.
 #[test]
+// The child is reaped by `abandon`, which is what is under test, not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn sessions_that_cannot_be_adopted_are_ended_not_orphaned() {
     use ptyhub::upgrade::image::{Image, ProcessImage, SessionImage};
     // A session leader with a background job that ignores SIGHUP, like a program's leftovers.
