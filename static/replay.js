@@ -81,21 +81,22 @@ function showMarkers(markers) {
   $('markers-box').hidden = markers.length === 0;
 }
 
-/** The recording's size from its header (columns, rows), for the player's box. */
-let termSize = { cols: 80, rows: 24 };
+/** Narrow windows (phones): the player takes the page's width and is as tall as that makes it. */
+const narrow = matchMedia('(max-width: 640px)');
 
 /**
- * The player's box: the page's width, and as tall as the terminal at that width but no taller
- * than the window leaves below the bar (the player fits itself into the box, keeping its shape).
+ * The player's box on a wide window: the page's width and what the window leaves below the bar
+ * (the player fits itself into the box, keeping its shape). On a narrow one the player sets its height.
  */
 function sizeBox() {
   const el = $('player');
-  const width = el.clientWidth;
-  // A cell is about 0.6 em wide and 1.33 em high; the control bar is about 40 px.
-  const natural = (width * termSize.rows * 1.333) / (termSize.cols * 0.6) + 40;
+  if (narrow.matches) {
+    el.style.height = '';
+    return;
+  }
   // Room under the box's place on the page (not where it is scrolled to), minus the speed row.
   const room = window.innerHeight - (el.getBoundingClientRect().top + window.scrollY) - 64;
-  el.style.height = `${Math.round(Math.max(160, Math.min(natural, room)))}px`;
+  el.style.height = `${Math.round(Math.max(240, room))}px`;
 }
 
 /** A player over the fetched text at `speed`, showing `at` (seconds), playing if `play`. */
@@ -109,7 +110,7 @@ async function mount(at = 0, play = false) {
   const next = window.AsciinemaPlayer.create({ url: castBlob }, el, {
     speed,
     idleTimeLimit: IDLE_LIMIT,
-    fit: 'both',
+    fit: narrow.matches ? 'width' : 'both',
     preload: true,
     controls: true,
     terminalFontFamily: getComputedStyle(document.documentElement).getPropertyValue('--mono').trim() || undefined,
@@ -180,12 +181,6 @@ async function load() {
   const text = await res.text();
   // A running recording may be read in the middle of a write: whole lines only.
   const cast = text.slice(0, text.lastIndexOf('\n') + 1);
-  try {
-    const header = JSON.parse(cast.slice(0, cast.indexOf('\n')));
-    if (header.width > 0 && header.height > 0) termSize = { cols: header.width, rows: header.height };
-  } catch {
-    // The player says what is wrong with the file.
-  }
   sizeBox();
   castBlob = URL.createObjectURL(new Blob([cast], { type: 'text/plain' }));
   showMarkers(markersOf(cast));

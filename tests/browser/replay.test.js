@@ -103,7 +103,10 @@ describe('replay page', () => {
     // The marker: the screen as it was when Ann wrote, before the clear.
     await marker.click();
     await waitForReplay(page, atMarker, 'the screen at the marker');
-    await page.locator('#player .ap-playback-button').waitFor({ timeout: WAIT });
+    // The whole page in view: bar, player, speed and the marker list.
+    await page.evaluate(() => scrollTo(0, 0));
+    const box = await page.locator('#player').boundingBox();
+    assert.ok(box.y + box.height <= 760, `the player ends at ${box.y + box.height}px, below the window`);
     await shot(page, 'replay-desktop');
 
     // Copy text: what is on screen now.
