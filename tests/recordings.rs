@@ -314,6 +314,16 @@ async fn share_links_reach_their_own_recording_only_when_made_to() {
     let theirs = format!("/api/recordings/{other}");
     assert_eq!(status_as(&d, &theirs, &recorder).await, 403);
     assert_eq!(status_as(&d, "/api/recordings", &recorder).await, 403);
+    // The replay page follows the same rule as the file it plays.
+    let page = format!("/replay/{id}");
+    assert_eq!(status_as(&d, &page, token).await, 200);
+    assert_eq!(status_as(&d, &page, &recorder).await, 200);
+    assert_eq!(status_as(&d, &page, &plain).await, 403);
+    assert_eq!(
+        status_as(&d, &format!("/replay/{other}"), &recorder).await,
+        403
+    );
+    assert_eq!(status_as(&d, "/replay/not-a-uuid", token).await, 400);
     let delete = reqwest::Client::new()
         .delete(d.http(&listing))
         .bearer_auth(&recorder)
