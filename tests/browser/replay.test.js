@@ -1,9 +1,6 @@
 // The replay page in a real browser: a real shell's recording with a chat marker plays, seeks to the marker and shows the screen of that moment, changes speed, copies text, fits a phone; the pages link to it.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WAIT, eventually, launchBrowser, newId, newPage, openSession, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
 
@@ -33,13 +30,10 @@ const atMarker = (s) => BEFORE.test(s) && !AFTER.test(s);
 describe('replay page', () => {
   let daemon;
   let browser;
-  let recordings;
   const id = newId();
 
   before(async () => {
-    // Recordings in a directory of the test's own, not the user's state directory.
-    recordings = mkdtempSync(join(tmpdir(), 'ptyhub-replay-'));
-    daemon = await startDaemon({ config: `\n[recording]\ndir = ${JSON.stringify(recordings)}\n` });
+    daemon = await startDaemon(); // recordings go to its temp dir
     browser = await launchBrowser();
     // A real bash prints known text, someone chats (a marker), then the screen is cleared and
     // something else printed: at the marker only the first text is on screen.
@@ -69,7 +63,6 @@ describe('replay page', () => {
   after(async () => {
     await browser?.close();
     await daemon?.stop();
-    if (recordings) rmSync(recordings, { recursive: true, force: true });
   });
 
   it('is linked from the session list', async () => {
