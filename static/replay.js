@@ -32,12 +32,11 @@ function markersOf(text) {
   const markers = [];
   let last = 0;
   let played = 0;
-  let first = true;
-  for (const line of text.split('\n')) {
-    if (first) {
-      first = false; // the header
-      continue;
-    }
+  // Line by line without splitting: a recording may be tens of MiB. The first line is the header.
+  for (let at = text.indexOf('\n') + 1; at > 0 && at < text.length; ) {
+    const end = text.indexOf('\n', at);
+    const line = text.slice(at, end < 0 ? text.length : end);
+    at = end < 0 ? text.length : end + 1;
     if (!line.startsWith('[')) continue;
     const t = parseFloat(line.slice(1));
     if (!Number.isFinite(t)) continue;
@@ -48,7 +47,7 @@ function markersOf(text) {
       const ev = JSON.parse(line);
       if (ev[1] === 'm') markers.push({ time: played, label: String(ev[2]) });
     } catch {
-      // A line cut short while the session still writes: the player skips it too.
+      // Not an event the player can read either: it says so.
     }
   }
   return markers;
@@ -133,10 +132,7 @@ async function setSpeed(value) {
   // The player takes its speed at creation: a new one continues where this one was.
   const wasPlaying = playing;
   speed = value;
-  addEventListener('resize', () => {
-  if (castBlob) sizeBox();
-});
-for (const b of document.querySelectorAll('[data-speed]')) b.setAttribute('aria-pressed', String(Number(b.dataset.speed) === value));
+  for (const b of document.querySelectorAll('[data-speed]')) b.setAttribute('aria-pressed', String(Number(b.dataset.speed) === value));
   await mount(at, wasPlaying);
 }
 
