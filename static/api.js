@@ -69,6 +69,11 @@ export function sessionPath(id, create = {}) {
   return withQuery(`/session/${encodeURIComponent(id)}`, params);
 }
 
+/** The replay page of one session's recording, keeping foreign query parameters. */
+export function replayPath(id) {
+  return withQuery(`/replay/${encodeURIComponent(id)}`, foreignParams(['assistant', 'name', 'cwd']));
+}
+
 /** The session list, keeping foreign query parameters. */
 export function homePath() {
   return withQuery('/', foreignParams(['assistant', 'name', 'cwd']));

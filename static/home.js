@@ -1,6 +1,6 @@
 // The home page (/): the live sessions, refreshed in place; starting, opening, embedding and ending sessions.
 
-import { api, sessionPath } from './api.js';
+import { api, replayPath, sessionPath } from './api.js';
 import { openEmbed } from './embed.js';
 import { afterColon, formatAge, h, shortId, validateName } from './util.js';
 
@@ -54,6 +54,7 @@ function buildRow(s) {
       'div',
       { class: 'session-actions' },
       h('a', { class: 'btn btn-primary open-btn', href: sessionPath(s.id) }, 'Open'),
+      h('a', { class: 'btn replay-btn', href: replayPath(s.id), title: 'Play back what this session recorded' }, 'Replay'),
       h('button', { type: 'button', class: 'btn embed-btn', onclick: () => openEmbed(s.id, li.querySelector('.name-text').textContent) }, 'Embed'),
       end,
     ),

@@ -1,6 +1,6 @@
 // The terminal page (/session/{uuid}): wires xterm.js, the connection and the page's parts (status bar, rename, YOLO, chat, files, size, ending).
 
-import { foreignParams, homePath, withQuery } from './api.js';
+import { foreignParams, homePath, replayPath, withQuery } from './api.js';
 import { ChatPanel } from './chat.js';
 import { Connection } from './connection.js';
 import { ConnStatus } from './connstatus.js';
@@ -42,6 +42,7 @@ const state = {
 };
 
 for (const a of document.querySelectorAll('#home-link, #fatal-home, #exit-home')) a.href = homePath();
+$('replay-link').href = replayPath(uuid);
 
 const coarse = matchMedia('(pointer: coarse)');
 const { term, fit } = createTerminal($('terminal'), { notify });

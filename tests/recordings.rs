@@ -1,7 +1,8 @@
 //! Session recordings on the real daemon with real bash: the `.cast` file is valid asciicast v2
 //! whose output events are what viewers received, with resizes and markers and no input; it is
-//! served after a daemon restart, pruned by age, stopped at its size cap and by a directory it
-//! cannot write, without touching the session; share links reach it only when made to; and
+//! served after a daemon restart, pruned by age, stopped at its size cap, by a directory it
+//! cannot write, by a full disk and by a file made read-only midway (those two as root),
+//! without touching the session; share links reach it only when made to; and
 //! the asciinema CLI reads it.
 
 mod common;
@@ -313,6 +314,16 @@ async fn share_links_reach_their_own_recording_only_when_made_to() {
     let theirs = format!("/api/recordings/{other}");
     assert_eq!(status_as(&d, &theirs, &recorder).await, 403);
     assert_eq!(status_as(&d, "/api/recordings", &recorder).await, 403);
+    // The replay page follows the same rule as the file it plays.
+    let page = format!("/replay/{id}");
+    assert_eq!(status_as(&d, &page, token).await, 200);
+    assert_eq!(status_as(&d, &page, &recorder).await, 200);
+    assert_eq!(status_as(&d, &page, &plain).await, 403);
+    assert_eq!(
+        status_as(&d, &format!("/replay/{other}"), &recorder).await,
+        403
+    );
+    assert_eq!(status_as(&d, "/replay/not-a-uuid", token).await, 400);
     let delete = reqwest::Client::new()
         .delete(d.http(&listing))
         .bearer_auth(&recorder)
@@ -466,4 +477,142 @@ async fn an_unwritable_directory_leaves_the_session_running_and_reports_it() {
     let mut late = Client::connect(&d.ws(id, "")).await;
     let error = told(&mut late).await;
     assert_eq!(error["code"], "recording_failed");
+}
+
+/// Whether this process may mount file systems and set attributes (root). When not, says the
+/// test was skipped and why, so a run as another user does not pass silently.
+fn root_or_skip(test: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    eprintln!("SKIPPED {test}: needs root (mount -t tmpfs, chattr +i); run as root to cover it");
+    false
+}
+
+/// A small tmpfs on a fresh directory: a disk that fills up. Unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(test: &str, size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700")])
+            .arg("ptyhub-test")
+            .arg(dir.path())
+            .status();
+        match status {
+            Ok(s) if s.success() => Some(Tmpfs(dir)),
+            other => {
+                eprintln!(
+                    "SKIPPED {test}: mount -t tmpfs failed ({other:?}): no CAP_SYS_ADMIN here?"
+                );
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazy: a daemon that has not quite let go of its files yet must not leave it mounted.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// Runs `chattr flag path`; whether it worked.
+fn chattr(flag: &str, path: &Path) -> bool {
+    std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_stops_the_recording_and_the_session_goes_on() {
+    let test = "a_full_disk_stops_the_recording_and_the_session_goes_on";
+    if !root_or_skip(test) {
+        return;
+    }
+    let Some(disk) = Tmpfs::mount(test, "64k") else {
+        return;
+    };
+    let d = Daemon::start_with(&config_in(disk.path(), ""));
+    let before = failures(&d).await;
+    let id = Uuid::new_v4();
+    let mut c = shell(&d, id).await;
+    // Four times what the file system holds.
+    c.run(
+        "head -c 262144 /dev/zero | tr '\\0' y; echo; echo FULL-$((3*3))",
+        "FULL-9",
+    )
+    .await;
+    let error = told(&mut c).await;
+    assert_eq!(error["code"], "recording_failed", "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("No space left"), "{error}");
+    assert!(failures(&d).await > before);
+    eventually("the failure logged", || {
+        let log = d.log_text();
+        log.contains("recording failed") && log.contains("No space left")
+    })
+    .await;
+    // The session is untouched, and writers are told once.
+    c.run("echo STILL-$((1+2))", "STILL-3").await;
+    assert_eq!(c.count("error"), 1, "told once");
+    // What fitted is still served.
+    let text = recording(&d, id).await;
+    assert!(
+        text.starts_with("{\"version\":2"),
+        "{:?}",
+        &text[..text.len().min(80)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_made_read_only_midway_stops_and_the_session_goes_on() {
+    let test = "a_recording_made_read_only_midway_stops_and_the_session_goes_on";
+    if !root_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with(&config_in(dir.path(), ""));
+    let id = Uuid::new_v4();
+    let mut c = shell(&d, id).await;
+    c.run("echo BEFORE-$((2*3))", "BEFORE-6").await;
+    recorded(&d, id, "BEFORE-6").await;
+    let file = dir.path().join(format!("{id}.cast"));
+    // Immutable: even root's writes to the open file fail (EPERM), as on a disk remounted
+    // read-only. Not every file system has the attribute.
+    if !chattr("+i", &file) {
+        eprintln!("SKIPPED {test}: chattr +i failed on {}", file.display());
+        return;
+    }
+    struct Mutable<'a>(&'a Path);
+    impl Drop for Mutable<'_> {
+        fn drop(&mut self) {
+            chattr("-i", self.0);
+        }
+    }
+    let _undo = Mutable(&file);
+    c.run("echo AFTER-$((3*3))", "AFTER-9").await;
+    let error = told(&mut c).await;
+    assert_eq!(error["code"], "recording_failed", "{error}");
+    assert!(failures(&d).await >= 1);
+    eventually("the failure logged", || {
+        d.log_text().contains("recording failed")
+    })
+    .await;
+    c.run("echo STILL-$((2+2))", "STILL-4").await;
+    assert_eq!(c.count("error"), 1, "told once");
+    // The recording up to the failure is intact and served.
+    let (_, events) = parse(&recording(&d, id).await);
+    assert!(output(&events).contains("BEFORE-6"));
 }

@@ -20,6 +20,9 @@ pub(crate) struct RecordRow {
     on_seconds: f64,
     /// on / off of every pair, in run order.
     slowdowns: Vec<f64>,
+    /// on / off of the daemon's CPU seconds, every pair in run order: what recording costs,
+    /// less sensitive than wall time to whatever else runs on the machine.
+    cpu_ratios: Vec<f64>,
     /// Daemon CPU seconds of the median pair.
     off_cpu_s: f64,
     on_cpu_s: f64,
@@ -54,13 +57,19 @@ async fn record_run(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<
             (second, first)
         };
         eprintln!(
-            "load:   off {:.3} s, on {:.3} s, slowdown {:.3}",
+            "load:   off {:.3} s, on {:.3} s, slowdown {:.3}; daemon CPU off {:.2} s, on {:.2} s",
             off.seconds,
             on.seconds,
-            on.seconds / off.seconds
+            on.seconds / off.seconds,
+            off.daemon_cpu_s,
+            on.daemon_cpu_s
         );
         pairs.push((off, on));
     }
+    let cpu_ratios: Vec<f64> = pairs
+        .iter()
+        .map(|(off, on)| on.daemon_cpu_s / off.daemon_cpu_s)
+        .collect();
     let ((off, on), slowdowns) =
         median_by(pairs, |(off, on)| on.seconds / off.seconds).context("no flood pair ran")?;
 
@@ -75,6 +84,7 @@ async fn record_run(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<
         off_seconds: off.seconds,
         on_seconds: on.seconds,
         slowdowns,
+        cpu_ratios,
         off_cpu_s: off.daemon_cpu_s,
         on_cpu_s: on.daemon_cpu_s,
         sessions: s.mem_sessions,
@@ -116,6 +126,13 @@ pub(crate) fn print(r: &RecordRow, out: &mut Map<String, Value>) {
          (pairs {:.3}..{:.3}); daemon CPU off {:.2} s, on {:.2} s",
         r.mb, r.off_seconds, r.on_seconds, median, lo, hi, r.off_cpu_s, r.on_cpu_s
     );
+    let mut sorted = r.cpu_ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let cpu_median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    let (cpu_lo, cpu_hi) = spread(&r.cpu_ratios);
+    println!(
+        "  daemon CPU on/off per pair: median {cpu_median:.3} (pairs {cpu_lo:.3}..{cpu_hi:.3})"
+    );
     println!(
         "  memory per idle session ({} sessions): off {:.1} KiB, on {:.1} KiB, difference {:.1} KiB",
         r.sessions,
@@ -132,6 +149,7 @@ pub(crate) fn print(r: &RecordRow, out: &mut Map<String, Value>) {
             "on_seconds": round3(r.on_seconds),
             "slowdown": round3(median),
             "slowdowns": r.slowdowns.iter().map(|x| round3(*x)).collect::<Vec<_>>(),
+            "cpu_ratios": r.cpu_ratios.iter().map(|x| round3(*x)).collect::<Vec<_>>(),
             "off_cpu_s": round3(r.off_cpu_s),
             "on_cpu_s": round3(r.on_cpu_s),
             "sessions": r.sessions,

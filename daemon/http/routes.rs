@@ -36,7 +36,7 @@ const PAGE_METHODS: &[&str] = &["GET", "HEAD"];
 /// Which of them a share link may use is decided by the route itself (403).
 pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static str]> {
     Some(match segments {
-        [""] | ["session", _] => PAGE_METHODS,
+        [""] | ["session", _] | ["replay", _] => PAGE_METHODS,
         ["metrics"] | ["ws"] | ["ws", _] | ["ws", _, "raw"] | ["api", "assistants"] => &["GET"],
         ["api", "sessions"] => &["GET", "POST"],
         ["api", "sessions", _] => &["GET", "PATCH", "DELETE"],
@@ -92,7 +92,7 @@ pub(super) async fn route(
         ["api", "version"] if method == Method::GET => {
             return json(StatusCode::OK, &version(state))
         }
-        [""] | ["session", _] => Kind::Page,
+        [""] | ["session", _] | ["replay", _] => Kind::Page,
         ["api", ..] | ["ws", ..] | ["metrics"] => Kind::Api,
         // The UI's assets are the same for everyone and hold no secret.
         _ if matches!(method, Method::GET | Method::HEAD) => {
@@ -148,6 +148,12 @@ pub(super) async fn route(
         (_, [""]) if full => static_file("index.html", &req),
         (_, ["session", id]) => match parse_id(id) {
             Ok(id) if access.reaches(id) => static_file("terminal.html", &req),
+            Ok(_) => forbidden(),
+            Err(e) => e.response(),
+        },
+        // Whoever may download a recording may watch it: the page fetches the same endpoint.
+        (_, ["replay", id]) => match parse_id(id) {
+            Ok(id) if access.may_record(id) => static_file("replay.html", &req),
             Ok(_) => forbidden(),
             Err(e) => e.response(),
         },
@@ -226,6 +232,7 @@ mod tests {
         let cases = [
             ("/", Some("GET, HEAD")),
             ("/session/x", Some("GET, HEAD")),
+            ("/replay/x", Some("GET, HEAD")),
             ("/metrics", Some("GET")),
             ("/ws/1", Some("GET")),
             ("/api/assistants", Some("GET")),

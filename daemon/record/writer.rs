@@ -26,6 +26,8 @@ const FLUSH_BYTES: usize = 1 << 20;
 /// Longest time encoded events wait to be written: a running recording on disk is at most
 /// this far behind.
 const BATCH_DELAY: Duration = Duration::from_millis(100);
+/// Capacity an idle recorder keeps of each of its buffers.
+const IDLE_BYTES: usize = 4 * 1024;
 /// Room kept under the size cap for the marker that says the cap was reached.
 const CAP_RESERVE: u64 = 256;
 /// Once output arrives, how long the recorder lets more gather before reading it: a flood is
@@ -148,10 +150,16 @@ impl Recording {
         };
         let bytes = std::mem::take(&mut self.pending);
         let text = self.carry.feed_owned(bytes);
-        if text.is_empty() {
-            return Ok(());
-        }
-        self.event(at, Code::Output, &text)
+        let result = if text.is_empty() {
+            Ok(())
+        } else {
+            self.event(at, Code::Output, &text)
+        };
+        // The next event gathers into the same allocation instead of growing a new one.
+        let mut spare = text.into_bytes();
+        spare.clear();
+        self.pending = spare;
+        result
     }
 
     /// Writes what is encoded, on a blocking thread.
@@ -169,13 +177,18 @@ impl Recording {
             let result = file.write_all(&buf);
             let len = buf.len();
             buf.clear();
-            // An idle recorder keeps little: a flood's batch buffer is not kept.
-            buf.shrink_to(BATCH_BYTES);
             (file, buf, len, result)
         })
         .await;
         match done {
-            Ok((file, buf, len, result)) => {
+            Ok((file, mut buf, len, result)) => {
+                // A batch under the flush size was written by the timer: output has slowed
+                // down, and an idle recorder keeps little. During a flood the buffers are kept
+                // (shrinking and growing them again for every batch showed in profiles).
+                if len < FLUSH_BYTES {
+                    buf.shrink_to(IDLE_BYTES);
+                    self.pending.shrink_to(IDLE_BYTES);
+                }
                 self.buf = buf;
                 result.map_err(Stop::Io)?;
                 self.file = Some(file);

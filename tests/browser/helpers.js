@@ -56,12 +56,16 @@ function withoutToken(env) {
 /**
  * Starts `target/debug/ptyhub --listen 127.0.0.1:0` in a fresh temp dir and waits for its first
  * stdout line, `ptyhub listening on http://127.0.0.1:PORT/`. `stop()` sends SIGTERM and waits.
- * `config` is TOML added to the test configuration (e.g. an `[auth]` table).
+ * `config` is TOML added to the test configuration (e.g. an `[auth]` table). Recordings go
+ * to the temp dir unless `config` has a `[recording]` table.
  */
 export async function startDaemon({ config = '' } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'ptyhub-browser-'));
   const configPath = join(dir, 'ptyhub.toml');
-  writeFileSync(configPath, CONFIG + config);
+  // Recordings go to the temp dir (removed by stop()), not the user's state directory, unless
+  // the test says where.
+  const recording = config.includes('[recording]') ? '' : `\n[recording]\ndir = ${JSON.stringify(join(dir, 'recordings'))}\n`;
+  writeFileSync(configPath, CONFIG + config + recording);
   const child = spawn(BINARY, ['--listen', '127.0.0.1:0', '--config', configPath, '--token', TOKEN], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
