@@ -107,10 +107,17 @@ impl Session {
         if !self.permitted(viewer, Action::Input) {
             return;
         }
+        if !self.viewers.contains_key(&viewer) {
+            return;
+        }
+        let now = Instant::now();
+        let previous = self.typist.replace((viewer, now));
+        if self.presence.typed(viewer, previous, now) {
+            self.broadcast_presence(Some(viewer));
+        }
         let Some(entry) = self.viewers.get_mut(&viewer) else {
             return;
         };
-        self.typist = Some((viewer, Instant::now()));
         let data = if entry.expected.is_empty() {
             data
         } else {
@@ -120,11 +127,23 @@ impl Session {
             }
             Bytes::from(kept)
         };
+        let len = data.len();
+        if let Some(held) = self.phase.held_input_mut() {
+            if let Some(tap) = &self.tap {
+                tap.input(&data, self.log.head());
+            }
+            crate::metrics::METRICS.bytes_in.add(len as u64);
+            held.push(PtyInput {
+                data,
+                _permit: permit,
+                answer: None,
+            });
+            return;
+        }
         let Some(input) = &self.proc.input else {
             self.refuse(viewer, Refusal::NotRunning(Action::Input));
             return;
         };
-        let len = data.len();
         if let Some(tap) = &self.tap {
             tap.input(&data, self.log.head());
         }

@@ -16,6 +16,7 @@ mod lifecycle;
 mod name;
 pub mod output_log;
 mod phase;
+pub mod presence;
 pub mod process;
 pub mod pty;
 pub mod queries;
@@ -177,6 +178,7 @@ pub fn start(
         read_buf: Vec::new(),
         tap: None,
         recording_failed: None,
+        presence: Default::default(),
         cfg,
     };
     session.attach(spawned);
@@ -247,6 +249,8 @@ fn placeholder_info(id: Uuid) -> SessionInfo {
         work_dir: String::new(),
         yolo_mode: false,
         command: Vec::new(),
+        people: Vec::new(),
+        output_bytes: 0,
     }
 }
 
