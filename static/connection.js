@@ -20,7 +20,8 @@ export class Connection {
   /**
    * @param {() => string} url builds the URL for each attempt (what to send may change after the first join)
    * @param {object} on handlers: open(), binary(Uint8Array), message(obj), state(s), and
-   *   close({code, reason, opened}) → whether to try again (`opened`: the socket got as far as open)
+   *   close({code, reason, opened}) → whether to try again: true, 'now' (without backoff) or false
+   *   (`opened`: the socket got as far as open)
    */
   constructor(url, on) {
     this.url = url;
@@ -151,8 +152,9 @@ export class Connection {
       this.stop();
       return;
     }
-    const delay = Math.min(T.maxRetryMs, T.firstRetryMs * 2 ** this.attempt);
-    this.attempt++;
+    // 'now': the server said it is restarting (1012) and will be right back: no backoff.
+    const delay = again === 'now' ? 0 : Math.min(T.maxRetryMs, T.firstRetryMs * 2 ** this.attempt);
+    if (again !== 'now') this.attempt++;
     this.retryAt = Date.now() + delay;
     this.retryTimer = setTimeout(() => this.connect(), delay);
     this.setState('waiting');
