@@ -37,13 +37,18 @@ export function createTerminal(host, { notify }) {
   term.loadAddon(new Unicode11Addon());
   term.unicode.activeVersion = '11';
   term.open(host);
-  try {
-    // WebGL draws much faster than the DOM renderer; without a usable GPU context xterm keeps the DOM one.
-    const webgl = new WebglAddon();
-    webgl.onContextLoss(() => webgl.dispose());
-    term.loadAddon(webgl);
-  } catch (e) {
-    console.info('ptyhub: WebGL renderer unavailable, using the DOM renderer:', e.message || e);
+  // `window.ptyhubRenderer = 'dom'` (set before the page's scripts run) keeps the DOM renderer:
+  // headless Chromium's software GL composites the WebGL canvas at the wrong scale in
+  // screenshots taken at a device pixel ratio other than 1, so tests look at those with it.
+  if (window.ptyhubRenderer !== 'dom') {
+    try {
+      // WebGL draws much faster than the DOM renderer; without a usable GPU context xterm keeps the DOM one.
+      const webgl = new WebglAddon();
+      webgl.onContextLoss(() => webgl.dispose());
+      term.loadAddon(webgl);
+    } catch (e) {
+      console.info('ptyhub: WebGL renderer unavailable, using the DOM renderer:', e.message || e);
+    }
   }
   followTheme((o) => {
     term.options.theme = o.theme;
