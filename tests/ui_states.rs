@@ -194,3 +194,28 @@ async fn a_generated_token_is_kept_across_restarts_until_rotated() {
     assert_ne!(fresh, rotated);
     assert!(d.terminate().success());
 }
+
+#[tokio::test]
+async fn a_browser_gets_a_page_for_an_address_with_nothing_there_and_a_script_json() {
+    let d = Daemon::start();
+    let http = reqwest::Client::new();
+    for (path, status) in [("/no/such/page", 404), ("/session/not-a-uuid", 400)] {
+        let page = http
+            .get(d.http(path))
+            .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), status, "{path}");
+        assert!(page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html"));
+        let text = page.text().await.unwrap();
+        assert!(text.contains("There is nothing at this address"), "{text}");
+        let api = http.get(d.http(path)).send().await.unwrap();
+        assert_eq!(api.status(), status);
+        let body: serde_json::Value = api.json().await.unwrap();
+        assert!(body["error"].is_string(), "{body}");
+    }
+}

@@ -234,6 +234,31 @@ describe('sizes, states and preferences', () => {
   }
 });
 
+describe('addresses with nothing there', () => {
+  it('get the 404 page in the UI\'s style, not JSON, on a desktop and a phone', async () => {
+    const daemon = await startDaemon();
+    const browser = await launchBrowser();
+    try {
+      for (const [name, options] of [['desktop', {}], ['phone', PHONE]]) {
+        const p = await newPage(browser, daemon.url, options);
+        for (const path of ['no/such/page', 'session/not-a-uuid']) {
+          const res = await p.goto(`${daemon.url}${path}`);
+          assert.equal(res.status(), path.startsWith('session') ? 400 : 404);
+          await p.locator('h1', { hasText: 'There is nothing at this address' }).waitFor({ timeout: WAIT });
+          assert.doesNotMatch(await p.locator('body').innerText(), /[{}]/);
+        }
+        await shot(p, `not-found-${name}`);
+        await p.locator('a', { hasText: 'Go to the sessions' }).click();
+        await p.waitForURL(daemon.url, { timeout: WAIT });
+        await p.context().close();
+      }
+    } finally {
+      await browser.close();
+      await daemon.stop();
+    }
+  });
+});
+
 describe('when ptyhub stops and comes back', () => {
   it('says ptyhub stopped (not that the program ended), then that it restarted and the session is gone', async () => {
     const first = await startDaemon();
