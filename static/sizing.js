@@ -60,9 +60,14 @@ export class SizePolicy {
     return { cols: Math.min(1000, Math.max(1, d.cols)), rows: Math.min(500, Math.max(1, d.rows)) };
   }
 
-  /** Whether this page sizes the session: a writer in "size to my window" mode. */
+  /**
+   * Whether this page sizes the session: a writer in "size to my window" mode, or any writer
+   * alone in it (not sizing only matters when others watch too).
+   */
   sizing() {
-    return this.mode === 'mine' && !this.state.status?.readOnly;
+    const s = this.state.status;
+    if (s?.readOnly) return false;
+    return this.mode === 'mine' || (s !== null && s.viewers <= 1);
   }
 
   /** Sizes the terminal to the window, before the session's size is known. */

@@ -213,7 +213,8 @@ function onStatus(s) {
   term.options.disableStdin = Boolean(s.readOnly || state.exit);
   // Read-only links cannot make links; writers' links learn so in the dialog.
   $('share').hidden = Boolean(s.readOnly);
-  if (first) size.send();
+  // Every status: who else is here decides whether a "don't size from me" page sizes it.
+  size.send();
   statusBar.render();
   size.renderHint();
 }

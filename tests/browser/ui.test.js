@@ -299,3 +299,55 @@ describe('when ptyhub stops and comes back', () => {
     }
   });
 });
+
+describe('new states at device pixel ratio 2', () => {
+  it('preferences, search, the viewer list and the restart banner, on a desktop and a phone', async () => {
+    const daemon = await startDaemon();
+    const browser = await launchBrowser();
+    try {
+      for (const [name, options] of [
+        ['desktop', { viewport: { width: 1200, height: 760 }, deviceScaleFactor: 2 }],
+        ['phone', { ...PHONE, deviceScaleFactor: 2 }],
+      ]) {
+        const p = await newPage(browser, daemon.url, options);
+        // The DOM renderer: headless GL screenshots at DPR 2 are scaled wrong (see above).
+        await p.addInitScript(() => (window.ptyhubRenderer = 'dom'));
+        await openSession(p, daemon.url, newId(), 'shell');
+        await waitForScreen(p, /^\$ $/m);
+        await typeInTerminal(p, 'echo needle; seq 1 50\n');
+        await waitForScreen(p, /^50$/m);
+        await p.locator('#prefs-toggle').click();
+        await p.locator('#prefs').waitFor({ timeout: WAIT });
+        await shot(p, `dpr2-${name}-prefs`);
+        await p.locator('#prefs-toggle').click();
+        await p.locator('#search-toggle').click();
+        await p.locator('#search-input').fill('needle');
+        await p.locator('#search .search-count', { hasText: /of/ }).waitFor({ timeout: WAIT });
+        await shot(p, `dpr2-${name}-search`);
+        await p.keyboard.press('Escape');
+        await p.locator('#viewers').click();
+        await p.locator('#people .person.you').waitFor({ timeout: WAIT });
+        await shot(p, `dpr2-${name}-people`);
+        await p.locator('#viewers').click();
+        await p.locator('#share').click();
+        await p.locator('#share-make').click();
+        await p.locator('#share-dialog .qr').waitFor({ timeout: WAIT });
+        await shot(p, `dpr2-${name}-share`);
+        await p.locator('#share-close').click();
+        assert.deepEqual(p.errors, []);
+        await p.context().close();
+      }
+      // ptyhub going away, as a phone at DPR 2 sees it.
+      const p = await newPage(browser, daemon.url, { ...PHONE, deviceScaleFactor: 2 });
+      await p.addInitScript(() => (window.ptyhubRenderer = 'dom'));
+      await openSession(p, daemon.url, newId(), 'shell');
+      await waitForScreen(p, /^\$ $/m);
+      await daemon.stop();
+      await p.locator('#banner', { hasText: 'ptyhub stopped' }).waitFor({ timeout: WAIT });
+      await shot(p, 'dpr2-phone-daemon-stopped');
+    } finally {
+      await browser.close();
+      await daemon.stop();
+    }
+  });
+});
