@@ -807,6 +807,83 @@ mod tests {
     }
 
     #[test]
+    fn ui_additions_decode() {
+        assert_eq!(
+            decode_text(r#"{"type":"resize","follow":true}"#),
+            Ok(ClientMessage::Follow)
+        );
+        // Anything but `true` is an ordinary resize, checked as one.
+        assert!(decode_text(r#"{"type":"resize","follow":1}"#).is_err());
+        assert_eq!(
+            decode_text(r#"{"type":"resize","follow":false,"cols":80,"rows":24}"#),
+            Ok(ClientMessage::Resize { rows: 24, cols: 80 })
+        );
+        assert_eq!(
+            decode_text(r#"{"type":"resize","cols":120,"rows":30,"control":true}"#),
+            Ok(ClientMessage::TakeSize {
+                rows: 30,
+                cols: 120
+            })
+        );
+        assert!(decode_text(r#"{"type":"resize","control":true}"#).is_err());
+        assert_eq!(
+            decode_text(r#"{"type":"presence","name":"Alice","device":"phone"}"#),
+            Ok(ClientMessage::Presence {
+                name: Some("Alice".into()),
+                device: Some("phone".into())
+            })
+        );
+        assert_eq!(
+            decode_text(r#"{"type":"presence","name":null}"#),
+            Ok(ClientMessage::Presence {
+                name: None,
+                device: None
+            })
+        );
+        for bad in [
+            r#"{"type":"presence","name":7}"#,
+            r#"{"type":"presence","device":["phone"]}"#,
+        ] {
+            assert!(
+                matches!(decode_text(bad), Err(DecodeError::BadMessage(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn presence_encodes_who_is_here_and_who_typed() {
+        use crate::session::presence::{Person, PresenceInfo};
+        let info = PresenceInfo {
+            people: vec![
+                Person {
+                    viewer: 7,
+                    num: 1,
+                    name: Some("Alice".into()),
+                    writer: true,
+                    device: Some("desktop"),
+                },
+                Person {
+                    viewer: 9,
+                    num: 2,
+                    name: None,
+                    writer: false,
+                    device: None,
+                },
+            ],
+            typing: Some(7),
+        };
+        let v: Value = serde_json::from_str(&presence(&info, 9).to_json()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"presence","typing":1,"viewers":[
+                {"id":1,"name":"Alice","role":"writer","device":"desktop","you":false},
+                {"id":2,"name":null,"role":"viewer","device":null,"you":true}
+            ]})
+        );
+    }
+
+    #[test]
     fn json_resize() {
         assert_eq!(
             decode_text(r#"{"type":"resize","cols":120,"rows":30}"#),
