@@ -107,26 +107,24 @@ impl Session {
         if !self.permitted(viewer, Action::Input) {
             return;
         }
-        if !self.viewers.contains_key(&viewer) {
-            return;
-        }
-        let now = Instant::now();
-        let previous = self.typist.replace((viewer, now));
-        if self.presence.typed(viewer, previous, now) {
-            self.broadcast_presence(Some(viewer));
-        }
         let Some(entry) = self.viewers.get_mut(&viewer) else {
             return;
         };
+        let now = Instant::now();
+        let previous = self.typist.replace((viewer, now));
         let data = if entry.expected.is_empty() {
             data
         } else {
-            let kept = entry.expected.filter(&data, Instant::now());
+            let kept = entry.expected.filter(&data, now);
             if kept.is_empty() {
                 return;
             }
             Bytes::from(kept)
         };
+        // After the filter: a terminal's answer to a query is not someone typing.
+        if self.presence.typed(viewer, previous, now) {
+            self.broadcast_presence(Some(viewer));
+        }
         let len = data.len();
         if let Some(held) = self.phase.held_input_mut() {
             if let Some(tap) = &self.tap {
