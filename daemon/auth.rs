@@ -170,6 +170,53 @@ pub fn generate_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The file in the state directory that keeps a generated token across restarts.
+pub const TOKEN_FILE: &str = "token";
+
+/// Whether `t` is acceptable as a token: at least 16 printable ASCII characters, no spaces.
+pub fn valid_token(t: &str) -> bool {
+    t.len() >= 16 && t.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// The generated token kept in `path` (mode 600), so that open pages, bookmarks and links
+/// survive a restart: read when it holds a valid token, else (or with `rotate`) a new one is
+/// generated and written there first. Returns the token and whether it is new.
+pub fn stored_token(path: &std::path::Path, rotate: bool) -> std::io::Result<(String, bool)> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    if !rotate {
+        match std::fs::read_to_string(path) {
+            Ok(text) if valid_token(text.trim()) => {
+                // Kept private even if someone loosened it: the token is the key to every shell.
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+                return Ok((text.trim().to_owned(), false));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let token = generate_token();
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    // Written whole under another name, then renamed: a crash never leaves half a token.
+    let tmp = path.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(format!("{token}\n").as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok((token, true))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section here leaves the data consistent, so poisoning is harmless.
     m.lock().unwrap_or_else(|e| e.into_inner())

@@ -157,9 +157,13 @@ struct Args {
     /// TOML configuration file, layered over the embedded default.
     #[arg(long, env = "PTYHUB_CONFIG")]
     config: Option<PathBuf>,
-    /// The access token (default: [auth] token in the config, else a random one per start).
+    /// The access token (default: [auth] token in the config, else a generated one kept in the
+    /// state directory's `token` file, e.g. ~/.local/state/ptyhub/token).
     #[arg(long, env = "PTYHUB_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Replace the kept generated token with a new one (signs out every page and link).
+    #[arg(long)]
+    new_token: bool,
     /// Turn authentication off. Accepted only when listening on a loopback address.
     #[arg(long)]
     no_auth: bool,
@@ -207,7 +211,7 @@ fn token_source(args: &Args, cfg: &ptyhub::config::Config) -> anyhow::Result<Tok
     }
     if let Some(token) = args.token.clone().or_else(|| cfg.auth.token.clone()) {
         anyhow::ensure!(
-            token.len() >= 16 && token.chars().all(|c| c.is_ascii_graphic()),
+            ptyhub::auth::valid_token(&token),
             "the token must be at least 16 printable ASCII characters without spaces"
         );
         return Ok(TokenSource::Given(token));
@@ -217,7 +221,21 @@ fn token_source(args: &Args, cfg: &ptyhub::config::Config) -> anyhow::Result<Tok
         "refusing to listen on {} without a token: set one with --token, PTYHUB_TOKEN or [auth] token, since a generated token would have to be read off this machine's console",
         cfg.listen
     );
-    Ok(TokenSource::Generated(ptyhub::auth::generate_token()))
+    if args.check_config {
+        // A check (before a live upgrade) neither reads nor rotates the kept token.
+        return Ok(TokenSource::Generated(ptyhub::auth::generate_token()));
+    }
+    let path = ptyhub::config::state_dir().join(ptyhub::auth::TOKEN_FILE);
+    // A live upgrade keeps the running token, whatever flags the daemon was started with.
+    let rotate = args.new_token && args.upgrade_image.is_none();
+    match ptyhub::auth::stored_token(&path, rotate) {
+        Ok((token, _)) => Ok(TokenSource::Generated(token)),
+        Err(e) => {
+            // Still usable, only not kept: say so, and go on with a token for this run.
+            warn!(path = %path.display(), "cannot keep the generated token: {e}");
+            Ok(TokenSource::Generated(ptyhub::auth::generate_token()))
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {

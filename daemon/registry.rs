@@ -307,7 +307,17 @@ impl Registry {
 
     /// Every session's metadata, oldest first.
     pub fn list(&self) -> Vec<SessionInfo> {
-        let mut all: Vec<SessionInfo> = self.sessions.iter().map(|h| h.info()).collect();
+        let mut all: Vec<SessionInfo> = self
+            .sessions
+            .iter()
+            .map(|h| {
+                let mut info = h.info();
+                // The log's head moves with every byte of output; the info is published only
+                // on changes of state, so read the head now.
+                info.output_bytes = h.log().head();
+                info
+            })
+            .collect();
         all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.num.cmp(&b.num)));
         all
     }

@@ -20,8 +20,8 @@ export class Connection {
   /**
    * @param {() => string} url builds the URL for each attempt (what to send may change after the first join)
    * @param {object} on handlers: open(), binary(Uint8Array), message(obj), state(s), and
-   *   close({code, reason, opened}) → whether to try again (`opened`: the socket got as far as open;
-   *   `'now'`: again without waiting, as after a live upgrade's 1012)
+   *   close({code, reason, opened}) → whether to try again: true, 'now' (without backoff) or false
+   *   (`opened`: the socket got as far as open)
    */
   constructor(url, on) {
     this.url = url;
@@ -152,7 +152,7 @@ export class Connection {
       this.stop();
       return;
     }
-    // A restart (1012) is over within moments: no backoff, and none counted.
+    // 'now': the server said it is restarting (1012) and will be right back: no backoff.
     const delay = again === 'now' ? 0 : Math.min(T.maxRetryMs, T.firstRetryMs * 2 ** this.attempt);
     if (again !== 'now') this.attempt++;
     this.retryAt = Date.now() + delay;

@@ -36,7 +36,8 @@ export class ConnStatus {
       [kind, label] = ['live', 'Live'];
     } else if (state.conn === 'open' || state.conn === 'connecting') {
       [kind, label] = ['connecting', state.everReady ? 'Reconnecting…' : 'Connecting…'];
-      if (state.everReady) banner = 'Reconnecting…';
+      if (state.everReady) banner = state.daemonRestarting ? 'ptyhub is restarting…' : 'Reconnecting…';
+      if (state.daemonRestarting) label = 'Restarting…';
     } else if (state.conn === 'waiting') {
       const secs = Math.max(1, Math.ceil((state.retryAt - Date.now()) / 1000));
       [kind, label] = ['offline', `Retry in ${secs} s`];

@@ -6,9 +6,9 @@ import { UNAUTHORISED, capitalise } from './api.js';
 export const CLOSE = {
   NORMAL: 1000,
   GOING_AWAY: 1001,
+  RESTARTING: 1012,
   UNAUTHORISED: 1008,
   TOO_BIG: 1009,
-  RESTART: 1012,
   TRY_LATER: 1013,
   CREATE_FAILED: 4002,
   ENDED: 4003,
@@ -49,7 +49,10 @@ export function errorText(code, message) {
  * What a refused connection (close 4002) means to the reader. The daemon's reason for a uuid it
  * does not know is the commonest case: the session was ended and then removed.
  */
-export function createFailedText(message) {
+export function createFailedText(message, daemonRestarted = false) {
+  if (/no session with this id/i.test(message || '') && daemonRestarted) {
+    return 'ptyhub was restarted, and this session did not survive it: its program ended when ptyhub stopped. Start a new one from the list.';
+  }
   if (/no session with this id/i.test(message || '')) {
     return 'This session does not exist any more. It may have been ended, or removed some time after its program exited.';
   }
@@ -62,15 +65,18 @@ export function createFailedText(message) {
  * - `{fatal: [title, text]}`: there is nothing to reconnect to;
  * - `{}`: the program has already exited, so nothing new would come: no reconnect;
  * - `{retry: true, why}`: reconnect; `why` (may be '') tells the reader what happened;
- *   `atOnce`: without waiting (1012: ptyhub is replacing itself and is back within moments).
- * `notice` ([kind, text]), when set, is worth a toast.
+ *   `now`: at once, without backoff (ptyhub is restarting and will be right back).
+ * `notice` ([kind, text]), when set, is worth a toast. `daemonAway`: this page saw ptyhub
+ * stop or restart (close 1001 or 1012) since it was last live.
  */
-export function closeMeaning({ code, reason }, { exited, lastError }) {
+export function closeMeaning({ code, reason }, { exited, lastError, daemonAway = false }) {
   if (code === CLOSE.ENDED) return { ended: true };
   if (code === CLOSE.CREATE_FAILED) {
     const message = lastError?.code === 'session_create_failed' ? lastError.message : reason;
-    return { fatal: ['This session cannot be opened', createFailedText(message)] };
+    const title = daemonAway && /no session with this id/i.test(message || '') ? 'ptyhub restarted' : 'This session cannot be opened';
+    return { fatal: [title, createFailedText(message, daemonAway)] };
   }
+  if (code === CLOSE.RESTARTING) return { retry: true, now: true, why: 'ptyhub is restarting…', away: true };
   if (code === CLOSE.UNAUTHORISED) {
     // Also a revoked or expired share link, which the reason says.
     let text = UNAUTHORISED;
@@ -85,11 +91,12 @@ export function closeMeaning({ code, reason }, { exited, lastError }) {
   if (code === CLOSE.TOO_BIG) {
     out.notice = ['error', 'The server closed the connection because a message was too big for it (a file over its upload limit?). Reconnecting.'];
   }
-  if (code === CLOSE.GOING_AWAY) out.why = 'ptyhub stopped or restarted.';
-  if (code === CLOSE.RESTART) {
-    out.why = 'ptyhub is restarting…';
-    out.atOnce = true;
+  if (code === CLOSE.GOING_AWAY) {
+    out.why = 'ptyhub stopped (or is restarting). Your session is waiting for it.';
+    out.away = true;
   }
+  // A refusal after ptyhub went away is ptyhub not being back yet: keep saying so.
+  if (daemonAway && code === 1006) out.why = 'ptyhub stopped (or is restarting). Waiting for it to come back.';
   if (code === CLOSE.TRY_LATER) out.why = 'This session has as many viewers as it allows.';
   return out;
 }
@@ -98,10 +105,12 @@ export function closeMeaning({ code, reason }, { exited, lastError }) {
  * Why the API refused this session's address (after a connection that never opened), as
  * [title, text]; null when retrying may still get in. `creating`: the page would create the session.
  */
-export function refusalText(httpStatus, creating) {
-  if (httpStatus === 401) return ['Not authorised', UNAUTHORISED];
+export function refusalText(httpStatus, creating, daemonAway = false) {
+  if (httpStatus === 401) return ['Not authorised', daemonAway ? `${UNAUTHORISED} ptyhub restarted with a new token.` : UNAUTHORISED];
   if (httpStatus === 403) return ['No access', 'The link this page was opened with does not give access to this session.'];
-  if (httpStatus === 404 && !creating) return ['This session cannot be opened', createFailedText('no session with this id')];
+  if (httpStatus === 404 && !creating) {
+    return [daemonAway ? 'ptyhub restarted' : 'This session cannot be opened', createFailedText('no session with this id', daemonAway)];
+  }
   return null;
 }
 

@@ -2,7 +2,8 @@
 
 import { api, replayPath, sessionPath } from './api.js';
 import { openEmbed } from './embed.js';
-import { afterColon, formatAge, h, shortId, validateName } from './util.js';
+import { openShare } from './share.js';
+import { afterColon, exitWords, formatAge, h, shortId, validateName } from './util.js';
 
 const REFRESH_MS = 2000;
 const CONFIRM_MS = 4000;
@@ -24,9 +25,9 @@ function pageError(text) {
 
 function stateOf(s) {
   if (s.alive) return { kind: 'running', text: 'running' };
-  if (s.exitSignal) return { kind: 'exited', text: `stopped by ${s.exitSignal}` };
+  if (s.exitSignal) return { kind: 'exited', text: exitWords(s.exitCode, s.exitSignal), detail: s.exitSignal };
   if (s.exitCode === null || s.exitCode === undefined) return { kind: 'exited', text: 'ended' };
-  return { kind: s.exitCode === 0 ? 'exited' : 'failed', text: `exited, code ${s.exitCode}` };
+  return { kind: s.exitCode === 0 ? 'exited' : 'failed', text: exitWords(s.exitCode, null) };
 }
 
 function buildRow(s) {
@@ -44,6 +45,7 @@ function buildRow(s) {
         h('span', { class: 'chip session-assistant' }),
         h('span', { class: 'session-state' }, h('span', { class: 'dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text' })),
         h('span', { class: 'session-viewers' }),
+        h('span', { class: 'activity', title: 'Quiet', 'aria-label': 'Quiet' }),
         h('span', { class: 'session-size' }),
         h('span', { class: 'session-age' }),
         h('span', { class: 'chip chip-warn session-yolo', hidden: true }, 'YOLO'),
@@ -55,6 +57,7 @@ function buildRow(s) {
       { class: 'session-actions' },
       h('a', { class: 'btn btn-primary open-btn', href: sessionPath(s.id) }, 'Open'),
       h('a', { class: 'btn replay-btn', href: replayPath(s.id), title: 'Play back what this session recorded' }, 'Replay'),
+      h('button', { type: 'button', class: 'btn share-btn', onclick: () => openShare(s.id, li.querySelector('.session-name').classList.contains('unnamed') ? '' : li.querySelector('.name-text').textContent) }, 'Share'),
       h('button', { type: 'button', class: 'btn embed-btn', onclick: () => openEmbed(s.id, li.querySelector('.name-text').textContent) }, 'Embed'),
       end,
     ),
@@ -99,7 +102,20 @@ function updateRow(li, s) {
   const st = stateOf(s);
   li.querySelector('.session-state').dataset.state = st.kind;
   li.querySelector('.state-text').textContent = st.text;
-  li.querySelector('.session-viewers').textContent = s.viewers === 1 ? '1 viewer' : `${s.viewers} viewers`;
+  li.querySelector('.session-state').title = st.detail || '';
+  const people = Array.isArray(s.people) ? s.people : [];
+  const viewers = li.querySelector('.session-viewers');
+  const count = s.viewers === 1 ? '1 viewer' : `${s.viewers} viewers`;
+  viewers.textContent = people.length ? `${count}: ${people.join(', ')}` : count;
+  viewers.title = viewers.textContent;
+  // The dot lights while the program writes output (its byte count moved since the last look).
+  const dot = li.querySelector('.activity');
+  const before = Number(li.dataset.outputBytes);
+  const active = s.alive && Number.isFinite(before) && typeof s.outputBytes === 'number' && s.outputBytes > before;
+  li.dataset.outputBytes = String(s.outputBytes ?? '');
+  dot.classList.toggle('active', active);
+  dot.title = active ? 'Writing output now' : 'Quiet';
+  dot.setAttribute('aria-label', dot.title);
   li.querySelector('.session-size').textContent = `${s.cols}×${s.rows}`;
   const age = li.querySelector('.session-age');
   age.textContent = `started ${formatAge(s.createdAt)}`;
@@ -109,6 +125,7 @@ function updateRow(li, s) {
   dir.textContent = s.workDir || '';
   dir.title = s.workDir || '';
   li.querySelector('.open-btn').setAttribute('aria-label', `Open ${named ? s.name : `session ${shortId(s.id)}`}`);
+  li.querySelector('.share-btn').setAttribute('aria-label', `Share ${named ? s.name : `session ${shortId(s.id)}`}`);
   li.querySelector('.embed-btn').setAttribute('aria-label', `Embed ${named ? s.name : `session ${shortId(s.id)}`} in another page`);
   const wasAlive = li.dataset.alive;
   li.dataset.alive = String(s.alive);

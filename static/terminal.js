@@ -9,8 +9,11 @@ import { EndScreens } from './ending.js';
 import { closeMeaning, errorText, refusalText } from './errors.js';
 import { KeyBar } from './keybar.js';
 import { OutputPipe } from './output.js';
+import { Prefs, SearchBar, newOutputPill } from './prefs.js';
+import { PresenceView, deviceKind } from './presence.js';
 import { binaryStringBytes, inputFrames } from './protocol.js';
 import { Rename } from './rename.js';
+import { openShare } from './share.js';
 import { SizePolicy } from './sizing.js';
 import { StatusBar } from './statusbar.js';
 import { createTerminal } from './termview.js';
@@ -39,13 +42,18 @@ const state = {
   conn: 'connecting',
   retryAt: 0,
   closeReason: '',
+  daemonAway: false, // ptyhub stopped or restarted (1001, 1012) since this page was last live
+  daemonRestarting: false, // ...and said it is restarting (1012): it will be right back
 };
 
 for (const a of document.querySelectorAll('#home-link, #fatal-home, #exit-home')) a.href = homePath();
 $('replay-link').href = replayPath(uuid);
 
 const coarse = matchMedia('(pointer: coarse)');
-const { term, fit } = createTerminal($('terminal'), { notify });
+// The bundled font first (briefly: a slow network must not keep the terminal away), so that xterm
+// measures its cells in the font it draws with.
+await Promise.race([document.fonts.load('400 14px "JetBrains Mono"'), new Promise((r) => setTimeout(r, 1500))]).catch(() => {});
+const { term, fit, search } = createTerminal($('terminal'), { notify });
 trackViewport();
 const keybar = new KeyBar($('keybar'), term);
 
@@ -80,7 +88,22 @@ const send = (obj) => conn.sendJSON(obj);
 
 const statusBar = new StatusBar({ bar: document.querySelector('header.bar'), term, uuid, state });
 const connStatus = new ConnStatus({ indicator: $('conn'), banner: $('banner'), retry: $('retry'), retryNow: () => conn.retryNow(), state });
-const size = new SizePolicy({ fit, pipe, conn, state, frame: $('frame'), hint: $('size-hint') });
+let prefs = null;
+const size = new SizePolicy({ fit, term, pipe, conn, state, frame: $('frame'), host: $('terminal'), hint: $('size-hint'), onMode: (m) => prefs?.sizeMode(m) });
+prefs = new Prefs({
+  term,
+  button: $('prefs-toggle'),
+  size,
+  status: () => state.status,
+  relayout: () => {
+    if (!state.status) size.fill();
+    size.send();
+    size.renderHint();
+  },
+});
+const presence = new PresenceView({ chip: $('viewers'), typing: $('typing'), parent: document.querySelector('.workspace') });
+const searchBar = new SearchBar({ term, search, button: $('search-toggle'), parent: $('frame') });
+newOutputPill(term, $('frame'));
 const yolo = new YoloButton({ button: $('yolo'), state, send, notify });
 const screens = new EndScreens({ dialog: $('exit-dialog'), fatal: $('fatal'), state });
 new Rename({
@@ -100,6 +123,7 @@ const chat = new ChatPanel({
     if (!open && !state.fatal) term.focus();
   },
 });
+$('share').addEventListener('click', () => openShare(uuid, state.status?.sessionName || ''));
 const uploader = new Uploader({ conn, term, notify, writable });
 acceptFiles({ button: $('upload'), input: $('file-input'), overlay: $('drop'), add: (files) => uploader.add(files) });
 
@@ -141,6 +165,9 @@ function onMessage(msg) {
     case 'chat':
       chat.add(msg, { live: state.ready });
       break;
+    case 'presence':
+      presence.update(msg);
+      break;
     case 'file_upload':
       uploader.reply(msg);
       break;
@@ -158,6 +185,10 @@ function onMessage(msg) {
 
 function onReady() {
   state.ready = true;
+  // Who we are for the others' viewer lists: the chat name (once chosen) and the device kind.
+  send({ type: 'presence', name: chat.name || null, device: deviceKind() });
+  state.daemonAway = false;
+  state.daemonRestarting = false;
   conn.healthy();
   if (!state.everReady) {
     state.everReady = true;
@@ -179,8 +210,12 @@ function onStatus(s) {
   else pipe.resize(s.cols, s.rows);
   state.status = s;
   yolo.status(s);
+  $('restart-note').hidden = !s.restarting;
   term.options.disableStdin = Boolean(s.readOnly || state.exit);
-  if (first) size.send();
+  // Read-only links cannot make links; writers' links learn so in the dialog.
+  $('share').hidden = Boolean(s.readOnly);
+  // Every status: who else is here decides whether a "don't size from me" page sizes it.
+  size.send();
   statusBar.render();
   size.renderHint();
 }
@@ -201,8 +236,13 @@ function onServerError(msg) {
 
 function onClose(info) {
   state.ready = false;
+  presence.clear();
   uploader.fail();
-  const m = closeMeaning(info, { exited: Boolean(state.exit), lastError: state.lastError });
+  const m = closeMeaning(info, { exited: Boolean(state.exit), lastError: state.lastError, daemonAway: state.daemonAway });
+  if (m.away) {
+    state.daemonAway = true;
+    state.daemonRestarting = Boolean(m.now);
+  }
   state.closeReason = m.why || '';
   if (m.notice) notify(...m.notice);
   if (m.ended) {
@@ -212,7 +252,7 @@ function onClose(info) {
   if (m.fatal) showFatal(...m.fatal);
   // A refused upgrade (401, 403, 404...) reaches a browser as a bare 1006: ask the API why.
   if (m.retry && !info.opened) probe();
-  if (m.atOnce) return 'now';
+  if (m.retry && m.now) return 'now';
   return Boolean(m.retry);
 }
 
@@ -224,7 +264,7 @@ async function probe() {
   } catch {
     return; // ptyhub is down: keep retrying
   }
-  const refused = refusalText(res.status, Boolean(create.assistant));
+  const refused = refusalText(res.status, Boolean(create.assistant), state.daemonAway);
   if (!refused) return;
   showFatal(...refused);
   conn.stop(true);
@@ -267,6 +307,11 @@ window.ptyhub = {
   chat,
   yolo,
   uuid,
+  size,
+  prefs,
+  presence,
+  search,
+  searchBar,
   wantedSize: () => size.wanted(),
   /** The active buffer as text: trailing spaces and trailing empty lines removed. */
   text() {

@@ -1,4 +1,4 @@
-// The terminal's light and dark colour themes, following the system's colour scheme as it changes.
+// The terminal's colour themes: light and dark following the system's colour scheme as it changes, and a few fixed ones to choose.
 
 // Palettes in the spirit of GitHub's terminal themes: every ANSI colour stays readable on its own
 // background, which matters most for the light theme (programs often assume white-on-black).
@@ -58,6 +58,79 @@ const DARK = {
   brightWhite: '#ffffff',
 };
 
+/** Solarized dark (Ethan Schoonover's palette). */
+const SOLARIZED_DARK = {
+  background: '#002b36',
+  foreground: '#93a1a1',
+  cursor: '#93a1a1',
+  cursorAccent: '#002b36',
+  selectionBackground: '#268bd255',
+  selectionInactiveBackground: '#268bd233',
+  black: '#073642',
+  red: '#dc322f',
+  green: '#859900',
+  yellow: '#b58900',
+  blue: '#268bd2',
+  magenta: '#d33682',
+  cyan: '#2aa198',
+  white: '#eee8d5',
+  brightBlack: '#586e75',
+  brightRed: '#cb4b16',
+  brightGreen: '#93a1a1',
+  brightYellow: '#839496',
+  brightBlue: '#839496',
+  brightMagenta: '#6c71c4',
+  brightCyan: '#93a1a1',
+  brightWhite: '#fdf6e3',
+};
+
+/** Solarized light. */
+const SOLARIZED_LIGHT = {
+  ...SOLARIZED_DARK,
+  background: '#fdf6e3',
+  foreground: '#586e75',
+  cursor: '#586e75',
+  cursorAccent: '#fdf6e3',
+  black: '#073642',
+  white: '#eee8d5',
+};
+
+/** White on black with the brightest colours, for low vision and bright rooms. */
+const HIGH_CONTRAST = {
+  background: '#000000',
+  foreground: '#ffffff',
+  cursor: '#ffff00',
+  cursorAccent: '#000000',
+  selectionBackground: '#ffff0066',
+  selectionInactiveBackground: '#ffff0040',
+  black: '#000000',
+  red: '#ff5555',
+  green: '#55ff55',
+  yellow: '#ffff55',
+  blue: '#7799ff',
+  magenta: '#ff55ff',
+  cyan: '#55ffff',
+  white: '#e0e0e0',
+  brightBlack: '#a0a0a0',
+  brightRed: '#ff8080',
+  brightGreen: '#80ff80',
+  brightYellow: '#ffff80',
+  brightBlue: '#a0b8ff',
+  brightMagenta: '#ff80ff',
+  brightCyan: '#80ffff',
+  brightWhite: '#ffffff',
+};
+
+/** The terminal themes a person can choose, by the key kept in their preferences. */
+export const THEMES = {
+  system: { label: 'Follow the system', theme: null },
+  light: { label: 'Light', theme: LIGHT, contrast: 4.5 },
+  dark: { label: 'Dark', theme: DARK, contrast: 3 },
+  'solarized-dark': { label: 'Solarized dark', theme: SOLARIZED_DARK, contrast: 3 },
+  'solarized-light': { label: 'Solarized light', theme: SOLARIZED_LIGHT, contrast: 4.5 },
+  'high-contrast': { label: 'High contrast', theme: HIGH_CONTRAST, contrast: 7 },
+};
+
 const query = window.matchMedia('(prefers-color-scheme: dark)');
 
 export function isDark() {
@@ -65,15 +138,18 @@ export function isDark() {
 }
 
 /**
- * Options for xterm for the current scheme. The minimum contrast ratio makes xterm lighten or
- * darken a colour a program chose when it would be unreadable on this background.
+ * Options for xterm for theme `name` (the system's light or dark one for "system"). The minimum
+ * contrast ratio makes xterm lighten or darken a colour a program chose when it would be
+ * unreadable on this background.
  */
-export function terminalThemeOptions() {
+export function terminalThemeOptions(name = 'system') {
+  const chosen = THEMES[name];
+  if (chosen?.theme) return { theme: chosen.theme, minimumContrastRatio: chosen.contrast };
   return isDark() ? { theme: DARK, minimumContrastRatio: 3 } : { theme: LIGHT, minimumContrastRatio: 4.5 };
 }
 
-/** Calls `apply(options)` now and whenever the system switches between light and dark. */
-export function followTheme(apply) {
-  apply(terminalThemeOptions());
-  query.addEventListener('change', () => apply(terminalThemeOptions()));
+/** Calls `apply(options)` now and whenever the system switches between light and dark; `name()` is the chosen theme. */
+export function followTheme(apply, name = () => 'system') {
+  apply(terminalThemeOptions(name()));
+  query.addEventListener('change', () => apply(terminalThemeOptions(name())));
 }

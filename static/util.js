@@ -42,11 +42,36 @@ export function formatAge(iso, now = Date.now()) {
   return `${d} day${d === 1 ? '' : 's'} ago`;
 }
 
-/** Words for how a program ended: "exited with code 0", "was stopped by SIGKILL (code 137)". */
-export function describeExit(code, signal) {
-  if (signal) return `was stopped by ${signal}${code !== null && code !== undefined ? ` (code ${code})` : ''}`;
+/** How a signal ends a program, in words ("ended by hang-up"); the signal's name is detail. */
+const SIGNAL_WORDS = {
+  SIGHUP: 'ended by hang-up',
+  SIGINT: 'was interrupted',
+  SIGQUIT: 'quit',
+  SIGKILL: 'was killed',
+  SIGTERM: 'was asked to stop, and did',
+  SIGSEGV: 'crashed (segmentation fault)',
+  SIGBUS: 'crashed (bus error)',
+  SIGFPE: 'crashed (arithmetic error)',
+  SIGILL: 'crashed (illegal instruction)',
+  SIGABRT: 'aborted',
+  SIGPIPE: 'ended by a broken pipe',
+  SIGALRM: 'ended by a timer',
+  SIGUSR1: 'ended by a user signal',
+  SIGUSR2: 'ended by a user signal',
+};
+
+/** The short words for an exit: "exited normally", "exited with status 3", "ended by hang-up", "was killed". */
+export function exitWords(code, signal) {
+  if (signal) return SIGNAL_WORDS[signal] || `was stopped by a signal`;
   if (code === null || code === undefined) return 'has ended';
-  return `exited with code ${code}`;
+  if (code === 0) return 'exited normally';
+  return `exited with status ${code}`;
+}
+
+/** The same with the signal's name as detail: "ended by hang-up (SIGHUP)". */
+export function describeExit(code, signal) {
+  const words = exitWords(code, signal);
+  return signal ? `${words} (${signal})` : words;
 }
 
 export const NAME_MAX = 32;

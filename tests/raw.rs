@@ -378,6 +378,11 @@ async fn a_read_only_link_is_refused_input_and_resize_with_an_error() {
     owner.type_str("echo OWNER-TYPED\r").await;
     v.wait_screen("\nOWNER-TYPED").await;
     assert!(!owner.screen_text().contains("SNEAKY"));
+    // The join's status may come after the first output (written straight to an idle viewer):
+    // wait for it rather than assume it was read with the prompt.
+    owner
+        .until("a status", |c| c.last("status").is_some())
+        .await;
     assert_eq!(owner.last("status").expect("status")["cols"], 80);
 
     // A share link's token does not reach another session through this dialect either.

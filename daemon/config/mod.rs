@@ -138,17 +138,22 @@ pub struct RecordingConfig {
     pub input: bool,
 }
 
-/// The recordings' directory when the config names none: `recordings` in the service's state
-/// directory when systemd gives one (`StateDirectory=`, as `$STATE_DIRECTORY`), else
-/// `$XDG_STATE_HOME/ptyhub/recordings`, else `~/.local/state/ptyhub/recordings`.
+/// The recordings' directory when the config names none: `recordings` in [`state_dir`].
 pub fn default_recording_dir() -> PathBuf {
+    state_dir().join("recordings")
+}
+
+/// The daemon's state directory (recordings, the generated token): the service's when systemd
+/// gives one (`StateDirectory=`, as `$STATE_DIRECTORY`), else `$XDG_STATE_HOME/ptyhub`, else
+/// `~/.local/state/ptyhub`.
+pub fn state_dir() -> PathBuf {
     // systemd separates several state directories with colons: the first is the service's.
     let systemd = std::env::var("STATE_DIRECTORY")
         .ok()
         .and_then(|dirs| dirs.split(':').next().map(PathBuf::from))
         .filter(|p| p.is_absolute());
     if let Some(dir) = systemd {
-        return dir.join("recordings");
+        return dir;
     }
     let state = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
@@ -159,7 +164,7 @@ pub fn default_recording_dir() -> PathBuf {
                 .map(|h| h.join(".local/state"))
         })
         .unwrap_or_else(|| PathBuf::from(".local/state"));
-    state.join("ptyhub").join("recordings")
+    state.join("ptyhub")
 }
 
 impl Config {

@@ -141,5 +141,32 @@ pub(super) fn static_file(path: &str, req: &Request<Incoming>) -> Response<Body>
     use http_body_util::BodyExt;
     crate::assets::serve(path, req.headers())
         .map(|r| r.map(|b| b.boxed_unsync()))
-        .unwrap_or_else(|| error(StatusCode::NOT_FOUND, "not found"))
+        .unwrap_or_else(|| not_found(req, StatusCode::NOT_FOUND, "not found"))
+}
+
+/// Whether the request comes from a browser navigating to a page (it takes HTML).
+fn wants_html(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"))
+}
+
+/// A page for a person (the UI's 404 page) when a browser navigates here; JSON otherwise.
+pub(super) fn not_found(
+    req: &Request<Incoming>,
+    status: StatusCode,
+    message: &str,
+) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let page = wants_html(req)
+        .then(|| crate::assets::serve("404.html", &hyper::HeaderMap::new()))
+        .flatten();
+    match page {
+        Some(mut resp) => {
+            *resp.status_mut() = status;
+            resp.map(|b| b.boxed_unsync())
+        }
+        None => error(status, message),
+    }
 }

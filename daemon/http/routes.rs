@@ -149,7 +149,8 @@ pub(super) async fn route(
         (_, ["session", id]) => match parse_id(id) {
             Ok(id) if access.reaches(id) => static_file("terminal.html", &req),
             Ok(_) => forbidden(),
-            Err(e) => e.response(),
+            // Not a session address: a person gets the 404 page, not JSON.
+            Err(e) => not_found(&req, e.0, &e.1),
         },
         // Whoever may download a recording may watch it: the page fetches the same endpoint.
         (_, ["replay", id]) => match parse_id(id) {

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::request::{Outcome, Request};
-use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, SnapshotForm, StatusInfo};
+use crate::session::presence::PresenceInfo;
+use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, SnapshotForm, StatusInfo, ViewerId};
 
 /// One whole message from a client (fragments already joined).
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +48,13 @@ pub enum Notice<'a> {
     Exit(&'a ExitInfo),
     /// A chat line.
     Chat(&'a ChatLine),
+    /// Who is here, and who typed.
+    Presence {
+        /// Everyone.
+        info: &'a PresenceInfo,
+        /// The viewer this notice goes to.
+        me: ViewerId,
+    },
     /// Something this viewer asked was refused.
     Refused(&'a Refusal),
     /// The session could not take another viewer; says why.

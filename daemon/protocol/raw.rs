@@ -219,7 +219,7 @@ impl Dialect for Raw {
             Notice::CreateFailed(why) => ServerMessage::error("session_create_failed", why),
             Notice::NoSuchSession => ServerMessage::error("not_found", "Session not found"),
             // A raw client has a terminal and nothing else to show these in.
-            Notice::Status { .. } | Notice::Chat(_) => return None,
+            Notice::Status { .. } | Notice::Chat(_) | Notice::Presence { .. } => return None,
         };
         Some(text(msg))
     }

@@ -19,6 +19,25 @@ pub enum Request {
         /// Terminal width in columns, at least 1.
         cols: u16,
     },
+    /// The client's name (its chat name; empty clears it) and device kind, each only when
+    /// sent, for the others' viewer lists.
+    Presence {
+        /// The name as sent; the session checks it.
+        name: Option<String>,
+        /// `desktop`, `tablet` or `phone`; anything else is unknown.
+        device: Option<String>,
+    },
+    /// The client's size stops counting in the size policy: it follows the session's size
+    /// (scaled or scrolled on its side) until it sends a size again.
+    Follow,
+    /// "Take control of the size": the session takes this client's size, and every other
+    /// viewer follows it until that viewer sends a size of its own again.
+    TakeSize {
+        /// Terminal height in rows, at least 1.
+        rows: u16,
+        /// Terminal width in columns, at least 1.
+        cols: u16,
+    },
     /// A file upload. Nothing is checked beyond the framing.
     Upload {
         /// The file name exactly as sent (raw bytes, UTF-8 by contract but unchecked); the
@@ -100,6 +119,15 @@ pub async fn apply(
         Request::Input(data) => session.input(viewer, data).await.map(|()| Outcome::Done),
         Request::Resize { rows, cols } => session
             .resize(viewer, rows, cols)
+            .await
+            .map(|()| Outcome::Done),
+        Request::Follow => session.follow(viewer).await.map(|()| Outcome::Done),
+        Request::Presence { name, device } => session
+            .presence(viewer, name, device)
+            .await
+            .map(|()| Outcome::Done),
+        Request::TakeSize { rows, cols } => session
+            .take_size(viewer, rows, cols)
             .await
             .map(|()| Outcome::Done),
         Request::Ping { data } => Ok(Outcome::Pong(data)),

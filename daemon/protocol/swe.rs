@@ -169,7 +169,14 @@ pub fn decode_text(text: &str) -> Result<ClientMessage, DecodeError> {
             }
             Ok(ClientMessage::Ping { data })
         }
+        // `{"type":"resize","follow":true}`: an addition to the seed's dialect (its clients
+        // never send it) for viewers that scale the session's screen instead of sizing it.
+        "resize" if obj.get("follow") == Some(&Value::Bool(true)) => Ok(ClientMessage::Follow),
         "resize" => match (positive_u16(&obj, "rows"), positive_u16(&obj, "cols")) {
+            // `"control":true`: the same addition's "take control of the size".
+            (Some(rows), Some(cols)) if obj.get("control") == Some(&Value::Bool(true)) => {
+                Ok(ClientMessage::TakeSize { rows, cols })
+            }
             (Some(rows), Some(cols)) => Ok(ClientMessage::Resize { rows, cols }),
             _ => Err(bad("resize needs positive integers cols and rows")),
         },
@@ -184,6 +191,21 @@ pub fn decode_text(text: &str) -> Result<ClientMessage, DecodeError> {
             .map(|name| ClientMessage::Rename { name })
             .ok_or_else(|| bad("rename_session needs a string field name")),
         "toggle_yolo" => Ok(ClientMessage::ToggleYolo),
+        // An addition to the seed's dialect: this client's name and device kind for the
+        // others' viewer lists (each optional; the name is checked as a chat name).
+        "presence" => {
+            let name = match obj.remove("name") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s),
+                Some(_) => return Err(bad("presence name must be a string")),
+            };
+            let device = match obj.remove("device") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s),
+                Some(_) => return Err(bad("presence device must be a string")),
+            };
+            Ok(ClientMessage::Presence { name, device })
+        }
         "ack" => obj
             .get("bytes")
             .and_then(Value::as_u64)
@@ -264,6 +286,14 @@ pub enum ServerMessage {
     },
     /// The join sequence (snapshot, chat history) is complete; live output follows.
     Ready,
+    /// Who is here (an addition to the seed's dialect: its clients ignore unknown types).
+    Presence {
+        /// Everyone connected, in joining order.
+        viewers: Vec<PresencePerson>,
+        /// The `id` of the viewer whose first keystroke after a quiet spell prompted this
+        /// message; `null` for a join, leave, name or device change.
+        typing: Option<u32>,
+    },
     /// A request was refused; the connection stays open.
     Error {
         /// Short machine word, e.g. `bad_message`.
@@ -271,6 +301,21 @@ pub enum ServerMessage {
         /// Explanation for people.
         message: String,
     },
+}
+
+/// One viewer in a `presence` message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PresencePerson {
+    /// Small and stable while it is connected ("viewer 3").
+    pub id: u32,
+    /// Its chat name, `null` before it set one.
+    pub name: Option<String>,
+    /// `writer` or `viewer`.
+    pub role: &'static str,
+    /// `desktop`, `tablet`, `phone`, or `null` when the client did not say.
+    pub device: Option<&'static str>,
+    /// Whether this entry is the receiving client itself.
+    pub you: bool,
 }
 
 /// The `status` message's fields (PROTOCOL.md section 2).
@@ -472,6 +517,7 @@ impl Dialect for Swe {
                 text: line.text.clone(),
                 timestamp: line.timestamp.clone(),
             },
+            Notice::Presence { info, me } => presence(info, me),
             Notice::Refused(r) => refusal(r),
             Notice::TooManyViewers(why) => ServerMessage::error("too_many_viewers", why),
             Notice::CreateFailed(why) => ServerMessage::error("session_create_failed", why),
@@ -496,6 +542,30 @@ impl Dialect for Swe {
 
     fn ended(&self, reason: crate::session::EndReason) -> (u16, &'static str) {
         end_close(reason)
+    }
+}
+
+/// The `presence` message for viewer `me`.
+fn presence(
+    info: &crate::session::presence::PresenceInfo,
+    me: crate::session::ViewerId,
+) -> ServerMessage {
+    ServerMessage::Presence {
+        viewers: info
+            .people
+            .iter()
+            .map(|p| PresencePerson {
+                id: p.num,
+                name: p.name.clone(),
+                role: if p.writer { "writer" } else { "viewer" },
+                device: p.device,
+                you: p.viewer == me,
+            })
+            .collect(),
+        typing: info
+            .typing
+            .and_then(|v| info.people.iter().find(|p| p.viewer == v))
+            .map(|p| p.num),
     }
 }
 
@@ -735,6 +805,83 @@ mod tests {
         let over = "x".repeat(MAX_PING_DATA_BYTES - 1);
         let msg = bad_text(&json!({"type": "ping", "data": over}).to_string());
         assert!(msg.contains("at most 1024 bytes"), "{msg}");
+    }
+
+    #[test]
+    fn ui_additions_decode() {
+        assert_eq!(
+            decode_text(r#"{"type":"resize","follow":true}"#),
+            Ok(ClientMessage::Follow)
+        );
+        // Anything but `true` is an ordinary resize, checked as one.
+        assert!(decode_text(r#"{"type":"resize","follow":1}"#).is_err());
+        assert_eq!(
+            decode_text(r#"{"type":"resize","follow":false,"cols":80,"rows":24}"#),
+            Ok(ClientMessage::Resize { rows: 24, cols: 80 })
+        );
+        assert_eq!(
+            decode_text(r#"{"type":"resize","cols":120,"rows":30,"control":true}"#),
+            Ok(ClientMessage::TakeSize {
+                rows: 30,
+                cols: 120
+            })
+        );
+        assert!(decode_text(r#"{"type":"resize","control":true}"#).is_err());
+        assert_eq!(
+            decode_text(r#"{"type":"presence","name":"Alice","device":"phone"}"#),
+            Ok(ClientMessage::Presence {
+                name: Some("Alice".into()),
+                device: Some("phone".into())
+            })
+        );
+        assert_eq!(
+            decode_text(r#"{"type":"presence","name":null}"#),
+            Ok(ClientMessage::Presence {
+                name: None,
+                device: None
+            })
+        );
+        for bad in [
+            r#"{"type":"presence","name":7}"#,
+            r#"{"type":"presence","device":["phone"]}"#,
+        ] {
+            assert!(
+                matches!(decode_text(bad), Err(DecodeError::BadMessage(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn presence_encodes_who_is_here_and_who_typed() {
+        use crate::session::presence::{Person, PresenceInfo};
+        let info = PresenceInfo {
+            people: vec![
+                Person {
+                    viewer: 7,
+                    num: 1,
+                    name: Some("Alice".into()),
+                    writer: true,
+                    device: Some("desktop"),
+                },
+                Person {
+                    viewer: 9,
+                    num: 2,
+                    name: None,
+                    writer: false,
+                    device: None,
+                },
+            ],
+            typing: Some(7),
+        };
+        let v: Value = serde_json::from_str(&presence(&info, 9).to_json()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"presence","typing":1,"viewers":[
+                {"id":1,"name":"Alice","role":"writer","device":"desktop","you":false},
+                {"id":2,"name":null,"role":"viewer","device":null,"you":true}
+            ]})
+        );
     }
 
     #[test]

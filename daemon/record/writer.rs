@@ -521,7 +521,10 @@ fn on_tapped(
             )?;
         }
         Tapped::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
-        Tapped::Event(ViewerEvent::Refused(_) | ViewerEvent::Close(_)) | Tapped::Suspended => {}
+        Tapped::Event(
+            ViewerEvent::Refused(_) | ViewerEvent::Close(_) | ViewerEvent::Presence(_),
+        )
+        | Tapped::Suspended => {}
         Tapped::Input { data, offset } => {
             drain(rec, log, at, offset)?;
             let text = String::from_utf8_lossy(&data);

@@ -94,6 +94,8 @@ pub(super) struct Session {
     pub(super) recording_failed: Option<Refusal>,
     /// A live upgrade's request to freeze, waiting for a settled phase.
     pub(super) freeze: Option<tokio::sync::oneshot::Sender<freeze::Frozen>>,
+    /// Who is here, by name, role and device, and who typed last.
+    pub(super) presence: super::presence::Presence,
 }
 
 pub(super) async fn read_pty(
@@ -243,13 +245,17 @@ impl Session {
                         expected: queries::Expected::default(),
                     },
                 );
+                self.presence.join(viewer, role == Role::Writer);
                 self.broadcast_status();
+                self.broadcast_presence(None);
                 if let (Role::Writer, Some(failed)) = (role, &self.recording_failed) {
                     self.refuse(viewer, failed.clone());
                 }
             }
             Command::Leave { viewer } => {
                 if self.viewers.remove(&viewer).is_some() {
+                    self.presence.leave(viewer);
+                    self.broadcast_presence(None);
                     if let (true, Phase::Exited { idle_since, .. }) =
                         (self.viewers.is_empty(), &mut self.phase)
                     {
@@ -274,6 +280,44 @@ impl Session {
                     self.apply_size();
                 }
             }
+            Command::Presence {
+                viewer,
+                name,
+                device,
+            } => {
+                let mut send = false;
+                if let Some(name) = name {
+                    match super::presence::validate_presence_name(&name, &self.cfg.limits) {
+                        Ok(name) => send |= self.presence.set_name(viewer, name),
+                        Err(message) => self.refuse(viewer, Refusal::InvalidChat(message)),
+                    }
+                }
+                if let Some(device) = device {
+                    send |= self
+                        .presence
+                        .set_device(viewer, super::presence::device_kind(&device));
+                }
+                if send {
+                    self.broadcast_presence(None);
+                }
+            }
+            // Not a permission matter: a read-only viewer never counted anyway.
+            Command::Follow { viewer } => {
+                if let Some(entry) = self.viewers.get_mut(&viewer) {
+                    if entry.size.take().is_some() {
+                        self.apply_size();
+                    }
+                }
+            }
+            Command::TakeSize { viewer, rows, cols } => {
+                if !self.permitted(viewer, Action::Resize) || !self.viewers.contains_key(&viewer) {
+                    return;
+                }
+                for (id, entry) in self.viewers.iter_mut() {
+                    entry.size = (*id == viewer).then(|| size::clamp(rows, cols));
+                }
+                self.apply_size();
+            }
             Command::Resync { form, reply } => self.snapshot_then(form, move |snapshot, offset| {
                 let _ = reply.send(Resync { snapshot, offset });
             }),
@@ -283,6 +327,10 @@ impl Session {
                 text,
             } => match validate_chat(&user_name, &text, &self.cfg.limits) {
                 Ok((user_name, text)) => {
+                    // The chat name is the name others see in the viewer list.
+                    if self.presence.set_name(viewer, Some(user_name.clone())) {
+                        self.broadcast_presence(None);
+                    }
                     let line = ChatLine {
                         user_name,
                         text,
@@ -460,6 +508,9 @@ impl Session {
             work_dir: self.cwd.display().to_string(),
             yolo_mode: self.yolo_mode,
             command: self.command.clone(),
+            people: self.presence.names(),
+            // Read fresh by the session list (the registry); this is its value now.
+            output_bytes: self.log.head(),
         };
         self.info.send_replace(info);
     }

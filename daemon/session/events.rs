@@ -44,6 +44,8 @@ pub enum ViewerEvent {
     },
     /// A chat line, to every viewer.
     Chat(ChatLine),
+    /// Who is here (and who typed), to every viewer.
+    Presence(std::sync::Arc<super::presence::PresenceInfo>),
     /// Something this viewer asked was refused.
     Refused(Refusal),
     /// The session is gone, for this reason; the connection ends.
@@ -65,6 +67,7 @@ impl ViewerEvent {
                     line.user_name.len() + line.text.len() + line.timestamp.len()
                 }
                 ViewerEvent::Refused(r) => r.message().len(),
+                ViewerEvent::Presence(p) => p.cost(),
                 ViewerEvent::Close(_) => 0,
             }
     }
@@ -128,6 +131,11 @@ pub struct SessionInfo {
     pub work_dir: String,
     /// Whether the program runs in YOLO mode.
     pub yolo_mode: bool,
+    /// The names of the people watching ("viewer N" for those without a chat name), in
+    /// joining order.
+    pub people: Vec<String>,
+    /// Bytes of output the program has written so far (what changes when it is active).
+    pub output_bytes: u64,
     /// The program and arguments run last (the assistant's command, its resume or YOLO
     /// command after a restart, or the creator's own command).
     pub command: Vec<String>,

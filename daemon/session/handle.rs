@@ -38,6 +38,22 @@ pub(super) enum Command {
         rows: u16,
         cols: u16,
     },
+    /// The viewer's name and device kind for the others (each only when given).
+    Presence {
+        viewer: ViewerId,
+        name: Option<String>,
+        device: Option<String>,
+    },
+    /// The viewer's size stops counting.
+    Follow {
+        viewer: ViewerId,
+    },
+    /// The viewer's size becomes the session's; the others' stop counting.
+    TakeSize {
+        viewer: ViewerId,
+        rows: u16,
+        cols: u16,
+    },
     Resync {
         form: SnapshotForm,
         reply: oneshot::Sender<Resync>,
@@ -179,6 +195,36 @@ impl SessionHandle {
     /// The viewer's terminal size.
     pub async fn resize(&self, viewer: ViewerId, rows: u16, cols: u16) -> Result<(), SessionGone> {
         self.send(Command::Resize { viewer, rows, cols }).await
+    }
+
+    /// The viewer's name (the chat name; empty clears it) and device kind, for the others.
+    pub async fn presence(
+        &self,
+        viewer: ViewerId,
+        name: Option<String>,
+        device: Option<String>,
+    ) -> Result<(), SessionGone> {
+        self.send(Command::Presence {
+            viewer,
+            name,
+            device,
+        })
+        .await
+    }
+
+    /// The viewer no longer sizes the session: it follows the size the others set.
+    pub async fn follow(&self, viewer: ViewerId) -> Result<(), SessionGone> {
+        self.send(Command::Follow { viewer }).await
+    }
+
+    /// The viewer takes control of the size: the session gets its size, the others follow.
+    pub async fn take_size(
+        &self,
+        viewer: ViewerId,
+        rows: u16,
+        cols: u16,
+    ) -> Result<(), SessionGone> {
+        self.send(Command::TakeSize { viewer, rows, cols }).await
     }
 
     /// A fresh snapshot (packed as `form` asks) and the offset the stream resumes from.

@@ -120,21 +120,38 @@ impl Session {
         let Some(entry) = self.viewers.get_mut(&viewer) else {
             return;
         };
-        self.typist = Some((viewer, Instant::now()));
+        let now = Instant::now();
+        let previous = self.typist.replace((viewer, now));
         let data = if entry.expected.is_empty() {
             data
         } else {
-            let kept = entry.expected.filter(&data, Instant::now());
+            let kept = entry.expected.filter(&data, now);
             if kept.is_empty() {
                 return;
             }
             Bytes::from(kept)
         };
+        // After the filter: a terminal's answer to a query is not someone typing.
+        if self.presence.typed(viewer, previous, now) {
+            self.broadcast_presence(Some(viewer));
+        }
+        let len = data.len();
+        if let Some(held) = self.phase.held_input_mut() {
+            if let Some(tap) = &self.tap {
+                tap.input(&data, self.log.head());
+            }
+            crate::metrics::METRICS.bytes_in.add(len as u64);
+            held.push(PtyInput {
+                data,
+                _permit: permit,
+                answer: None,
+            });
+            return;
+        }
         let Some(input) = &self.proc.input else {
             self.refuse(viewer, Refusal::NotRunning(Action::Input));
             return;
         };
-        let len = data.len();
         if let Some(tap) = &self.tap {
             tap.input(&data, self.log.head());
         }

@@ -75,30 +75,49 @@ impl Session {
         let pid = self.proc.pid;
         // Dropping the reader and the writer task's input closes the PTY master.
         self.proc = Proc::default();
-        if let Then::Restart = then {
+        let then = if let Then::Restart(held) = then {
             let grace = self.cfg.session.kill_grace;
             tokio::spawn(async move { end_leftovers(pid, None, grace).await });
             match self.spawn_replacement() {
-                Ok(()) => return,
+                Ok(()) => {
+                    // What was typed while the old program went, in order, to the new one.
+                    if let Some(input) = &self.proc.input {
+                        for item in held {
+                            let _ = input.send(item);
+                        }
+                    }
+                    return;
+                }
                 Err(e) => {
                     warn!(session = %self.id, "restart failed: {e}");
                     self.output(Bytes::from(format!("\r\n[Restart failed: {e}]\r\n")));
+                    // The input held for it has no program to go to.
+                    Then::Stay
                 }
             }
-        }
-        self.output(Bytes::from(format!(
-            "\r\n[Process exited (code {})]\r\n",
-            info.code
-        )));
+        } else {
+            then
+        };
+        // A daemon shutdown ends the program, but the viewers are told the daemon stopped
+        // (close 1001), not that their program ended by a signal they never sent.
+        let shutdown = matches!(&then, Then::End(e) if matches!(e.reason, EndReason::Shutdown));
+        let notice = if shutdown {
+            "\r\n[ptyhub stopped]\r\n".to_owned()
+        } else {
+            format!("\r\n[Process exited (code {})]\r\n", info.code)
+        };
+        self.output(Bytes::from(notice));
         info!(session = %self.id, code = info.code, signal = ?info.signal, "session program exited");
         self.phase = Phase::Exited {
             exit: info.clone(),
             idle_since: Instant::now(),
         };
-        self.broadcast(ViewerEvent::Exit {
-            info,
-            offset: self.log.head(),
-        });
+        if !shutdown {
+            self.broadcast(ViewerEvent::Exit {
+                info,
+                offset: self.log.head(),
+            });
+        }
         self.publish_info();
         if let Then::End(ending) = then {
             process::signal_session(pid, Some(self.id), Signal::SIGKILL);
@@ -131,7 +150,7 @@ impl Session {
         }
         self.yolo_mode = !self.yolo_mode;
         self.phase = Phase::Stopping {
-            then: Then::Restart,
+            then: Then::Restart(Vec::new()),
             kill_at: Some(Instant::now() + self.cfg.session.kill_grace),
         };
         info!(session = %self.id, yolo = self.yolo_mode, "restarting agent for a YOLO toggle");

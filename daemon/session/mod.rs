@@ -17,6 +17,7 @@ mod lifecycle;
 mod name;
 pub mod output_log;
 mod phase;
+pub mod presence;
 pub mod process;
 pub mod pty;
 pub mod queries;
@@ -227,6 +228,7 @@ fn assemble(
         tap: None,
         recording_failed: None,
         freeze: None,
+        presence: Default::default(),
         cfg,
     };
     (session, commands, rx)
@@ -305,6 +307,8 @@ fn placeholder_info(id: Uuid) -> SessionInfo {
         work_dir: String::new(),
         yolo_mode: false,
         command: Vec::new(),
+        people: Vec::new(),
+        output_bytes: 0,
     }
 }
 

@@ -12,6 +12,7 @@
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::input::PtyInput;
 use super::{EndReason, ExitInfo};
 
 /// The session is ending: why, and who waits for it.
@@ -24,8 +25,9 @@ pub(super) struct Ending {
 pub(super) enum Then {
     /// Report the exit; the session stays for its viewers (and is reaped when unwatched).
     Stay,
-    /// Start the assistant again (a YOLO toggle).
-    Restart,
+    /// Start the assistant again (a YOLO toggle), then give it the input typed meanwhile (held
+    /// here, never written to the dying program; bounded by the input budget its permits hold).
+    Restart(Vec<PtyInput>),
     /// End the session.
     End(Ending),
 }
@@ -65,13 +67,28 @@ impl Phase {
         matches!(
             self,
             Self::Stopping {
-                then: Then::Restart,
+                then: Then::Restart(_),
                 ..
             } | Self::Draining {
-                then: Then::Restart,
+                then: Then::Restart(_),
                 ..
             }
         )
+    }
+
+    /// Where input typed during a YOLO restart waits for the new program.
+    pub(super) fn held_input_mut(&mut self) -> Option<&mut Vec<PtyInput>> {
+        match self {
+            Self::Stopping {
+                then: Then::Restart(held),
+                ..
+            }
+            | Self::Draining {
+                then: Then::Restart(held),
+                ..
+            } => Some(held),
+            _ => None,
+        }
     }
 
     /// How the program ended, once the session reports it.

@@ -43,6 +43,14 @@ impl Session {
         true
     }
 
+    /// Tells everyone who is here; `typing`: the viewer whose keystrokes prompted it.
+    pub(super) fn broadcast_presence(&mut self, typing: Option<ViewerId>) {
+        let info = self.presence.info(typing);
+        self.broadcast(ViewerEvent::Presence(info));
+        // The session list shows the names too.
+        self.publish_info();
+    }
+
     pub(super) fn broadcast_status(&mut self) {
         // The REST view first: a viewer that reads the API on seeing the status sees it too.
         self.publish_info();

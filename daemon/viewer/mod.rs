@@ -114,6 +114,7 @@ pub async fn run<D: Dialect>(
         scratch: Scratch::new(),
         share_end: share_end.clone(),
         framing: DialectFraming(dialect.clone()),
+        me: 0,
     };
     let (events_tx, mut events) =
         event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
@@ -143,6 +144,7 @@ pub async fn run<D: Dialect>(
         }
     };
     let viewer = membership.viewer();
+    writer.me = viewer;
     debug!(session = %session.id(), viewer, "viewer joined");
     if let Some((rows, cols)) = opts.initial_size {
         // As if the client had sent it: a read-only viewer is told it was refused.
@@ -257,6 +259,8 @@ struct Writer<D, T> {
     share_end: ShareEnd,
     /// The client's dialect.
     framing: DialectFraming<D>,
+    /// This viewer, once joined (for `presence`, so the client can tell itself apart).
+    me: crate::session::ViewerId,
 }
 
 /// What woke an idle writer.
@@ -444,6 +448,10 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 self.notice(Notice::Exit(&info)).await?;
             }
             ViewerEvent::Chat(line) => self.notice(Notice::Chat(&line)).await?,
+            ViewerEvent::Presence(info) => {
+                let me = self.me;
+                self.notice(Notice::Presence { info: &info, me }).await?
+            }
             ViewerEvent::Refused(refusal) => self.notice(Notice::Refused(&refusal)).await?,
             ViewerEvent::Close(reason) => {
                 self.close_for(reason).await?;

@@ -466,8 +466,8 @@ impl<T: Transport> MuxWriter<T> {
     async fn on_event(&mut self, num: u8, ev: Option<ViewerEvent>) -> std::io::Result<bool> {
         let id = num.to_string();
         match ev {
-            // Sizes and chat have no message in this dialect.
-            Some(ViewerEvent::Status { .. } | ViewerEvent::Chat(_)) => {}
+            // Sizes, chat and presence have no message in this dialect.
+            Some(ViewerEvent::Status { .. } | ViewerEvent::Chat(_) | ViewerEvent::Presence(_)) => {}
             Some(ViewerEvent::Exit { info, offset }) => {
                 // The exit notice in the stream comes before the exit message.
                 if let Some(entry) = self.subs.get(&num) {

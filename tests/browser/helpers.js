@@ -56,17 +56,18 @@ function withoutToken(env) {
 /**
  * Starts `target/debug/ptyhub --listen 127.0.0.1:0` in a fresh temp dir and waits for its first
  * stdout line, `ptyhub listening on http://127.0.0.1:PORT/`. `stop()` sends SIGTERM and waits.
- * `config` is TOML added to the test configuration (e.g. an `[auth]` table). Recordings go
- * to the temp dir unless `config` has a `[recording]` table.
+ * `config` is TOML added to the test configuration (e.g. an `[auth]` table); `listen` the address
+ * (a restarted daemon takes its predecessor's port). Recordings go to the temp dir unless
+ * `config` has a `[recording]` table.
  */
-export async function startDaemon({ config = '' } = {}) {
+export async function startDaemon({ config = '', listen = '127.0.0.1:0' } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'ptyhub-browser-'));
   const configPath = join(dir, 'ptyhub.toml');
   // Recordings go to the temp dir (removed by stop()), not the user's state directory, unless
   // the test says where.
   const recording = config.includes('[recording]') ? '' : `\n[recording]\ndir = ${JSON.stringify(join(dir, 'recordings'))}\n`;
   writeFileSync(configPath, CONFIG + config + recording);
-  const child = spawn(BINARY, ['--listen', '127.0.0.1:0', '--config', configPath, '--token', TOKEN], {
+  const child = spawn(BINARY, ['--listen', listen, '--config', configPath, '--token', TOKEN], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...withoutToken(process.env), RUST_LOG: process.env.RUST_LOG || 'ptyhub=info' },

@@ -94,6 +94,9 @@ impl Daemon {
         let (dir, cfg, log) = Self::prepare(config_toml);
         let launch = launcher::Launch::new(launcher::CARGO_BIN, &cfg, dir.path(), &log)
             .env_remove("PTYHUB_TOKEN")
+            // A generated token is kept in the state directory: the test's own, not the user's.
+            .env("XDG_STATE_HOME", dir.path())
+            .env_remove("STATE_DIRECTORY")
             .env("RUST_LOG", "ptyhub=debug")
             .ready_timeout(TIMEOUT);
         let process = adjust(launch).spawn()?;

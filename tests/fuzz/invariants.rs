@@ -850,6 +850,13 @@ fn client_value(msg: &ClientMessage) -> Option<Value> {
         ClientMessage::ToggleYolo => json!({"type": "toggle_yolo"}),
         ClientMessage::Ack { bytes } => json!({"type": "ack", "bytes": bytes}),
         ClientMessage::Signal { signal } => json!({"type": "signal", "signal": signal}),
+        ClientMessage::Follow => json!({"type": "resize", "follow": true}),
+        ClientMessage::TakeSize { rows, cols } => {
+            json!({"type": "resize", "rows": rows, "cols": cols, "control": true})
+        }
+        ClientMessage::Presence { name, device } => {
+            json!({"type": "presence", "name": name, "device": device})
+        }
     })
 }
 
@@ -916,6 +923,24 @@ pub fn check_server_message(msg: &ServerMessage) {
             vec![("exitCode", json!(exit_code)), ("signal", opt(signal))],
         ),
         ServerMessage::Ready => ("ready", vec![]),
+        ServerMessage::Presence { viewers, typing } => (
+            "presence",
+            vec![
+                (
+                    "viewers",
+                    Value::Array(
+                        viewers
+                            .iter()
+                            .map(|p| {
+                                json!({"id": p.id, "name": p.name, "role": p.role,
+                                       "device": p.device, "you": p.you})
+                            })
+                            .collect(),
+                    ),
+                ),
+                ("typing", json!(typing)),
+            ],
+        ),
         ServerMessage::Error { code, message } => {
             ("error", vec![("code", s(code)), ("message", s(message))])
         }

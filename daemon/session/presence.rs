@@ -1,0 +1,237 @@
+//! Who is in a session: each viewer's number ("viewer 3"), chat name, role and device kind,
+//! and who typed last; sent to the viewers as a `presence` event on join, leave, a name or
+//! device change, and a viewer's first keystroke after a quiet spell, rate-limited.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{validate_chat, ViewerId};
+use crate::config::LimitsConfig;
+
+/// Keystrokes after this much quiet from the same viewer say "is typing" again.
+pub const TYPING_QUIET: Duration = Duration::from_secs(2);
+/// At most one presence event per this much time for typing and for each viewer's own
+/// changes: a change within it is kept and goes out with the next event.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(500);
+
+/// A device kind as a client says it; anything else is unknown.
+pub const DEVICES: [&str; 3] = ["desktop", "tablet", "phone"];
+
+/// One person in the session, as the viewers are told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    /// The viewer (for a client to recognise itself).
+    pub viewer: ViewerId,
+    /// Small and stable while connected: the smallest number free when it joined, from 1.
+    pub num: u32,
+    /// The chat name, once set.
+    pub name: Option<String>,
+    /// Whether it may type.
+    pub writer: bool,
+    /// One of [`DEVICES`], when the client said.
+    pub device: Option<&'static str>,
+}
+
+/// The presence event: everyone, and who typed last (recently).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceInfo {
+    /// In joining order.
+    pub people: Vec<Person>,
+    /// The viewer whose keystrokes started this event, if that is what it is for.
+    pub typing: Option<ViewerId>,
+}
+
+impl PresenceInfo {
+    /// About what it costs queued, in bytes (names and a fixed part per person).
+    pub fn cost(&self) -> usize {
+        self.people
+            .iter()
+            .map(|p| 48 + p.name.as_ref().map_or(0, String::len))
+            .sum()
+    }
+}
+
+/// The session's presence state (owned by the actor).
+#[derive(Default)]
+pub(super) struct Presence {
+    people: HashMap<ViewerId, (Person, Option<Instant>)>,
+    /// Joining order.
+    order: Vec<ViewerId>,
+    last_typing_event: Option<Instant>,
+}
+
+impl Presence {
+    /// A viewer joined.
+    pub(super) fn join(&mut self, viewer: ViewerId, writer: bool) {
+        let mut num = 1;
+        while self.people.values().any(|(p, _)| p.num == num) {
+            num += 1;
+        }
+        let person = Person {
+            viewer,
+            num,
+            name: None,
+            writer,
+            device: None,
+        };
+        self.people.insert(viewer, (person, None));
+        self.order.push(viewer);
+    }
+
+    /// A viewer left; whether it was here.
+    pub(super) fn leave(&mut self, viewer: ViewerId) -> bool {
+        self.order.retain(|v| *v != viewer);
+        self.people.remove(&viewer).is_some()
+    }
+
+    /// Sets a viewer's name (from a chat line or a `presence` request); whether an event
+    /// should go out now.
+    pub(super) fn set_name(&mut self, viewer: ViewerId, name: Option<String>) -> bool {
+        self.change(viewer, |p| {
+            let changed = p.name != name;
+            p.name = name;
+            changed
+        })
+    }
+
+    /// Sets a viewer's device kind; whether an event should go out now.
+    pub(super) fn set_device(&mut self, viewer: ViewerId, device: Option<&'static str>) -> bool {
+        self.change(viewer, |p| {
+            let changed = p.device != device;
+            p.device = device;
+            changed
+        })
+    }
+
+    fn change(&mut self, viewer: ViewerId, f: impl FnOnce(&mut Person) -> bool) -> bool {
+        let Some((person, last)) = self.people.get_mut(&viewer) else {
+            return false;
+        };
+        if !f(person) {
+            return false;
+        }
+        let now = Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < MIN_INTERVAL) {
+            return false;
+        }
+        *last = Some(now);
+        true
+    }
+
+    /// A keystroke from `viewer`; `previous` is the last typist and when it typed. Whether a
+    /// "typing" event should go out now.
+    pub(super) fn typed(
+        &mut self,
+        viewer: ViewerId,
+        previous: Option<(ViewerId, Instant)>,
+        now: Instant,
+    ) -> bool {
+        let fresh =
+            previous.is_none_or(|(v, t)| v != viewer || now.duration_since(t) >= TYPING_QUIET);
+        if !fresh || !self.people.contains_key(&viewer) {
+            return false;
+        }
+        if self
+            .last_typing_event
+            .is_some_and(|t| now.duration_since(t) < MIN_INTERVAL)
+        {
+            return false;
+        }
+        self.last_typing_event = Some(now);
+        true
+    }
+
+    /// The event to send.
+    pub(super) fn info(&self, typing: Option<ViewerId>) -> Arc<PresenceInfo> {
+        let people = self
+            .order
+            .iter()
+            .filter_map(|v| self.people.get(v).map(|(p, _)| p.clone()))
+            .collect();
+        Arc::new(PresenceInfo { people, typing })
+    }
+
+    /// The names of the people here, for the session list ("viewer N" for the unnamed).
+    pub(super) fn names(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter_map(|v| self.people.get(v))
+            .map(|(p, _)| {
+                p.name
+                    .clone()
+                    .unwrap_or_else(|| format!("viewer {}", p.num))
+            })
+            .collect()
+    }
+}
+
+/// A `presence` request's name, checked as a chat name: trimmed, 1–32 characters; empty
+/// clears it.
+pub fn validate_presence_name(name: &str, limits: &LimitsConfig) -> Result<Option<String>, String> {
+    if name.trim().is_empty() {
+        return Ok(None);
+    }
+    validate_chat(name, "-", limits).map(|(n, _)| Some(n))
+}
+
+/// A device kind as sent: one of [`DEVICES`], else unknown.
+pub fn device_kind(device: &str) -> Option<&'static str> {
+    DEVICES.iter().copied().find(|d| *d == device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_the_smallest_free() {
+        let mut p = Presence::default();
+        p.join(10, true);
+        p.join(11, false);
+        p.join(12, true);
+        assert!(p.leave(11));
+        p.join(13, true);
+        let nums: Vec<u32> = p.info(None).people.iter().map(|x| x.num).collect();
+        assert_eq!(nums, vec![1, 3, 2]);
+        assert_eq!(p.names(), vec!["viewer 1", "viewer 3", "viewer 2"]);
+    }
+
+    #[test]
+    fn typing_is_told_after_quiet_and_rate_limited() {
+        let mut p = Presence::default();
+        p.join(1, true);
+        p.join(2, true);
+        let t0 = Instant::now();
+        assert!(p.typed(1, None, t0));
+        // Still typing: no new event.
+        assert!(!p.typed(1, Some((1, t0)), t0 + Duration::from_millis(900)));
+        // Another typist, but too soon after the last event.
+        assert!(!p.typed(2, Some((1, t0)), t0 + Duration::from_millis(100)));
+        assert!(p.typed(2, Some((1, t0)), t0 + Duration::from_millis(600)));
+        // Back after a quiet spell.
+        let later = t0 + TYPING_QUIET + Duration::from_millis(600);
+        assert!(p.typed(2, Some((2, t0)), later));
+        // Someone not (or no longer) here.
+        assert!(!p.typed(9, None, later + TYPING_QUIET));
+    }
+
+    #[test]
+    fn own_changes_are_rate_limited_but_kept() {
+        let mut p = Presence::default();
+        p.join(1, true);
+        p.join(2, true);
+        assert!(p.set_name(1, Some("Alice".into())));
+        assert!(
+            !p.set_name(1, Some("Alicia".into())),
+            "too soon: kept, not sent"
+        );
+        assert_eq!(p.names(), vec!["Alicia", "viewer 2"]);
+        assert!(!p.set_name(2, None), "no change");
+        assert!(p.set_device(2, Some("phone")));
+        assert_eq!(device_kind("phone"), Some("phone"));
+        assert_eq!(device_kind("toaster"), None);
+    }
+}

@@ -1,0 +1,101 @@
+// Who is here: the `presence` message as the viewer list (names, roles, devices) behind the bar's viewer count, and "Alice is typing" in the bar.
+
+import { h } from './util.js';
+
+/** How long "… is typing" stays after the keystroke that announced it. */
+const TYPING_SHOWN_MS = 3000;
+
+/** This device's kind, as the presence message names it. */
+export function deviceKind() {
+  if (!matchMedia('(pointer: coarse)').matches) return 'desktop';
+  return matchMedia('(max-width: 760px)').matches ? 'phone' : 'tablet';
+}
+
+/** A person's name as others read it. */
+export function personName(p) {
+  return p.name || `viewer ${p.id}`;
+}
+
+const DEVICE_WORDS = { desktop: 'computer', tablet: 'tablet', phone: 'phone' };
+
+export class PresenceView {
+  /**
+   * @param {object} o
+   * @param {HTMLElement} o.chip the bar's viewer count (a click opens the list)
+   * @param {HTMLElement} o.typing where "Alice is typing" goes
+   * @param {HTMLElement} o.parent where the list pops up
+   */
+  constructor({ chip, typing, parent }) {
+    this.chip = chip;
+    this.typingEl = typing;
+    this.people = [];
+    this.typist = null; // { id, until }
+    this.timer = 0;
+    this.list = h('ul', { class: 'people-list' });
+    this.panel = h('div', { class: 'people', id: 'people', hidden: true, role: 'dialog', 'aria-label': 'People here' }, h('h2', {}, 'Here now'), this.list);
+    parent.append(this.panel);
+    chip.setAttribute('role', 'button');
+    chip.tabIndex = 0;
+    chip.setAttribute('aria-controls', 'people');
+    chip.setAttribute('aria-expanded', 'false');
+    const toggle = () => this.toggle();
+    chip.addEventListener('click', toggle);
+    chip.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' || e.key === ' ') {
+        e.preventDefault();
+        toggle();
+      }
+    });
+    document.addEventListener('pointerdown', (e) => {
+      if (!this.panel.hidden && !this.panel.contains(e.target) && !chip.contains(e.target)) this.toggle(false);
+    });
+  }
+
+  toggle(open = this.panel.hidden) {
+    this.panel.hidden = !open;
+    this.chip.setAttribute('aria-expanded', String(open));
+  }
+
+  /** A `presence` message. */
+  update(msg) {
+    this.people = Array.isArray(msg.viewers) ? msg.viewers : [];
+    const typist = msg.typing === null || msg.typing === undefined ? null : this.people.find((p) => p.id === msg.typing);
+    if (typist && !typist.you) {
+      this.typist = { id: typist.id, until: Date.now() + TYPING_SHOWN_MS };
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => {
+        this.typist = null;
+        this.render();
+      }, TYPING_SHOWN_MS);
+    } else if (this.typist && !this.people.some((p) => p.id === this.typist.id)) {
+      this.typist = null;
+    }
+    this.render();
+  }
+
+  /** The connection is gone: nobody is known to be here. */
+  clear() {
+    this.people = [];
+    this.typist = null;
+    this.render();
+  }
+
+  render() {
+    const typist = this.typist && this.people.find((p) => p.id === this.typist.id);
+    this.typingEl.textContent = typist ? `${personName(typist)} is typing…` : '';
+    this.typingEl.hidden = !typist;
+    this.list.replaceChildren(
+      ...this.people.map((p) =>
+        h(
+          'li',
+          { class: `person${p.you ? ' you' : ''}${typist && typist.id === p.id ? ' typing' : ''}`, dataset: { id: String(p.id) } },
+          h('span', { class: 'person-name' }, personName(p), p.you ? h('span', { class: 'muted' }, ' (you)') : null),
+          h('span', { class: 'person-meta muted' }, [p.role === 'writer' ? 'can type' : 'watching', DEVICE_WORDS[p.device]].filter(Boolean).join(' · ')),
+          typist && typist.id === p.id ? h('span', { class: 'person-typing', title: 'Typing' }, '⌨') : null,
+        ),
+      ),
+    );
+    const names = this.people.map((p) => personName(p) + (p.you ? ' (you)' : ''));
+    if (names.length) this.chip.title = `Here: ${names.join(', ')}`;
+  }
+}
