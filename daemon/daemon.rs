@@ -203,7 +203,9 @@ impl Daemon {
                     sessions: vec![s.clone()],
                     ..Default::default()
                 };
-                crate::upgrade::abandon(&one, cfg.session.kill_grace);
+                // On a thread of its own: it waits out the grace period for the programs.
+                let grace = cfg.session.kill_grace;
+                std::thread::spawn(move || crate::upgrade::abandon(&one, grace));
             }
         }
         crate::upgrade::image_started(image.upgrades);
