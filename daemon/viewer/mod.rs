@@ -289,6 +289,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
             ..
         } = join;
         if let Some(snapshot) = snapshot {
+            self.sub.note_snapshot(snapshot.bytes.len());
             subscription::send_snapshot(&mut self.sink, &self.framing, &snapshot.bytes).await?;
         }
         self.sub.set_offset(offset);
