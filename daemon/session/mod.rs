@@ -192,6 +192,7 @@ pub fn start(
         log,
         info: session.info.subscribe(),
         ended: session.ended.clone(),
+        screen: session.screen.is_some(),
     };
     tokio::spawn(session.run(rx));
     Ok(handle)

@@ -153,7 +153,8 @@ impl Subscription {
     ) -> std::io::Result<Pumped> {
         let log = self.session.log();
         let offset = self.offset();
-        if log.head().saturating_sub(offset) > self.resync_backlog() {
+        // Without a screen model a resync replays the log: every byte must be sent instead.
+        if self.session.has_screen() && log.head().saturating_sub(offset) > self.resync_backlog() {
             return self.resync(sink, framing, BEHIND).await;
         }
         let head = log.head().min(until);
