@@ -48,6 +48,8 @@ command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
     let id = Uuid::new_v4();
     let mut typist = Client::connect(&d.ws(id, "?assistant=echo")).await;
     typist.wait_screen("ECHO-READY").await;
+    // From here on the typist's output is the keys' echoes only.
+    typist.output.clear();
 
     let mut viewers = Vec::with_capacity(VIEWERS);
     for _ in 0..VIEWERS {
