@@ -366,6 +366,12 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 if self.after(pumped).await? {
                     return Ok(());
                 }
+                if let Some(until) = self.sub.take_behind_pause() {
+                    // Resynced for being behind: the next screen comes a moment later, not
+                    // the bytes in between (a viewer slower than a flood sees it at
+                    // `BEHIND_PAUSE` intervals, which costs the daemon screens, not the flood).
+                    tokio::time::sleep_until(until).await;
+                }
                 continue;
             }
             if !self.release() {

@@ -28,6 +28,10 @@ pub const BATCH_BYTES: usize = 64 * 1024;
 /// once. One that keeps up (typing, ordinary output) is never this far behind.
 pub const RESYNC_BACKLOG_FLOOR: u64 = 256 * 1024;
 
+/// After a resync for being behind, how long a driver may wait before sending more: what it
+/// sends then is a fresh screen if the output ran on meanwhile, else the bytes.
+pub const BEHIND_PAUSE: Duration = Duration::from_millis(50);
+
 /// Why a viewer is resynced when its backlog costs more than the screen.
 const BEHIND: &str = "backlog costs more than the screen";
 
@@ -81,6 +85,8 @@ pub struct Subscription {
     snapshot_cost: AtomicU64,
     /// Whether a resync for being behind was logged (once is enough at the info level).
     behind_logged: AtomicBool,
+    /// Set by a resync for being behind: the driver pauses before sending more.
+    behind: AtomicBool,
 }
 
 impl Subscription {
@@ -98,12 +104,20 @@ impl Subscription {
             stall_deadline,
             snapshot_cost: AtomicU64::new(0),
             behind_logged: AtomicBool::new(false),
+            behind: AtomicBool::new(false),
         }
     }
 
     /// Notes what a snapshot sent to this connection cost, to weigh a backlog against.
     pub fn note_snapshot(&self, bytes: usize) {
         self.snapshot_cost.store(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// When the last pump resynced for being behind: until when to wait before the next.
+    pub fn take_behind_pause(&self) -> Option<Instant> {
+        self.behind
+            .swap(false, Ordering::Relaxed)
+            .then(|| Instant::now() + BEHIND_PAUSE)
     }
 
     /// The backlog past which sending the screen costs less than sending the backlog.
@@ -155,7 +169,9 @@ impl Subscription {
         let offset = self.offset();
         // Without a screen model a resync replays the log: every byte must be sent instead.
         if self.session.has_screen() && log.head().saturating_sub(offset) > self.resync_backlog() {
-            return self.resync(sink, framing, BEHIND).await;
+            let pumped = self.resync(sink, framing, BEHIND).await?;
+            self.behind.store(true, Ordering::Relaxed);
+            return Ok(pumped);
         }
         let head = log.head().min(until);
         let limit = head
