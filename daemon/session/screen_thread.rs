@@ -52,6 +52,16 @@ enum Job {
     },
 }
 
+impl Job {
+    /// Output bytes the job carries.
+    fn output_len(&self) -> usize {
+        match self {
+            Job::Output(chunk) => chunk.len(),
+            _ => 0,
+        }
+    }
+}
+
 /// What the actor and the thread share.
 struct Shared {
     /// Output bytes handed to the thread and not parsed yet.
@@ -211,10 +221,15 @@ fn run(
                 // Requests queued behind this one (many viewers resynced during a flood) are
                 // served by one render at the last of them: a snapshot at a later exact offset
                 // serves an earlier request as well, and the output between is parsed as one
-                // run. Bounded by what is queued: the backlog limit and the viewers' requests.
+                // run of at most `MAX_BATCH` bytes, so memory stays as bounded as a plain run.
                 let mut waiting = vec![(form, take)];
                 let mut head = head;
-                ahead.extend(jobs.try_iter());
+                let mut queued: usize = ahead.iter().map(Job::output_len).sum();
+                while queued < MAX_BATCH {
+                    let Ok(job) = jobs.try_recv() else { break };
+                    queued += job.output_len();
+                    ahead.push_back(job);
+                }
                 if let Some(upto) = ahead
                     .iter()
                     .rposition(|j| matches!(j, Job::Snapshot { .. }))
