@@ -9,7 +9,7 @@
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
 //! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,soak]
-//! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--viewer-nice 10] [--flood-viewers 1,10,100]
+//! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--echo-gaps-ms 5,0] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--upgrade-sessions 10,100]
 //! [--upgrades 5] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
@@ -108,6 +108,11 @@ struct Args {
     /// echo: pause between two samples, in milliseconds.
     #[arg(long, default_value_t = 5)]
     pause_ms: u64,
+    /// echo: gaps between keys, in milliseconds, each run for every viewer count; 0 sends the
+    /// next key as soon as the typist has the previous echo, without waiting for the viewers
+    /// (typing fast: the fan-out of one key overlaps the next) [default: 5,0; --quick: 5]
+    #[arg(long, value_delimiter = ',')]
+    echo_gaps_ms: Option<Vec<u64>>,
     /// echo: nice value of the idle viewers' threads (0: the typist's priority).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=19))]
     viewer_nice: i32,
@@ -179,6 +184,7 @@ pub(crate) struct Settings {
     pub(crate) viewers: Vec<usize>,
     pub(crate) samples: usize,
     pub(crate) pause: Duration,
+    pub(crate) echo_gaps: Vec<Duration>,
     pub(crate) viewer_nice: i32,
     pub(crate) flood_viewers: Vec<usize>,
     pub(crate) flood_mb: usize,
@@ -246,6 +252,12 @@ impl Settings {
                 .unwrap_or(if q { vec![0, 5] } else { vec![0, 10, 100] }),
             samples: a.samples.unwrap_or(if q { 50 } else { 500 }),
             pause: Duration::from_millis(a.pause_ms),
+            echo_gaps: a
+                .echo_gaps_ms
+                .unwrap_or(if q { vec![5] } else { vec![5, 0] })
+                .into_iter()
+                .map(Duration::from_millis)
+                .collect(),
             viewer_nice: a.viewer_nice,
             flood_viewers: a
                 .flood_viewers

@@ -95,7 +95,8 @@ pub(crate) struct Conn {
     ready: bool,
     /// Output and snapshot text seen so far (set-up only, so small).
     seen: Vec<u8>,
-    snapshots: Snapshots,
+    /// Snapshot chunks being reassembled (the join's, then any resync's).
+    pub(crate) snapshots: Snapshots,
     /// Connect to `ready`.
     pub(crate) join_time: Duration,
     /// `viewers` of the newest `status`.

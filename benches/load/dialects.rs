@@ -105,7 +105,8 @@ impl Client {
     }
 }
 
-/// A browser-dialect client as a [`Client`]: its frames are output unless a snapshot chunk.
+/// A browser-dialect client as a [`Client`]: its frames are output, and a resync's snapshot
+/// (a viewer behind a flood is sent the screen, which may hold the marker) counts as its ANSI.
 async fn browser_output(conn: &mut Conn, deadline: Instant) -> Result<Option<Vec<u8>>> {
     loop {
         let msg = match timeout_at(deadline.into(), conn.ws.next()).await {
@@ -116,6 +117,9 @@ async fn browser_output(conn: &mut Conn, deadline: Instant) -> Result<Option<Vec
         if let Message::Binary(b) = msg {
             if !is_snapshot_chunk(&b) {
                 return Ok(Some(b));
+            }
+            if let Some(ansi) = conn.snapshots.push(&b)? {
+                return Ok(Some(ansi));
             }
         }
     }

@@ -26,10 +26,17 @@ const ECHO_WARMUP: usize = 20;
 /// Runs echo once per `--viewers` count.
 pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
     for &k in &s.viewers {
-        eprintln!("load: echo, {k} idle viewers, {} samples", s.samples);
-        match echo_run(ctx, k, s.samples, s.pause, &mut report.notes).await {
-            Ok(row) => report.echo.push(row),
-            Err(e) => fail(report, format!("echo with {k} viewers: {e:#}")),
+        // The gaps side by side, so that their figures share the machine's moment.
+        for &gap in &s.echo_gaps {
+            let ms = gap.as_millis();
+            eprintln!(
+                "load: echo, {k} idle viewers, {ms} ms gap, {} samples",
+                s.samples
+            );
+            match echo_run(ctx, k, s.samples, gap, &mut report.notes).await {
+                Ok(row) => report.echo.push(row),
+                Err(e) => fail(report, format!("echo with {k} viewers, {ms} ms gap: {e:#}")),
+            }
         }
     }
 }
@@ -41,6 +48,8 @@ pub(crate) const ECHO_SCRIPT: &str = "stty raw -echo && printf ECHO-READY && exe
 
 pub(crate) struct EchoRow {
     viewers: usize,
+    /// Between a key's echo (and, with a gap, every viewer's) and the next key.
+    gap: Duration,
     samples: usize,
     /// Writer's round trips, sorted.
     rtt: Vec<Duration>,
@@ -127,6 +136,7 @@ pub(crate) async fn echo_run(
     joins.sort();
     Ok(EchoRow {
         viewers,
+        gap: pause,
         samples,
         rtt,
         bare,
@@ -140,9 +150,11 @@ pub(crate) async fn echo_run(
 }
 
 /// An echo run's samples, after `ECHO_WARMUP` unmeasured ones: `round_trip(sample, byte,
-/// deadline)` sends the byte and returns once the typist has its echo, then every viewer must
-/// get it too. Returns the round trips and the times to the last viewer (empty without
-/// viewers), sorted.
+/// deadline)` sends the byte and returns once the typist has its echo. With a gap, every
+/// viewer must get it too before the gap and the next key; with no gap the next key goes at
+/// once (typing fast: the previous key's fan-out to the viewers overlaps it) and the viewers'
+/// arrivals are matched to the keys afterwards, in order. Returns the round trips and the
+/// times to the last viewer (empty without viewers), sorted.
 pub(crate) async fn echo_samples(
     samples: usize,
     pause: Duration,
@@ -151,25 +163,86 @@ pub(crate) async fn echo_samples(
 ) -> Result<(Vec<Duration>, Vec<Duration>)> {
     let mut rtt = Vec::with_capacity(samples);
     let mut all = Vec::with_capacity(samples);
+    let mut sent_at = Vec::with_capacity(ECHO_WARMUP + samples);
     for i in 0..ECHO_WARMUP + samples {
-        // A byte that differs from the previous sample's, so a late frame is never taken for it.
-        let byte = b'a' + (i % 26) as u8;
+        let byte = sample_byte(i);
         let sent = Instant::now();
         let deadline = sent + ECHO_TIMEOUT;
         round_trip(i, byte, deadline).await?;
         let elapsed = sent.elapsed();
-        let last = last_arrival(rxs, byte, deadline, i).await?;
+        sent_at.push(sent);
         if i >= ECHO_WARMUP {
             rtt.push(elapsed);
-            if let Some(last) = last {
+        }
+        if !pause.is_zero() {
+            let last = last_arrival(rxs, byte, deadline, i).await?;
+            if let (true, Some(last)) = (i >= ECHO_WARMUP, last) {
                 all.push(last.saturating_duration_since(sent));
             }
+            tokio::time::sleep(pause).await;
         }
-        tokio::time::sleep(pause).await;
+    }
+    if pause.is_zero() && !rxs.is_empty() {
+        let deadline = Instant::now() + ECHO_TIMEOUT;
+        let mut last: Vec<Option<Instant>> = vec![None; sent_at.len()];
+        for (v, rx) in rxs.iter_mut().enumerate() {
+            let arrivals = arrivals_in_order(rx, sent_at.len(), deadline)
+                .await
+                .with_context(|| format!("viewer {v}"))?;
+            for (slot, at) in last.iter_mut().zip(arrivals) {
+                *slot = Some(slot.map_or(at, |l| l.max(at)));
+            }
+        }
+        for (i, (sent, at)) in sent_at.iter().zip(last).enumerate().skip(ECHO_WARMUP) {
+            let at = at.with_context(|| format!("sample {i}: no arrival"))?;
+            all.push(at.saturating_duration_since(*sent));
+        }
     }
     rtt.sort();
     all.sort();
     Ok((rtt, all))
+}
+
+/// Sample `i`'s key: one that differs from the previous sample's, so a late frame is never
+/// taken for it; always a lowercase letter, which nothing else the echo program prints is.
+fn sample_byte(i: usize) -> u8 {
+    b'a' + (i % 26) as u8
+}
+
+/// The arrival time of each of the first `keys` keys at one viewer: its frames carry the keys'
+/// echoes in order (other output has no lowercase letter and is skipped).
+async fn arrivals_in_order(
+    rx: &mut mpsc::UnboundedReceiver<(Instant, Vec<u8>)>,
+    keys: usize,
+    deadline: Instant,
+) -> Result<Vec<Instant>> {
+    let mut arrivals = Vec::with_capacity(keys);
+    while arrivals.len() < keys {
+        let (at, frame) = match timeout_at(deadline.into(), rx.recv()).await {
+            Err(_) => bail!(
+                "had {} of {keys} echoes within {ECHO_TIMEOUT:?}",
+                arrivals.len()
+            ),
+            Ok(None) => bail!(
+                "connection closed after {} of {keys} echoes",
+                arrivals.len()
+            ),
+            Ok(Some(got)) => got,
+        };
+        for &b in frame.iter().filter(|b| b.is_ascii_lowercase()) {
+            let want = sample_byte(arrivals.len());
+            if b != want || arrivals.len() == keys {
+                bail!(
+                    "echo {} was {:?}, not {:?}: a key lost or repeated",
+                    arrivals.len(),
+                    b as char,
+                    want as char
+                );
+            }
+            arrivals.push(at);
+        }
+    }
+    Ok(arrivals)
 }
 
 /// Waits until every viewer has a frame containing `byte`; returns when the last one got it
@@ -224,9 +297,9 @@ async fn idle_viewer(
 pub(crate) fn print(s: &Settings, rows: &[EchoRow], out: &mut Map<String, Value>) {
     println!();
     println!(
-        "echo: 1-byte round trip through raw-mode cat, {} samples, {} ms apart (µs)",
+        "echo: 1-byte round trip through raw-mode cat, {} samples (µs); gap: ms from one echo to \
+         the next key (0: at once, not waiting for the viewers)",
         s.samples,
-        s.pause.as_millis()
     );
     println!(
         "  (all_*: to the last idle viewer, whose threads ran at nice {}; bare_*: the same cat \
@@ -235,8 +308,9 @@ pub(crate) fn print(s: &Settings, rows: &[EchoRow], out: &mut Map<String, Value>
         s.viewer_nice
     );
     println!(
-        "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
+        "{:>7} {:>4} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
         "viewers",
+        "gap",
         "p50_us",
         "p99_us",
         "max_us",
@@ -255,8 +329,9 @@ pub(crate) fn print(s: &Settings, rows: &[EchoRow], out: &mut Map<String, Value>
     for e in rows {
         let join_max = e.joins.last().map(|d| d.as_micros() as u64);
         println!(
-            "{:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
+            "{:>7} {:>4} {:>7} {:>7} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>11} {:>11} {:>11} {:>7}",
             e.viewers,
+            e.gap.as_millis(),
             opt(pct_us(&e.rtt, 0.5)),
             opt(pct_us(&e.rtt, 0.99)),
             opt(pct_us(&e.rtt, 1.0)),
@@ -273,6 +348,7 @@ pub(crate) fn print(s: &Settings, rows: &[EchoRow], out: &mut Map<String, Value>
         );
         json_rows.push(json!({
             "viewers": e.viewers,
+            "gap_ms": e.gap.as_millis() as u64,
             "samples": e.samples,
             "p50_us": pct_us(&e.rtt, 0.5),
             "p99_us": pct_us(&e.rtt, 0.99),

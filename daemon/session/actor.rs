@@ -39,6 +39,9 @@ pub(super) struct Proc {
     pub(super) input: Option<mpsc::UnboundedSender<PtyInput>>,
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     pub(super) answers_queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// Items sent to the writer task and not yet written whole: while there are any, input
+    /// queues behind them rather than going straight to the PTY.
+    pub(super) input_queued: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) size: Option<watch::Sender<(u16, u16)>>,
     /// The writer task, and how to stop it and get back what it has not written.
     pub(super) writer: Option<(CancellationToken, tokio::task::JoinHandle<Vec<u8>>)>,
@@ -88,6 +91,9 @@ pub(super) struct Session {
     pub(super) on_end: Option<OnEnd>,
     pub(super) ended: CancellationToken,
     pub(super) read_buf: Vec<u8>,
+    /// The latest chunk's hand-out to the viewers other than the typist, done a slice at a
+    /// time between commands.
+    pub(super) fanout: Fanout,
     /// A copy of what every viewer is told, for the recorder (see [`tap`]).
     pub(super) tap: Option<tap::Tap>,
     /// Why the recording stopped, once it has: told to each writer once.
@@ -96,6 +102,16 @@ pub(super) struct Session {
     pub(super) freeze: Option<tokio::sync::oneshot::Sender<freeze::Frozen>>,
     /// Who is here, by name, role and device, and who typed last.
     pub(super) presence: super::presence::Presence,
+}
+
+/// A chunk still to be handed to some viewers (see [`Session::fan_out_some`]).
+#[derive(Default)]
+pub(super) struct Fanout {
+    /// The chunk's log offset.
+    start: u64,
+    chunk: Bytes,
+    /// Viewers not handed it yet (the buffer is reused from chunk to chunk).
+    rest: Vec<ViewerId>,
 }
 
 pub(super) async fn read_pty(
@@ -157,6 +173,7 @@ impl Session {
             reader: Some(spawned.pty),
             input: Some(input_tx),
             answers_queued: Default::default(),
+            input_queued: Default::default(),
             size: Some(size_tx),
         };
         self.phase = Phase::Running;
@@ -165,7 +182,10 @@ impl Session {
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
         loop {
             let reap_at = self.reap_at();
+            // Input first: a key goes to the PTY before any more of earlier output is handed
+            // out, so the typist never waits behind the fan-out to the other viewers.
             tokio::select! {
+                biased;
                 cmd = commands.recv() => match cmd {
                     Some(cmd) => self.handle(cmd),
                     // Every handle is gone: nobody can reach this session any more.
@@ -176,6 +196,10 @@ impl Session {
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
                 _ = screen_room(&self.screen), if !self.parser_has_room() => {}
+                // A yield, so a key that came meanwhile is read off its socket and taken first.
+                _ = tokio::task::yield_now(), if !self.fanout.rest.is_empty() => {
+                    self.fan_out_some(FANOUT_SLICE)
+                }
                 Some(found) = recv_answers(&mut self.answers) => self.answer_queries(found),
                 status = wait_exit(&mut self.proc.exit) => self.on_child_exit(status),
                 _ = sleep_until(self.phase.drain_until()) => self.finish_exit(),
@@ -418,8 +442,9 @@ impl Session {
     }
 
     /// Publishes output: to the screen thread, to the log, and to the viewers (straight onto
-    /// their sockets when they can take it now, the typist first; the others are woken to
-    /// copy it from the log on their own tasks).
+    /// their sockets when they can take it now; the others are woken to copy it from the log
+    /// on their own tasks). The typist gets it at once; the others a slice at a time from the
+    /// loop, after any command waiting (see [`Self::fan_out_some`]).
     pub(super) fn output(&mut self, chunk: Bytes) {
         // Before anyone can see a query, its replies are expected from everyone who will.
         let queries = self.scan.scan(&chunk);
@@ -437,6 +462,13 @@ impl Session {
         if let Some(screen) = &self.screen {
             screen.output(chunk.clone());
         }
+        // Viewers still owed the previous chunk copy both from the log on their own tasks.
+        let mut rest = std::mem::take(&mut self.fanout.rest);
+        for id in rest.drain(..) {
+            if let Some(v) = self.viewers.get(&id) {
+                v.live.wake();
+            }
+        }
         let typist = self
             .typist
             .filter(|(_, at)| at.elapsed() < TYPIST_WINDOW)
@@ -447,10 +479,25 @@ impl Session {
             }
         }
         let typist = typist.map(|(id, _)| id);
-        for (id, v) in &self.viewers {
-            if Some(*id) != typist && !v.live.try_push(start, &chunk) {
-                v.live.wake();
+        rest.extend(self.viewers.keys().filter(|id| Some(**id) != typist));
+        self.fanout = Fanout { start, chunk, rest };
+    }
+
+    /// Hands the latest chunk to up to `n` more viewers: straight onto the socket of one that
+    /// is idle and caught up, else a wake-up for its task to copy it from the log.
+    pub(super) fn fan_out_some(&mut self, n: usize) {
+        let Fanout { start, chunk, rest } = &mut self.fanout;
+        let from = rest.len().saturating_sub(n);
+        for id in rest.drain(from..) {
+            if let Some(v) = self.viewers.get(&id) {
+                if !v.live.try_push(*start, chunk) {
+                    v.live.wake();
+                }
             }
+        }
+        if rest.is_empty() {
+            // The chunk is in the log; nothing else needs this reference to it.
+            *chunk = Bytes::new();
         }
     }
 

@@ -267,12 +267,11 @@ pub fn adopt(
                         pty,
                     });
                     let input = blobs.get(image.input)?;
+                    // Queued (and counted) first: no key typed next overtakes it.
                     if let (false, Some(tx)) = (input.is_empty(), &session.proc.input) {
-                        let _ = tx.send(PtyInput {
-                            data: Bytes::copy_from_slice(input),
-                            _permit: None,
-                            answer: None,
-                        });
+                        let data = Bytes::copy_from_slice(input);
+                        let queued = &session.proc.input_queued;
+                        let _ = tx.send(PtyInput::new(data, None, None, queued));
                     }
                 }
                 None => {

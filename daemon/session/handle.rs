@@ -110,12 +110,19 @@ pub struct SessionHandle {
     pub(super) log: Arc<SharedLog>,
     pub(super) info: watch::Receiver<SessionInfo>,
     pub(super) ended: CancellationToken,
+    /// Whether the session keeps a screen model (and so can resync a viewer by snapshot).
+    pub(super) screen: bool,
 }
 
 impl SessionHandle {
     /// Cancelled once the session has ended and told its viewers to close.
     pub fn ended(&self) -> CancellationToken {
         self.ended.clone()
+    }
+
+    /// Whether a resync sends the screen (with a screen model) rather than replaying the log.
+    pub fn has_screen(&self) -> bool {
+        self.screen
     }
 
     /// The session id.

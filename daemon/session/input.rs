@@ -38,9 +38,34 @@ pub(super) struct PtyInput {
     pub(super) _permit: InputPermit,
     /// For an answer: the answer-queue counter to give its bytes back to.
     pub(super) answer: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// The count of items the writer task holds, this one among them until it is dropped.
+    pub(super) queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Input typed during a YOLO restart, waiting for the new program: its bytes and the share of
+/// the input budget they hold (so the wait is bounded like any queued input).
+pub(super) struct HeldInput {
+    pub(super) data: Bytes,
+    pub(super) permit: InputPermit,
 }
 
 impl PtyInput {
+    /// An item for the writer task, counted in `queued` until it is written or dropped.
+    pub(super) fn new(
+        data: Bytes,
+        permit: InputPermit,
+        answer: Option<Arc<std::sync::atomic::AtomicUsize>>,
+        queued: &Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Self {
+        queued.fetch_add(1, Ordering::AcqRel);
+        PtyInput {
+            data,
+            _permit: permit,
+            answer,
+            queued: queued.clone(),
+        }
+    }
+
     /// Marks the first `n` bytes written.
     fn consume(&mut self, n: usize) {
         let n = n.min(self.data.len());
@@ -57,6 +82,8 @@ impl Drop for PtyInput {
         if let Some(queued) = &self.answer {
             queued.fetch_sub(self.data.len(), Ordering::Relaxed);
         }
+        // Released after the last byte is written: input may go straight to the PTY again.
+        self.queued.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -141,11 +168,7 @@ impl Session {
                 tap.input(&data, self.log.head());
             }
             crate::metrics::METRICS.bytes_in.add(len as u64);
-            held.push(PtyInput {
-                data,
-                _permit: permit,
-                answer: None,
-            });
+            held.push(HeldInput { data, permit });
             return;
         }
         let Some(input) = &self.proc.input else {
@@ -155,15 +178,25 @@ impl Session {
         if let Some(tap) = &self.tap {
             tap.input(&data, self.log.head());
         }
+        let mut data = data;
+        // Straight to the PTY when nothing is queued before it (the usual key): no hop through
+        // the writer task, which may wait its turn behind this very actor on a busy worker.
+        if let (0, Some(pty)) = (
+            self.proc.input_queued.load(Ordering::Acquire),
+            &self.proc.reader,
+        ) {
+            // An error other than a full PTY is the writer task's to find and report.
+            if let Ok(n) = pty.try_write(&data) {
+                let _ = data.split_to(n);
+            }
+        }
+        if data.is_empty() {
+            crate::metrics::METRICS.bytes_in.add(len as u64);
+            return;
+        }
         // The writer task ends only with the program, and then `proc.input` is gone too.
-        if input
-            .send(PtyInput {
-                data,
-                _permit: permit,
-                answer: None,
-            })
-            .is_ok()
-        {
+        let item = PtyInput::new(data, permit, None, &self.proc.input_queued);
+        if input.send(item).is_ok() {
             crate::metrics::METRICS.bytes_in.add(len as u64);
         }
     }
@@ -181,11 +214,13 @@ impl Session {
                 continue;
             }
             queued.fetch_add(answer.len(), Ordering::Relaxed);
-            let _ = input.send(PtyInput {
-                data: Bytes::from(answer),
-                _permit: None,
-                answer: Some(queued.clone()),
-            });
+            let item = PtyInput::new(
+                Bytes::from(answer),
+                None,
+                Some(queued.clone()),
+                &self.proc.input_queued,
+            );
+            let _ = input.send(item);
         }
     }
 }

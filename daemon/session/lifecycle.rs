@@ -81,9 +81,11 @@ impl Session {
             match self.spawn_replacement() {
                 Ok(()) => {
                     // What was typed while the old program went, in order, to the new one.
+                    // Counted as queued for the new writer, so no key typed next overtakes them.
                     if let Some(input) = &self.proc.input {
-                        for item in held {
-                            let _ = input.send(item);
+                        for HeldInput { data, permit } in held {
+                            let queued = &self.proc.input_queued;
+                            let _ = input.send(PtyInput::new(data, permit, None, queued));
                         }
                     }
                     return;

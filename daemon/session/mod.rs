@@ -59,7 +59,9 @@ pub use events::{
 pub use freeze::{adopt, AdoptError, Frozen};
 use handle::Command;
 pub use handle::{Membership, OnEnd, SessionHandle};
-use input::{pty_writer, InputPermit, PtyInput, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES};
+use input::{
+    pty_writer, HeldInput, InputPermit, PtyInput, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES,
+};
 pub use name::validate_name;
 pub use signal::ALLOWED_SIGNALS;
 
@@ -70,6 +72,9 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Output bytes waiting for the screen thread before the actor stops reading the PTY (16 MiB:
 /// several seconds of a flood; chunks still in the output log cost nothing extra).
 const PARSE_BACKLOG: usize = 16 << 20;
+/// Viewers handed a chunk between two looks at the command queue: a key waits behind at most
+/// this many non-blocking sends, not behind a whole fan-out (100 sends take 0.1–0.3 ms).
+const FANOUT_SLICE: usize = 8;
 /// How long after a viewer's input its output counts as that viewer's echo, delivered to it
 /// before anyone else.
 const TYPIST_WINDOW: Duration = Duration::from_millis(500);
@@ -225,6 +230,7 @@ fn assemble(
         on_end: Some(on_end),
         ended: CancellationToken::new(),
         read_buf: Vec::new(),
+        fanout: Default::default(),
         tap: None,
         recording_failed: None,
         freeze: None,
@@ -248,6 +254,7 @@ fn launch(
         log: session.log.clone(),
         info: session.info.subscribe(),
         ended: session.ended.clone(),
+        screen: session.screen.is_some(),
     };
     tokio::spawn(session.run(rx));
     handle

@@ -12,7 +12,7 @@
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::input::PtyInput;
+use super::input::HeldInput;
 use super::{EndReason, ExitInfo};
 
 /// The session is ending: why, and who waits for it.
@@ -27,7 +27,7 @@ pub(super) enum Then {
     Stay,
     /// Start the assistant again (a YOLO toggle), then give it the input typed meanwhile (held
     /// here, never written to the dying program; bounded by the input budget its permits hold).
-    Restart(Vec<PtyInput>),
+    Restart(Vec<HeldInput>),
     /// End the session.
     End(Ending),
 }
@@ -77,7 +77,7 @@ impl Phase {
     }
 
     /// Where input typed during a YOLO restart waits for the new program.
-    pub(super) fn held_input_mut(&mut self) -> Option<&mut Vec<PtyInput>> {
+    pub(super) fn held_input_mut(&mut self) -> Option<&mut Vec<HeldInput>> {
         match self {
             Self::Stopping {
                 then: Then::Restart(held),

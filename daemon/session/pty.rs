@@ -59,6 +59,12 @@ impl PtyMaster {
         }
     }
 
+    /// Writes what the PTY takes now, without waiting (`WouldBlock` when it takes nothing):
+    /// the actor's direct path for a key, so input never waits for the writer task's turn.
+    pub fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        Ok(rustix::io::write(self.0.get_ref(), data)?)
+    }
+
     /// Sets the terminal's size; the kernel sends the program SIGWINCH.
     pub fn resize(&self, rows: u16, cols: u16) -> io::Result<()> {
         let size = rustix::termios::Winsize {

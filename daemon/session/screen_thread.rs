@@ -6,8 +6,11 @@
 //! and its offset still match exactly. The backlog is bounded in bytes: past it the actor
 //! stops reading the PTY until the parser catches up, so memory stays bounded and nothing is
 //! lost. The last snapshot is kept until output or a resize changes the model, so viewers
-//! joining an unchanged screen (a reconnect storm) cost one render between them.
+//! joining an unchanged screen (a reconnect storm) cost one render between them, and requests
+//! queued together (viewers resynced during a flood) are served by one render at the last of
+//! their offsets.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
@@ -47,6 +50,16 @@ enum Job {
         form: SnapshotForm,
         take: SnapshotFn,
     },
+}
+
+impl Job {
+    /// Output bytes the job carries.
+    fn output_len(&self) -> usize {
+        match self {
+            Job::Output(chunk) => chunk.len(),
+            _ => 0,
+        }
+    }
 }
 
 /// What the actor and the thread share.
@@ -142,9 +155,24 @@ fn run(
     // The last snapshot of each form and its offset, while the model has not changed since
     // (browser and raw joiners ask for different forms; neither evicts the other).
     let mut last: Vec<(EncodedSnapshot, (u64, SnapshotForm))> = Vec::new();
-    // A job taken from the queue while gathering output, to run next.
-    let mut next: Option<Job> = None;
-    while let Some(job) = next.take().or_else(|| jobs.recv().ok()) {
+    // Jobs taken from the queue ahead of their turn, to run next, in order.
+    let mut ahead: VecDeque<Job> = VecDeque::new();
+    let parse = |model: &mut ScreenModel, run: &[u8], len: usize| {
+        let skipped = model.process_bulk(run);
+        if skipped > 0 {
+            METRICS.parse_skipped.add(skipped as u64);
+        }
+        let found = model.take_queries();
+        if !found.is_empty() {
+            let _ = answers.send(found);
+        }
+        let before = shared.backlog.fetch_sub(len, Ordering::Relaxed);
+        if before >= shared.limit && before - len < shared.limit {
+            // Stored as a permit if the actor is not waiting yet: no lost wake-up.
+            shared.room.notify_one();
+        }
+    };
+    while let Some(job) = ahead.pop_front().or_else(|| jobs.recv().ok()) {
         match job {
             Job::Output(chunk) => {
                 last.clear();
@@ -159,7 +187,7 @@ fn run(
                 // Allocated per run and freed after it, so an idle session keeps no buffer.
                 let mut batch = Vec::new();
                 while len < MAX_BATCH {
-                    let more = match jobs.try_recv() {
+                    let more = match ahead.pop_front().map(Ok).unwrap_or_else(|| jobs.try_recv()) {
                         Ok(job) => Some(job),
                         Err(std_mpsc::TryRecvError::Empty) if plain && len < GATHER => jobs
                             .recv_timeout(until.saturating_duration_since(Instant::now()))
@@ -176,46 +204,134 @@ fn run(
                             len += more.len();
                         }
                         Some(other) => {
-                            next = Some(other);
+                            ahead.push_front(other);
                             break;
                         }
                         None => break,
                     }
                 }
                 let run = if batch.is_empty() { &chunk[..] } else { &batch };
-                let skipped = model.process_bulk(run);
-                if skipped > 0 {
-                    METRICS.parse_skipped.add(skipped as u64);
-                }
-                let found = model.take_queries();
-                if !found.is_empty() {
-                    let _ = answers.send(found);
-                }
-                let before = shared.backlog.fetch_sub(len, Ordering::Relaxed);
-                if before >= shared.limit && before - len < shared.limit {
-                    // Stored as a permit if the actor is not waiting yet: no lost wake-up.
-                    shared.room.notify_one();
-                }
+                parse(&mut model, run, len);
             }
             Job::Resize(rows, cols) => {
                 last.clear();
                 model.resize(rows, cols);
             }
             Job::Snapshot { head, form, take } => {
-                let offset = head - model.pending_len() as u64;
-                let snapshot = match last.iter().find(|(_, at)| *at == (offset, form)) {
-                    Some((snapshot, _)) => snapshot.clone(),
-                    None => {
-                        let snapshot = snapshot::encode_as(&model, max_scrollback, form);
-                        if last.len() == MAX_CACHED_FORMS {
-                            last.remove(0);
+                // Requests queued behind this one (many viewers resynced during a flood) are
+                // served by one render at the last of them: a snapshot at a later exact offset
+                // serves an earlier request as well, and the output between is parsed as one
+                // run of at most `MAX_BATCH` bytes, so memory stays as bounded as a plain run.
+                let mut waiting = vec![(form, take)];
+                let mut head = head;
+                let mut queued: usize = ahead.iter().map(Job::output_len).sum();
+                while queued < MAX_BATCH {
+                    let Ok(job) = jobs.try_recv() else { break };
+                    queued += job.output_len();
+                    ahead.push_back(job);
+                }
+                if let Some(upto) = ahead
+                    .iter()
+                    .rposition(|j| matches!(j, Job::Snapshot { .. }))
+                {
+                    let mut batch = Vec::new();
+                    for job in ahead.drain(..=upto) {
+                        match job {
+                            Job::Output(chunk) => batch.extend_from_slice(&chunk),
+                            Job::Resize(rows, cols) => {
+                                if !batch.is_empty() {
+                                    last.clear();
+                                    parse(&mut model, &batch, batch.len());
+                                    batch.clear();
+                                }
+                                last.clear();
+                                model.resize(rows, cols);
+                            }
+                            Job::Snapshot {
+                                head: h,
+                                form,
+                                take,
+                            } => {
+                                head = h;
+                                waiting.push((form, take));
+                            }
                         }
-                        last.push((snapshot.clone(), (offset, form)));
-                        snapshot
                     }
-                };
-                take(snapshot, offset);
+                    if !batch.is_empty() {
+                        last.clear();
+                        parse(&mut model, &batch, batch.len());
+                    }
+                }
+                let offset = head - model.pending_len() as u64;
+                for (form, take) in waiting {
+                    let snapshot = match last.iter().find(|(_, at)| *at == (offset, form)) {
+                        Some((snapshot, _)) => snapshot.clone(),
+                        None => {
+                            let snapshot = snapshot::encode_as(&model, max_scrollback, form);
+                            if last.len() == MAX_CACHED_FORMS {
+                                last.remove(0);
+                            }
+                            last.push((snapshot.clone(), (offset, form)));
+                            snapshot
+                        }
+                    };
+                    take(snapshot, offset);
+                }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Snapshot requests queued between outputs are each served at an offset at or after
+    /// their own, with a screen exactly that of a model fed everything before that offset.
+    #[test]
+    fn queued_snapshots_are_served_exactly_at_a_later_offset() {
+        let form = SnapshotForm::plain(1 << 20);
+        let (screen, _answers) =
+            ScreenThread::start(ScreenModel::new(24, 80, 100), 100, 1 << 20, "t".into())
+                .expect("thread");
+        let (tx, rx) = std_mpsc::channel();
+        let mut fed = Vec::new();
+        for i in 0..200 {
+            // Colour and plain lines, and a sequence split across chunks now and then.
+            let chunk = if i % 7 == 3 {
+                format!("line {i} \x1b[3")
+            } else {
+                format!("1mred {i}\x1b[0m\r\n")
+            };
+            fed.extend_from_slice(chunk.as_bytes());
+            screen.output(Bytes::from(chunk));
+            if i % 3 == 0 {
+                let (tx, head) = (tx.clone(), fed.len() as u64);
+                screen.snapshot(
+                    head,
+                    form,
+                    Box::new(move |snap, offset| {
+                        let _ = tx.send((head, offset, snap));
+                    }),
+                );
+            }
+        }
+        drop(tx);
+        let served: Vec<_> = rx.iter().collect();
+        assert_eq!(served.len(), 67, "every request served");
+        for (head, offset, snap) in served {
+            // At most an unfinished sequence's bytes before the head asked for, never past the end.
+            assert!(
+                offset + 8 >= head && offset <= fed.len() as u64,
+                "{offset} for {head}"
+            );
+            let mut model = ScreenModel::new(24, 80, 100);
+            model.process_bulk(&fed[..offset as usize]);
+            assert_eq!(
+                snap.bytes,
+                snapshot::encode_as(&model, 100, form).bytes,
+                "snapshot at {offset}"
+            );
         }
     }
 }

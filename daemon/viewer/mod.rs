@@ -293,6 +293,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
             ..
         } = join;
         if let Some(snapshot) = snapshot {
+            self.sub.note_snapshot(snapshot.bytes.len());
             subscription::send_snapshot(&mut self.sink, &self.framing, &snapshot.bytes).await?;
         }
         self.sub.set_offset(offset);
@@ -368,6 +369,12 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                     .await?;
                 if self.after(pumped).await? {
                     return Ok(());
+                }
+                if let Some(until) = self.sub.take_behind_pause() {
+                    // Resynced for being behind: the next screen comes a moment later, not
+                    // the bytes in between (a viewer slower than a flood sees it at
+                    // `BEHIND_PAUSE` intervals, which costs the daemon screens, not the flood).
+                    tokio::time::sleep_until(until).await;
                 }
                 continue;
             }

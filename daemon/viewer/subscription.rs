@@ -1,16 +1,18 @@
 //! One connection's subscription to one session's output: its position in the output log
 //! (shared with the session actor through [`Live`]), the flow budget that bounds what it may
 //! send unacknowledged, and the resync that replaces a backlog with a snapshot when the
-//! connection fell out of the log's window or stayed unwritable past the stall deadline.
+//! backlog would cost more than the screen, the connection fell out of the log's window, or it
+//! stayed unwritable past the stall deadline.
 //!
 //! Every driver pumps output through this, whatever its dialect and transport: a browser or
 //! raw viewer has one subscription, a multiplexed connection one per session it carries.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::info;
+use tracing::{debug, info};
 
 use super::live::Live;
 use super::transport::{Sink, Transport, WriteResult};
@@ -20,6 +22,18 @@ use crate::session::{SessionHandle, SnapshotForm};
 
 /// Bytes of output copied from the log per write batch.
 pub const BATCH_BYTES: usize = 64 * 1024;
+
+/// Backlog past which a connection is sent the screen instead of what it missed: a snapshot
+/// costs 3–90 KB, so a viewer this far behind (a flood it cannot keep up with) is resynced at
+/// once. One that keeps up (typing, ordinary output) is never this far behind.
+pub const RESYNC_BACKLOG_FLOOR: u64 = 256 * 1024;
+
+/// After a resync for being behind, how long a driver may wait before sending more: what it
+/// sends then is a fresh screen if the output ran on meanwhile, else the bytes.
+pub const BEHIND_PAUSE: Duration = Duration::from_millis(50);
+
+/// Why a viewer is resynced when its backlog costs more than the screen.
+const BEHIND: &str = "backlog costs more than the screen";
 
 /// How a connection frames what a subscription sends it.
 pub trait Framing: Send + Sync {
@@ -67,6 +81,12 @@ pub struct Subscription {
     live: Arc<Live>,
     form: SnapshotForm,
     stall_deadline: Duration,
+    /// Bytes of the last snapshot this connection was sent: what a resync costs, about.
+    snapshot_cost: AtomicU64,
+    /// Whether a resync for being behind was logged (once is enough at the info level).
+    behind_logged: AtomicBool,
+    /// Set by a resync for being behind: the driver pauses before sending more.
+    behind: AtomicBool,
 }
 
 impl Subscription {
@@ -82,7 +102,27 @@ impl Subscription {
             live,
             form,
             stall_deadline,
+            snapshot_cost: AtomicU64::new(0),
+            behind_logged: AtomicBool::new(false),
+            behind: AtomicBool::new(false),
         }
+    }
+
+    /// Notes what a snapshot sent to this connection cost, to weigh a backlog against.
+    pub fn note_snapshot(&self, bytes: usize) {
+        self.snapshot_cost.store(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// When the last pump resynced for being behind: until when to wait before the next.
+    pub fn take_behind_pause(&self) -> Option<Instant> {
+        self.behind
+            .swap(false, Ordering::Relaxed)
+            .then(|| Instant::now() + BEHIND_PAUSE)
+    }
+
+    /// The backlog past which sending the screen costs less than sending the backlog.
+    fn resync_backlog(&self) -> u64 {
+        RESYNC_BACKLOG_FLOOR.max(self.snapshot_cost.load(Ordering::Relaxed))
     }
 
     /// The session followed.
@@ -127,6 +167,12 @@ impl Subscription {
     ) -> std::io::Result<Pumped> {
         let log = self.session.log();
         let offset = self.offset();
+        // Without a screen model a resync replays the log: every byte must be sent instead.
+        if self.session.has_screen() && log.head().saturating_sub(offset) > self.resync_backlog() {
+            let pumped = self.resync(sink, framing, BEHIND).await?;
+            self.behind.store(true, Ordering::Relaxed);
+            return Ok(pumped);
+        }
         let head = log.head().min(until);
         let limit = head
             .saturating_sub(offset)
@@ -197,9 +243,15 @@ impl Subscription {
         let Ok(resync) = self.session.resync(self.form).await else {
             return Ok(Pumped::Gone);
         };
-        info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
+        if why == BEHIND && self.behind_logged.swap(true, Ordering::Relaxed) {
+            // Routine for a viewer slower than a flood (many a second): logged once.
+            debug!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
+        } else {
+            info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
+        }
         METRICS.resyncs.inc();
         if let Some(snapshot) = &resync.snapshot {
+            self.note_snapshot(snapshot.bytes.len());
             send_snapshot(sink, framing, &snapshot.bytes).await?;
         }
         self.set_offset(resync.offset);

@@ -1,0 +1,101 @@
+//! Interactive use with a crowd watching: a typist at human speed with 100 viewers (real
+//! WebSocket clients reading all the time) is never resynced, and every viewer gets every key
+//! once, in order (no byte lost or duplicated for a viewer that keeps up).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, Daemon};
+use uuid::Uuid;
+
+const VIEWERS: usize = 100;
+/// Keys typed, one every `KEY_GAP`: about 12 keys a second, a quick typist.
+const KEYS: usize = 60;
+const KEY_GAP: Duration = Duration::from_millis(80);
+
+async fn resyncs(d: &Daemon) -> u64 {
+    let text = reqwest::get(d.http("/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("ptyhub_resyncs_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("ptyhub_resyncs_total in /metrics")
+}
+
+/// The keys typed: letters, so a viewer's output is exactly them.
+fn keys() -> String {
+    (0..KEYS).map(|i| (b'a' + (i % 26) as u8) as char).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typist_with_100_viewers_is_never_resynced_and_nobody_misses_a_key() {
+    let d = Daemon::start_with(&common::config(
+        r#"
+[limits]
+max_viewers_per_session = 128
+max_connections_per_ip = 1000
+
+[assistants.echo]
+name = "Echo"
+command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
+"#,
+    ));
+    let id = Uuid::new_v4();
+    let mut typist = Client::connect(&d.ws(id, "?assistant=echo")).await;
+    typist.wait_screen("ECHO-READY").await;
+    // From here on the typist's output is the keys' echoes only.
+    typist.output.clear();
+
+    let mut viewers = Vec::with_capacity(VIEWERS);
+    for _ in 0..VIEWERS {
+        let mut v = Client::connect(&d.ws(id, "")).await;
+        v.until("ready", |c| c.count("ready") == 1).await;
+        viewers.push(v);
+    }
+    let before = resyncs(&d).await;
+    let want = keys();
+    // Each viewer reads on its own task, as a browser tab would, until it has every key.
+    let readers: Vec<_> = viewers
+        .into_iter()
+        .map(|mut v| {
+            let want = want.clone();
+            tokio::spawn(async move {
+                v.until("every key", |c| c.output.len() >= want.len()).await;
+                v
+            })
+        })
+        .collect();
+    // Human speed: the gap between keys is the typist's, not a wait for anything.
+    let mut tick = tokio::time::interval(KEY_GAP);
+    for key in want.chars() {
+        tick.tick().await;
+        typist.type_str(&key.to_string()).await;
+    }
+    typist
+        .until("every echo", |c| c.output.len() >= want.len())
+        .await;
+    assert_eq!(
+        String::from_utf8_lossy(&typist.output),
+        want,
+        "the typist's echo"
+    );
+    for reader in readers {
+        let v = reader.await.expect("viewer task");
+        assert_eq!(
+            String::from_utf8_lossy(&v.output),
+            want,
+            "a viewer's output"
+        );
+        assert_eq!(
+            v.snapshots.len(),
+            1,
+            "a viewer got a snapshot besides its join"
+        );
+    }
+    assert_eq!(resyncs(&d).await, before, "resyncs while typing");
+}
