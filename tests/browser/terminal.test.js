@@ -237,17 +237,23 @@ describe('terminal page', () => {
     });
   });
 
-  it('a flood of output is drawn completely and acknowledged as it is drawn (flow=ack)', async () => {
+  it('a flood of output ends on the exact screen: streamed and acknowledged while the page keeps up, by screen once it falls far behind', async () => {
     const p = await page();
     await openSession(p, daemon.url, newId(), 'shell');
     await waitForScreen(p, /^\$ $/m);
     const snapshots = await p.evaluate(() => window.ptyhub.pipe.snapshots);
-    // About 3 MiB: more than the daemon's 2 MiB budget of unacknowledged output per viewer.
+    // About 3 MiB, at PTY speed: far faster than xterm.js draws it. A page that falls more than
+    // max(256 KiB, a screen) behind is sent the screen instead of the backlog (issue 21), at
+    // most 20 times a second; what it draws it acknowledges (flow=ack).
     await typeInTerminal(p, 'seq 1 400000; echo flood-done\n');
     await waitForScreen(p, /^399999\n400000\nflood-done$/m, 90000);
     const acked = await p.evaluate(() => window.ptyhub.pipe.acked);
-    assert.ok(acked >= 2.5 * 1024 * 1024, `acknowledged ${acked} bytes`);
-    assert.equal(await p.evaluate(() => window.ptyhub.pipe.snapshots), snapshots, 'no resync was needed');
+    assert.ok(acked > 0, `acknowledged ${acked} bytes`);
+    const resyncs = (await p.evaluate(() => window.ptyhub.pipe.snapshots)) - snapshots;
+    assert.ok(resyncs <= 40, `resynced ${resyncs} times: screens, not a snapshot per chunk`);
+    // Typing right after: the page is live again.
+    await typeInTerminal(p, 'echo after-$((6*7))\n');
+    await waitForScreen(p, /^after-42$/m);
     await p.close();
   });
 
