@@ -206,6 +206,11 @@ pub fn group_pids(group: i32, marker: &str) -> Vec<i32> {
     pids_where(|pid| stat_field(pid, 2) == Some(group) || has_marker(pid, marker))
 }
 
+/// The pids of the children of `parent` (their parent pid, `ppid`, is `parent`).
+pub fn children(parent: i32) -> Vec<i32> {
+    pids_where(|pid| stat_field(pid, 1) == Some(parent))
+}
+
 /// Every process but this one that `keep` picks.
 fn pids_where(keep: impl Fn(i32) -> bool) -> Vec<i32> {
     let own = std::process::id() as i32;
@@ -307,6 +312,19 @@ mod tests {
         let mut watch = ExitWatch::new(child.id() as i32).expect("watch");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("kill");
         assert_eq!(watch.wait().await.expect("exit"), ExitInfo::killed(15));
+    }
+
+    #[test]
+    fn children_are_found_by_their_parent_pid() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let own = std::process::id() as i32;
+        assert!(children(own).contains(&(child.id() as i32)));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!children(own).contains(&(child.id() as i32)));
     }
 
     #[test]

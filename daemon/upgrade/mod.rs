@@ -319,21 +319,8 @@ pub fn abandon(image: &Image, grace: Duration) {
 /// Ends every session program that is a child of this process (what an image that cannot
 /// be read leaves: its pids are unknown), as [`abandon`] does.
 pub fn abandon_children(grace: Duration) {
-    let own = std::process::id().to_string();
-    let children: Vec<i32> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let rest = stat.get(stat.rfind(')')? + 1..)?.to_owned();
-                    rest.split_whitespace().nth(1).map(|ppid| ppid == own)
-                })
-                .unwrap_or(false)
-        })
-        .collect();
+    let own = std::process::id() as i32;
+    let children = crate::session::process::children(own);
     let image = Image {
         sessions: children
             .into_iter()
