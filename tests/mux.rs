@@ -437,11 +437,30 @@ async fn the_size_is_the_minimum_over_browser_raw_and_multiplexed_writers() {
     })
     .await;
     // The raw client's columns once the browser leaves; its rows stay above the mux's.
+    // A departure reaches the session on its own connection, so a command typed on another
+    // may run before it: ask again until the new size shows.
     b.close().await;
-    m.input(n, b"stty size\r").await;
-    m.wait_screen(n, "20 100").await;
+    let start = Instant::now();
+    loop {
+        m.input(n, b"clear; stty size\r").await;
+        let asked = Instant::now();
+        while asked.elapsed() < Duration::from_secs(1) && !m.screen(n).contains("20 100") {
+            assert!(m.read_one(Duration::from_millis(100)).await, "mux closed");
+        }
+        if m.screen(n).contains("20 100") {
+            break;
+        }
+        assert!(start.elapsed() < TIMEOUT, "size never became 20x100: {}", m.screen(n));
+    }
     // And the mux's own size is forgotten when it goes.
     drop(m);
-    r.send_text("clear; stty size\r").await;
-    r.wait_screen("30 100").await;
+    let start = Instant::now();
+    loop {
+        r.send_text("clear; stty size\r").await;
+        r.drain_for(Duration::from_secs(1)).await;
+        if r.screen_text().contains("30 100") {
+            break;
+        }
+        assert!(start.elapsed() < TIMEOUT, "size never became 30x100: {}", r.screen_text());
+    }
 }
