@@ -395,3 +395,22 @@ async fn a_read_only_link_is_refused_input_and_resize_with_an_error() {
         other => panic!("{other}"),
     }
 }
+
+/// A key sent right after a resize runs with the new size: the resize reaches the PTY before
+/// the key does, though the key takes the direct path to the PTY.
+#[tokio::test]
+async fn a_key_right_after_a_resize_sees_the_new_size() {
+    let d = Daemon::start();
+    let mut r = raw(&d, Uuid::new_v4(), "?assistant=shell&cols=100&rows=30").await;
+    r.wait_screen("$ ").await;
+    for i in 0..12u16 {
+        let (rows, cols) = (20 + i, 60 + i);
+        r.send_text(&format!(
+            r#"{{"type":"resize","cols":{cols},"rows":{rows}}}"#
+        ))
+        .await;
+        r.set_term_size(rows, cols);
+        r.send_text("clear; stty size\r").await;
+        r.wait_screen(&format!("{rows} {cols}\n$ ")).await;
+    }
+}

@@ -42,7 +42,6 @@ pub(super) struct Proc {
     /// Items sent to the writer task and not yet written whole: while there are any, input
     /// queues behind them rather than going straight to the PTY.
     pub(super) input_queued: Arc<std::sync::atomic::AtomicUsize>,
-    pub(super) size: Option<watch::Sender<(u16, u16)>>,
     /// The writer task, and how to stop it and get back what it has not written.
     pub(super) writer: Option<(CancellationToken, tokio::task::JoinHandle<Vec<u8>>)>,
 }
@@ -157,15 +156,9 @@ pub(super) async fn sleep_until(at: Option<Instant>) {
 impl Session {
     pub(super) fn attach(&mut self, spawned: process::Spawned) {
         let (input_tx, input_rx) = mpsc::unbounded_channel();
-        let (size_tx, size_rx) = watch::channel(self.size);
         self.last_pid = spawned.pid;
         let stop = CancellationToken::new();
-        let writer = tokio::spawn(pty_writer(
-            spawned.pty.clone(),
-            input_rx,
-            size_rx,
-            stop.clone(),
-        ));
+        let writer = tokio::spawn(pty_writer(spawned.pty.clone(), input_rx, stop.clone()));
         self.proc = Proc {
             writer: Some((stop, writer)),
             exit: Some(spawned.exit),
@@ -174,7 +167,6 @@ impl Session {
             input: Some(input_tx),
             answers_queued: Default::default(),
             input_queued: Default::default(),
-            size: Some(size_tx),
         };
         self.phase = Phase::Running;
     }

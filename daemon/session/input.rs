@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::pty::PtyMaster;
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -87,13 +87,12 @@ impl Drop for PtyInput {
     }
 }
 
-/// Writes input to the PTY and applies size changes, so a program that stops reading its
-/// input never blocks the actor (and a resize never waits behind queued input). Its queue is
+/// Writes input to the PTY, so a program that stops reading its input never blocks the actor
+/// (resizes are the actor's own, so they never wait behind queued input). Its queue is
 /// unbounded as a channel but bounded in bytes by the permits and counters its items hold.
 pub(super) async fn pty_writer(
     pty: PtyMaster,
     mut input: mpsc::UnboundedReceiver<PtyInput>,
-    mut size: watch::Receiver<(u16, u16)>,
     stop: CancellationToken,
 ) -> Vec<u8> {
     let mut pending: Option<PtyInput> = None;
@@ -108,15 +107,6 @@ pub(super) async fn pty_writer(
                     left.extend_from_slice(&item.data);
                 }
                 return left;
-            }
-            changed = size.changed() => {
-                if changed.is_err() {
-                    return Vec::new();
-                }
-                let (rows, cols) = *size.borrow_and_update();
-                if let Err(e) = pty.resize(rows, cols) {
-                    debug!("pty resize failed: {e}");
-                }
             }
             written = pty.write(&writing), if !writing.is_empty() => match written {
                 Ok(n) => {

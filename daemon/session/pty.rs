@@ -1,5 +1,6 @@
 //! The PTY master as an owned, non-blocking file descriptor on tokio's reactor: read, write
-//! and resize, shared by the actor (reads) and the writer task (writes, resizes).
+//! and resize, shared by the actor (reads, resizes, a key with nothing queued) and the writer
+//! task (queued input).
 //!
 //! An owned fd rather than the PTY crate's async wrapper, so that a live upgrade can hand the
 //! descriptor itself to the next image and adopt it there.

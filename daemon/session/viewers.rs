@@ -36,8 +36,12 @@ impl Session {
         if let Some(screen) = &self.screen {
             screen.resize(new.0, new.1);
         }
-        if let Some(size) = &self.proc.size {
-            size.send_replace(new);
+        // Here, not in the writer task: a key right after a resize goes straight to the PTY
+        // from this actor, and the program must see the new size first.
+        if let Some(pty) = &self.proc.reader {
+            if let Err(e) = pty.resize(new.0, new.1) {
+                tracing::debug!(session = %self.id, "pty resize failed: {e}");
+            }
         }
         self.broadcast_status();
         true
