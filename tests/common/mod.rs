@@ -511,10 +511,21 @@ impl Client {
     }
 
     /// Reads until `cond` holds; panics after the timeout with what was seen.
-    pub async fn until(&mut self, what: &str, mut cond: impl FnMut(&Client) -> bool) {
+    pub async fn until(&mut self, what: &str, cond: impl FnMut(&Client) -> bool) {
+        self.until_within(what, TIMEOUT, cond).await;
+    }
+
+    /// [`Client::until`] with its own time limit, for work whose length depends on the
+    /// machine's load (thousands of timed writes).
+    pub async fn until_within(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        mut cond: impl FnMut(&Client) -> bool,
+    ) {
         let start = Instant::now();
         while !cond(self) {
-            if start.elapsed() > TIMEOUT {
+            if start.elapsed() > limit {
                 panic!(
                     "timed out waiting for {what}; screen:\n{}\nmessages: {:?}",
                     self.term.screen().contents(),
