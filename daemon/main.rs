@@ -489,6 +489,8 @@ async fn serve(
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut usr2 = signal(SignalKind::user_defined2())?;
+    // Signals held over a live upgrade's exec arrive now, to the handlers above.
+    ptyhub::upgrade::release_signals();
     let upgraded = handoff.is_some();
     let mut daemon = match handoff {
         Some(handoff) => Daemon::adopt(cfg.clone(), secret.clone(), handoff)

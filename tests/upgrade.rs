@@ -648,3 +648,57 @@ fn sessions_that_cannot_be_adopted_are_ended_not_orphaned() {
     }
     assert!(gone(job), "its background job was ended too");
 }
+
+/// Signals sent while an upgrade's `execve` runs (before the new image has its handlers) are
+/// held and handled, never the default action that would end the daemon and every session.
+#[tokio::test]
+async fn signals_during_an_upgrade_are_held_not_fatal() {
+    let mut d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut c = sized(&d, id, "?assistant=shell").await;
+    c.run("printf 'ready-%s\\n' $$", "ready-").await;
+    let pid = Pid::from_raw(d.pid() as i32);
+    // A burst of upgrade requests: some land in the exec window of the one before.
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_millis(1500) {
+        kill(pid, Signal::SIGUSR2).expect("signal");
+        assert!(
+            !d.has_exited(),
+            "the daemon died of a signal during an upgrade"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    // The last one held is handled once the new image is ready: the count settles.
+    let mut last = None;
+    let settling = std::time::Instant::now();
+    loop {
+        let n = version(&d).await.and_then(|v| v["upgrades"].as_u64());
+        if n.is_some_and(|n| n > 0) && n == last {
+            break;
+        }
+        last = n;
+        assert!(
+            settling.elapsed() < common::TIMEOUT,
+            "the upgrades never settled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(
+        !d.has_exited(),
+        "the daemon died of a signal during an upgrade"
+    );
+    let mut again = joined(&d, id, "").await;
+    again.run("echo still-$((6*7))", "still-42").await;
+    // The program's signal mask is its own: nothing held leaks into the session.
+    let shell = children(d.pid()).into_iter().next().expect("the shell");
+    let status = std::fs::read_to_string(format!("/proc/{shell}/status")).expect("status");
+    let blocked = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))
+        .expect("SigBlk");
+    assert_eq!(
+        u64::from_str_radix(blocked.trim(), 16).ok(),
+        Some(0),
+        "{status}"
+    );
+}

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{SigSet, Signal};
 use tracing::warn;
 
 use image::{Blobs, Image, ImageError};
@@ -109,6 +109,26 @@ pub enum UpgradeError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// The signals the daemon handles. Between `execve` and the new image's handlers their
+/// default action would end the daemon (and every session with it), so the old image blocks
+/// them before the exec (a signal mask survives it) and the new one lets them through once
+/// its handlers are in place: one that came meanwhile is then handled, not lost.
+fn handled_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in [Signal::SIGUSR2, Signal::SIGTERM, Signal::SIGINT] {
+        set.add(signal);
+    }
+    set
+}
+
+/// Lets the handled signals through on this thread (the one that handles them), once their
+/// handlers are installed; after an upgrade, one that arrived during it is handled now.
+pub fn release_signals() {
+    if let Err(e) = handled_signals().thread_unblock() {
+        warn!("cannot unblock the daemon's signals: {e}");
+    }
 }
 
 /// The arguments this process was started with, less a previous upgrade's image flag: what
@@ -217,11 +237,17 @@ impl Handoff {
                 return UpgradeError::Image(format!("cannot keep a descriptor open: {e}"));
             }
         }
+        // Held pending from here to the new image's handlers (see `handled_signals`).
+        if let Err(e) = handled_signals().thread_block() {
+            set_cloexec(&fds);
+            return UpgradeError::Image(format!("cannot hold signals over the exec: {e}"));
+        }
         let source = std::process::Command::new(exe)
             .args(args)
             .arg(IMAGE_FLAG)
             .arg(memfd.as_raw_fd().to_string())
             .exec();
+        release_signals();
         set_cloexec(&fds);
         UpgradeError::Exec {
             path: exe.to_owned(),
