@@ -70,6 +70,17 @@ fn the_packaged_unit_is_the_shipped_one_with_usr_bin() {
 }
 
 #[test]
+fn the_changelog_names_this_version() {
+    let changelog = std::fs::read_to_string(root().join("debian/changelog")).unwrap();
+    let first = changelog.lines().next().unwrap();
+    let want = format!("ptyhub ({}-1) ", env!("CARGO_PKG_VERSION"));
+    assert!(
+        first.starts_with(&want),
+        "debian/changelog must start with an entry for {want}: {first}"
+    );
+}
+
+#[test]
 fn the_debian_package_has_its_files_and_passes_lintian() {
     for tool in ["cargo-deb", "dpkg-deb", "lintian"] {
         if !have(tool) {
@@ -89,12 +100,18 @@ fn the_debian_package_has_its_files_and_passes_lintian() {
             .to_owned()
     };
     let bin = entry("./usr/bin/ptyhub");
-    assert!(bin.starts_with("-rwxr-xr-x root/root"), "{bin}");
+    // Owned by root (cargo deb writes the ids, 0/0).
+    let root_owned = |l: &str| l.contains(" root/root ") || l.contains(" 0/0 ");
+    assert!(bin.starts_with("-rwxr-xr-x") && root_owned(&bin), "{bin}");
     let conf = entry("./etc/ptyhub/ptyhub.toml");
-    assert!(conf.starts_with("-rw-r--r-- root/root"), "{conf}");
+    assert!(
+        conf.starts_with("-rw-r--r--") && root_owned(&conf),
+        "{conf}"
+    );
     entry("/systemd/system/ptyhub.service");
     entry("./usr/share/doc/ptyhub/copyright");
     entry("./usr/share/doc/ptyhub/README.md");
+    entry("./usr/share/doc/ptyhub/changelog.Debian.gz");
 
     let info = run(Command::new("dpkg-deb").arg("--info").arg(&deb));
     for want in [
