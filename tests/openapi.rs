@@ -150,11 +150,9 @@ impl Checker {
                     }
                 }
             }
-            Value::Array(items) => {
-                if schema.get("items").is_some() {
-                    for (i, v) in items.iter().enumerate() {
-                        self.undeclared(&schema["items"], v, &format!("{at}[{i}]"), out);
-                    }
+            Value::Array(items) if schema.get("items").is_some() => {
+                for (i, v) in items.iter().enumerate() {
+                    self.undeclared(&schema["items"], v, &format!("{at}[{i}]"), out);
                 }
             }
             _ => {}
