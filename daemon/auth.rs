@@ -24,7 +24,7 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 pub const TOKEN_PARAMS: [&str; 2] = ["token", "access_token"];
 
 /// What a share link lets its holder do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Watch and chat; no input, resize, upload, rename, YOLO or signal.
@@ -54,7 +54,7 @@ pub struct Share {
 }
 
 /// A share as the API lists it (without its token).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareInfo {
     /// Short id.

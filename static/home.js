@@ -49,6 +49,7 @@ function buildRow(s) {
         h('span', { class: 'session-size' }),
         h('span', { class: 'session-age' }),
         h('span', { class: 'chip chip-warn session-yolo', hidden: true }, 'YOLO'),
+        h('span', { class: 'chip session-host', hidden: true }),
       ),
       h('div', { class: 'session-dir muted' }),
     ),
@@ -121,6 +122,10 @@ function updateRow(li, s) {
   age.textContent = `started ${formatAge(s.createdAt)}`;
   age.title = new Date(s.createdAt).toLocaleString();
   li.querySelector('.session-yolo').hidden = !s.yoloMode;
+  // Which host runs it, once the list is more than this host's.
+  const host = li.querySelector('.session-host');
+  host.textContent = s.host ? `on ${s.host}` : '';
+  host.hidden = !s.host || !manyHosts;
   const dir = li.querySelector('.session-dir');
   dir.textContent = s.workDir || '';
   dir.title = s.workDir || '';
@@ -163,13 +168,32 @@ function render(sessions) {
 }
 
 let refreshing = null;
+/** Whether the list holds more hosts than this one (`[cluster] peers`). */
+let manyHosts = false;
 
-/** Fetches the list and updates the page; concurrent calls share one request. */
+/** Says which host's sessions these are, and which peers did not answer. */
+function showHosts(data) {
+  const hosts = Array.isArray(data.hosts) ? data.hosts : [];
+  manyHosts = hosts.length > 1;
+  const note = $('host-note');
+  const reached = hosts.filter((x) => x.reachable).map((x) => x.host);
+  note.textContent = manyHosts
+    ? `Sessions of ${reached.length} of ${hosts.length} hosts (${reached.join(', ')}), listed by ${data.host}.`
+    : `Sessions on this host, ${data.host}.`;
+  note.hidden = !data.host;
+  const problems = $('host-problems');
+  const down = hosts.filter((x) => !x.reachable);
+  problems.replaceChildren(...down.map((x) => h('li', { class: 'notice notice-error host-unreachable' }, `${x.url}: unreachable (${x.error || 'no answer'})`)));
+  problems.hidden = down.length === 0;
+}
+
+/** Fetches the list (this host's and its peers') and updates the page; concurrent calls share one request. */
 function refresh() {
   if (!refreshing) {
-    refreshing = api('GET', '/api/sessions')
-      .then((sessions) => {
-        render(Array.isArray(sessions) ? sessions : []);
+    refreshing = api('GET', '/api/sessions?all=1')
+      .then((data) => {
+        showHosts(data || {});
+        render(Array.isArray(data?.sessions) ? data.sessions : []);
         pageError('');
       })
       .catch((e) => {
@@ -264,7 +288,10 @@ $('new-session').addEventListener('submit', async (e) => {
     const body = { assistant };
     if (name.name) body.name = name.name;
     if (cwd) body.cwd = cwd;
-    const session = await api('POST', '/api/sessions', body);
+    // The page chooses the uuid and puts it in the query, where a load balancer in front of
+    // several hosts routes on it: the session starts on the host its page will then reach.
+    const id = newUuid();
+    const session = await api('POST', `/api/sessions?uuid=${id}`, body);
     try {
       localStorage.setItem(LAST_ASSISTANT, assistant);
     } catch {
@@ -277,6 +304,15 @@ $('new-session').addEventListener('submit', async (e) => {
     submit.textContent = 'Start session';
   }
 });
+
+/** A random (version 4) uuid; crypto.randomUUID exists only on secure origins, this everywhere. */
+function newUuid() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const x = [...b].map((v) => v.toString(16).padStart(2, '0')).join('');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
 
 // ---- Start --------------------------------------------------------------------------------------
 

@@ -187,6 +187,7 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
         input: o.input.or(b.input),
     };
     RawConfig {
+        cluster: base.cluster.merge(over.cluster),
         listen: over.listen.or(base.listen),
         recording,
         session,
@@ -291,6 +292,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         input: need(r.input, "recording.input")?,
     };
     Ok(Config {
+        cluster: raw.cluster.finish(),
         listen: need(raw.listen, "listen")?.0,
         recording,
         session,
@@ -324,6 +326,8 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     recording: RawRecording,
+    #[serde(default)]
+    cluster: super::cluster::RawCluster,
 }
 
 #[derive(Deserialize, Default)]

@@ -12,6 +12,7 @@
 //! how an assistant's command is resolved and found is in `assistants`.
 
 mod assistants;
+mod cluster;
 mod layers;
 mod values;
 
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
+pub use cluster::ClusterConfig;
 use layers::build;
 
 /// The embedded default configuration, which is also the documented example.
@@ -52,6 +54,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Session recordings.
     pub recording: RecordingConfig,
+    /// This host's name and its peers.
+    pub cluster: ClusterConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
 }

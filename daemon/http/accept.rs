@@ -48,7 +48,11 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
             let service = service_fn(move |req| {
                 let state = state2.clone();
                 let slot = slot.clone();
-                async move { Ok::<_, Infallible>(route(req, peer, &state, slot).await) }
+                async move {
+                    let mut resp = route(req, peer, &state, slot).await;
+                    cluster::stamp(&mut resp, &state);
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())

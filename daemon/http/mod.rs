@@ -2,9 +2,11 @@
 //! limit), the routes, the REST API, the WebSocket upgrade to a dialect, exec, and replies.
 
 mod accept;
+mod cluster;
 pub mod connections;
 mod exec;
 mod guard;
+mod openapi;
 mod recordings;
 mod reply;
 mod rest;

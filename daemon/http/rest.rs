@@ -33,7 +33,7 @@ pub(super) async fn delete(id: Uuid, peer: SocketAddr, state: &Arc<AppState>) ->
 }
 
 /// `POST /api/sessions/{id}/share` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ShareRequest {
     role: Role,
@@ -46,7 +46,7 @@ pub(super) struct ShareRequest {
 }
 
 /// `POST /api/sessions/{id}/share` reply.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct ShareCreated {
     #[serde(flatten)]
@@ -101,7 +101,7 @@ pub(super) fn metrics(state: &Arc<AppState>) -> Response<Body> {
 }
 
 /// `GET /api/sessions/{id}/scrollback` reply (field names as the protocol spells them).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(super) struct Scrollback {
     /// The newest raw output bytes, base64.
     scrollback: String,
@@ -133,7 +133,7 @@ pub(super) fn scrollback(id: Uuid, state: &Arc<AppState>) -> Response<Body> {
 }
 
 /// `POST /api/sessions` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CreateRequest {
     /// Assistant key; without `cmd` it is required.
@@ -142,19 +142,24 @@ pub(super) struct CreateRequest {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     cwd: Option<PathBuf>,
-    /// Optional: the client may choose the uuid, as with the WebSocket route.
-    #[serde(default)]
+    /// Optional: the client may choose the uuid, as with the WebSocket route (also taken
+    /// from the query, `?uuid=`, where a load balancer can route on it).
+    #[serde(default, alias = "uuid")]
     id: Option<Uuid>,
     /// The program and its arguments, run instead of the assistant's command. Taken as any
     /// JSON value so a wrong shape gets a message about `cmd` rather than serde's.
     #[serde(default, alias = "command")]
+    #[schema(value_type = Option<Vec<String>>)]
     cmd: Option<Value>,
     /// Initial width, columns.
     #[serde(default)]
+    #[schema(value_type = Option<u64>, minimum = 1)]
     cols: Option<Value>,
     /// Initial height, rows.
     #[serde(default)]
+    #[schema(value_type = Option<u64>, minimum = 1)]
     rows: Option<Value>,
 }
 
@@ -282,7 +287,7 @@ pub(super) async fn read_body(
 }
 
 /// `PATCH /api/sessions/{id}` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PatchRequest {
     name: String,
@@ -309,10 +314,24 @@ pub(super) async fn patch(
 }
 
 pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
-    let request: CreateRequest = match read_json(req, state).await {
+    let in_query = match query_uuid(&req) {
+        Ok(id) => id,
+        Err(e) => return e.response(),
+    };
+    let mut request: CreateRequest = match read_json(req, state).await {
         Ok(r) => r,
         Err(e) => return e.response(),
     };
+    match (in_query, request.id) {
+        (Some(q), Some(b)) if q != b => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the uuid in the query and the id in the body differ",
+            )
+        }
+        (Some(q), _) => request.id = Some(q),
+        _ => {}
+    }
     let spec = match request.into_spec(&state.cfg) {
         Ok(spec) => spec,
         Err(e) => return e.response(),
@@ -333,8 +352,16 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
     }
 }
 
+/// `?uuid=` of `POST /api/sessions`: the session's uuid where a load balancer can see it.
+fn query_uuid(req: &Request<Incoming>) -> Result<Option<Uuid>, ApiError> {
+    match query_pairs(req).into_iter().find(|(k, _)| k == "uuid") {
+        Some((_, v)) => parse_id(&v).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// One entry of `GET /api/assistants`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct AssistantInfo {
     key: String,

@@ -51,27 +51,59 @@ pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static st
     })
 }
 
+/// `GET /api/version` reply.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Version {
+    /// The daemon's version.
+    version: &'static str,
+    /// Its process id (the same across live upgrades).
+    pid: u32,
+    /// When the running image started, RFC 3339.
+    image_started: String,
+    /// The same, milliseconds since the Unix epoch.
+    image_started_ms: u64,
+    /// Live upgrades so far.
+    upgrades: u64,
+    /// Sessions now.
+    sessions: usize,
+    /// The last upgrade that failed, if any.
+    last_upgrade_error: Option<UpgradeError>,
+}
+
+/// A failed live upgrade.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct UpgradeError {
+    /// When, RFC 3339.
+    at: String,
+    /// When, milliseconds since the Unix epoch.
+    at_ms: u64,
+    /// What went wrong.
+    message: String,
+}
+
 /// What `/api/version` says: the version, this image's start, the upgrades so far and the
 /// last one that failed.
-fn version(state: &AppState) -> serde_json::Value {
+fn version(state: &AppState) -> Version {
     let status = crate::upgrade::status();
     let ms = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)
     };
-    serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "pid": std::process::id(),
-        "imageStarted": crate::session::rfc3339(status.image_started),
-        "imageStartedMs": ms(status.image_started),
-        "upgrades": status.upgrades,
-        "sessions": state.registry.len(),
-        "lastUpgradeError": status.last_error.map(|(at, message)| serde_json::json!({
-            "at": crate::session::rfc3339(at),
-            "atMs": ms(at),
-            "message": message,
-        })),
-    })
+    Version {
+        version: env!("CARGO_PKG_VERSION"),
+        pid: std::process::id(),
+        image_started: crate::session::rfc3339(status.image_started),
+        image_started_ms: ms(status.image_started),
+        upgrades: status.upgrades,
+        sessions: state.registry.len(),
+        last_upgrade_error: status.last_error.map(|(at, message)| UpgradeError {
+            at: crate::session::rfc3339(at),
+            at_ms: ms(at),
+            message,
+        }),
+    }
 }
 
 pub(super) async fn route(
@@ -92,6 +124,8 @@ pub(super) async fn route(
         ["api", "version"] if method == Method::GET => {
             return json(StatusCode::OK, &version(state))
         }
+        // Public too: the same for every installation of this version, no secret in it.
+        ["api", "openapi.json"] if method == Method::GET => return openapi::document(),
         [""] | ["session", _] | ["replay", _] => Kind::Page,
         ["api", ..] | ["ws", ..] | ["metrics"] => Kind::Api,
         // The UI's assets are the same for everyone and hold no secret.
@@ -160,7 +194,7 @@ pub(super) async fn route(
         },
         (_, ["metrics"]) if full => metrics(state),
         (_, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
-        (&Method::GET, ["api", "sessions"]) if full => json(StatusCode::OK, &state.registry.list()),
+        (&Method::GET, ["api", "sessions"]) if full => cluster::list(&req, state).await,
         (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
         (&Method::GET, ["api", "recordings"]) if full => recordings::list(state).await,
         // A share link made with `record` reaches its own session's recording.

@@ -32,7 +32,7 @@ pub struct Meta {
 }
 
 /// A recording as `GET /api/recordings` lists it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RecordingInfo {
     /// The session id.
     pub id: Uuid,

@@ -98,8 +98,8 @@ pub struct StatusInfo {
     pub restarting: bool,
 }
 
-/// A session as the REST API lists it.
-#[derive(Debug, Clone, Serialize)]
+/// A session as the REST API lists it (read back from a peer's list, see http/cluster.rs).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     /// The session id.

@@ -1,0 +1,142 @@
+//! `[cluster]`: this host's name (the `X-Ptyhub-Host` header) and the peers whose session
+//! lists the home page and `GET /api/sessions?all=1` merge.
+
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+/// `[cluster]` as the daemon reads it.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This host's name: sent as `X-Ptyhub-Host` on every response, shown by the home page and
+    /// marked on each session of a merged list. Default: the machine's hostname.
+    pub host: String,
+    /// Base URLs (`http://10.0.0.2:1977`) of the other hosts, without a trailing slash.
+    pub peers: Vec<String>,
+}
+
+/// `[cluster]` as written; every key optional.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    host: Option<HostName>,
+    peers: Option<Vec<PeerUrl>>,
+}
+
+impl RawCluster {
+    /// `over` laid on `self` key by key.
+    pub(super) fn merge(self, over: RawCluster) -> RawCluster {
+        RawCluster {
+            host: over.host.or(self.host),
+            peers: over.peers.or(self.peers),
+        }
+    }
+
+    pub(super) fn finish(self) -> ClusterConfig {
+        ClusterConfig {
+            host: self.host.map_or_else(machine_hostname, |h| h.0),
+            peers: self
+                .peers
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| p.0)
+                .collect(),
+        }
+    }
+}
+
+/// Whether `name` may be a host name here: it goes into a response header and the page, so
+/// letters, digits, `.`, `-` and `_` only, 1 to 253 of them.
+fn valid_host(name: &str) -> bool {
+    (1..=253).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// The machine's hostname, or `localhost` when it has none fit for a header.
+fn machine_hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| valid_host(h))
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// `cluster.host`.
+struct HostName(String);
+
+impl<'de> Deserialize<'de> for HostName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if !valid_host(&name) {
+            return Err(de::Error::custom(format!(
+                "host {name:?} must be 1 to 253 letters, digits, '.', '-' or '_'"
+            )));
+        }
+        Ok(HostName(name))
+    }
+}
+
+/// One of `cluster.peers`: an `http://` or `https://` base URL with a host and nothing after
+/// the path.
+struct PeerUrl(String);
+
+impl<'de> Deserialize<'de> for PeerUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let bad = |why: &str| {
+            de::Error::custom(format!(
+                "peer {text:?} {why} (expected a base URL such as \"http://10.0.0.2:1977\")"
+            ))
+        };
+        let url = reqwest::Url::parse(&text).map_err(|e| bad(&format!("is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad("must start with http:// or https://"));
+        }
+        if url.host().is_none() {
+            return Err(bad("has no host"));
+        }
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(bad("must have no query, fragment or user"));
+        }
+        Ok(PeerUrl(url.as_str().trim_end_matches('/').to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::from_toml_str;
+
+    #[test]
+    fn host_and_peers_are_read_and_checked() {
+        let c = from_toml_str("", "t").unwrap();
+        assert!(!c.cluster.host.is_empty());
+        assert!(c.cluster.peers.is_empty());
+
+        let c = from_toml_str(
+            "[cluster]\nhost = \"a-1.example\"\npeers = [\"http://127.0.0.1:2000/\", \"https://b.example/ptyhub\"]\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.cluster.host, "a-1.example");
+        assert_eq!(
+            c.cluster.peers,
+            ["http://127.0.0.1:2000", "https://b.example/ptyhub"]
+        );
+
+        for (text, want) in [
+            ("[cluster]\nhost = \"a b\"\n", "t:2:8: host \"a b\" must be"),
+            ("[cluster]\nhost = \"\"\n", "t:2:8: host \"\" must be"),
+            (
+                "[cluster]\npeers = [\"ftp://x\"]\n",
+                "must start with http://",
+            ),
+            ("[cluster]\npeers = [\"nope\"]\n", "is not a URL"),
+            ("[cluster]\npeers = [\"http://x/?a=1\"]\n", "no query"),
+            ("[cluster]\nbogus = 1\n", "unknown field `bogus`"),
+        ] {
+            let e = from_toml_str(text, "t").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! Many hosts: a client-chosen uuid on `POST /api/sessions`, the `X-Ptyhub-Host` header, the
+//! merged list of `[cluster] peers` (a peer that does not answer listed as unreachable), and
+//! Debian's nginx with the shipped `config/nginx/ptyhub-cluster.conf` in front of two daemons:
+//! each session's requests reach the host its uuid hashes to.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use common::{Daemon, KillOnDrop, TIMEOUT};
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+const TOKEN: &str = "cluster-token-0123456789abcdef";
+
+/// A daemon named `host` with these peers, all with one token.
+fn host(name: &str, peers: &[String]) -> Daemon {
+    let peers: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
+    let extra = format!(
+        "[cluster]\nhost = \"{name}\"\npeers = [{}]\n",
+        peers.join(", ")
+    );
+    Daemon::start_args(&common::config(&extra), &["--token", TOKEN])
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// The host that answered a response.
+fn answered_by(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("x-ptyhub-host")
+        .unwrap_or_else(|| panic!("no X-Ptyhub-Host on {}", resp.url()))
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn get(url: &str) -> reqwest::Response {
+    http().get(url).bearer_auth(TOKEN).send().await.unwrap()
+}
+
+async fn create(base: &str, id: Option<Uuid>, body: Value) -> reqwest::Response {
+    let url = match id {
+        Some(id) => format!("{base}/api/sessions?uuid={id}"),
+        None => format!("{base}/api/sessions"),
+    };
+    http()
+        .post(url)
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn chosen_uuid_in_query_or_body_and_the_host_header_on_every_response() {
+    let d = host("alpha", &[]);
+    let base = d.http("");
+    let shell = json!({"assistant": "shell"});
+
+    // In the query (where a balancer sees it), in the body as `id` or `uuid`.
+    for (query, body) in [
+        (true, shell.clone()),
+        (false, json!({"assistant": "shell", "id": Uuid::new_v4()})),
+        (false, json!({"assistant": "shell", "uuid": Uuid::new_v4()})),
+    ] {
+        let want = if query {
+            Uuid::new_v4()
+        } else {
+            body.get("id")
+                .or(body.get("uuid"))
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let resp = create(&base, query.then_some(want), body).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        assert_eq!(answered_by(&resp), "alpha");
+        let info: Value = resp.json().await.unwrap();
+        assert_eq!(info["id"], want.to_string());
+        let again = create(&base, Some(want), shell.clone()).await;
+        assert_eq!(again.status(), StatusCode::CONFLICT, "uuid taken");
+        let e: Value = again.json().await.unwrap();
+        assert!(
+            e["error"].as_str().unwrap().contains("already exists"),
+            "{e}"
+        );
+    }
+
+    // Bad uuids: 400 with a message, nothing created.
+    let before = get(&d.http("/api/sessions"))
+        .await
+        .json::<Vec<Value>>()
+        .await
+        .unwrap()
+        .len();
+    let bad = http()
+        .post(d.http("/api/sessions?uuid=not-a-uuid"))
+        .bearer_auth(TOKEN)
+        .json(&shell)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(bad.text().await.unwrap().contains("is not a UUID"));
+    let bad = create(&base, None, json!({"assistant": "shell", "uuid": "nope"})).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let differ = create(
+        &base,
+        Some(Uuid::new_v4()),
+        json!({"assistant": "shell", "id": Uuid::new_v4()}),
+    )
+    .await;
+    assert_eq!(differ.status(), StatusCode::BAD_REQUEST);
+    assert!(differ.text().await.unwrap().contains("differ"));
+    let after = get(&d.http("/api/sessions"))
+        .await
+        .json::<Vec<Value>>()
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(before, after);
+
+    // Every kind of response names the host: public, page, asset, refusals, errors.
+    let anonymous = http();
+    for (path, token) in [
+        ("/healthz", false),
+        ("/api/version", false),
+        ("/", false),
+        ("/", true),
+        ("/app.css", false),
+        ("/api/sessions", false),
+        ("/api/nope", true),
+        ("/api/sessions/00000000-0000-4000-8000-000000000000", true),
+    ] {
+        let mut req = anonymous.get(d.http(path));
+        if token {
+            req = req.bearer_auth(TOKEN);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(answered_by(&resp), "alpha", "{path} ({})", resp.status());
+    }
+    let id = Uuid::new_v4();
+    let (_ws, resp) =
+        tokio_tungstenite::connect_async(d.ws(id, &format!("?token={TOKEN}&assistant=shell")))
+            .await
+            .unwrap();
+    assert_eq!(
+        resp.headers()["x-ptyhub-host"],
+        "alpha",
+        "WebSocket upgrade"
+    );
+}
+
+/// A local TCP port that accepts connections and never answers: a hung peer.
+fn black_hole() -> (std::net::TcpListener, String) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    (l, url)
+}
+
+// ---- nginx ------------------------------------------------------------------------------------
+
+/// Debian's nginx binary, if installed (tests/run installs it).
+fn nginx_binary() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// nginx on a loopback port with the shipped cluster config, its upstreams these daemons.
+struct Nginx {
+    _process: KillOnDrop,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start(binary: &Path, upstreams: &[SocketAddr]) -> Nginx {
+        let shipped = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/nginx/ptyhub-cluster.conf"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // A port that was free a moment ago; a retry covers the rare race with another bind.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let site = cluster_site(&shipped, upstreams, port);
+            std::fs::write(dir.path().join("ptyhub-cluster.conf"), site).unwrap();
+            let d = dir.path().display();
+            let user = if rustix::process::geteuid().is_root() {
+                "user root root;"
+            } else {
+                ""
+            };
+            // One process (no master), so killing it leaves nothing behind.
+            let main = format!(
+                "{user}\ndaemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log info;\n\
+                 events {{ worker_connections 256; }}\n\
+                 http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  \
+                 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  \
+                 include {d}/ptyhub-cluster.conf;\n}}\n"
+            );
+            std::fs::write(dir.path().join("nginx.conf"), main).unwrap();
+            let test = Command::new(binary)
+                .args(["-t", "-p"])
+                .arg(dir.path())
+                .arg("-c")
+                .arg(dir.path().join("nginx.conf"))
+                .args(["-e", "stderr"])
+                .output()
+                .unwrap();
+            assert!(
+                test.status.success(),
+                "nginx -t refused the config: {}",
+                String::from_utf8_lossy(&test.stderr)
+            );
+            let child = Command::new(binary)
+                .arg("-p")
+                .arg(dir.path())
+                .arg("-c")
+                .arg(dir.path().join("nginx.conf"))
+                .args(["-e", "stderr"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut process = KillOnDrop(child);
+            let start = Instant::now();
+            while start.elapsed() < TIMEOUT {
+                if let Ok(Some(_)) = process.0.try_wait() {
+                    break; // did not start: most likely the port was taken meanwhile
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Nginx {
+                        _process: process,
+                        port,
+                        dir,
+                    };
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        panic!(
+            "nginx did not start: {}",
+            std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
+        );
+    }
+
+    fn http(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn ws(&self, path: &str) -> String {
+        format!("ws://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+/// The shipped site with its example upstreams replaced by `upstreams` and its listen by a
+/// loopback port: nothing else changes, so the shipped file is what is tested.
+fn cluster_site(shipped: &str, upstreams: &[SocketAddr], port: u16) -> String {
+    let mut next = upstreams.iter();
+    let mut listens = 0;
+    let mut site = String::new();
+    for line in shipped.lines() {
+        let t = line.trim();
+        let example_upstream = t.starts_with("server 10.0.0.") && t.ends_with(":1977;");
+        if example_upstream {
+            let addr = next
+                .next()
+                .expect("the shipped file has more upstreams than the test");
+            site.push_str(&format!("    server {addr};\n"));
+        } else if t == "listen 80;" {
+            listens += 1;
+            site.push_str(&format!("    listen 127.0.0.1:{port};\n"));
+        } else {
+            site.push_str(line);
+            site.push('\n');
+        }
+    }
+    assert!(
+        next.next().is_none(),
+        "the shipped file has fewer upstreams than the test"
+    );
+    assert_eq!(listens, 1, "the shipped file's listen line");
+    site
+}
+
+/// A WebSocket through `url`: the host that answered the upgrade and the first `status`.
+async fn ws_join(url: &str) -> (String, Value) {
+    let (mut ws, resp) = tokio_tungstenite::connect_async(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let host = resp.headers()["x-ptyhub-host"].to_str().unwrap().to_owned();
+    let status = tokio::time::timeout(TIMEOUT, async {
+        while let Some(msg) = ws.next().await {
+            if let Message::Text(t) = msg.unwrap() {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "status" {
+                    return v;
+                }
+            }
+        }
+        panic!("{url}: closed before a status");
+    })
+    .await
+    .expect("a status message");
+    (host, status)
+}
+
+#[tokio::test]
+async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
+    let Some(nginx) = nginx_binary() else {
+        println!(
+            "SKIPPED: nginx is not installed (tests/run installs Debian's nginx package); \
+             the cluster routing through nginx was not tested"
+        );
+        return;
+    };
+    let beta = host("beta", &[]);
+    let (_hung, hung_url) = black_hole();
+    let mut beta = Some(beta);
+    let beta_url = beta.as_ref().unwrap().http("");
+    let alpha = host("alpha", &[beta_url.clone(), hung_url.clone()]);
+    let beta_addr = beta.as_ref().unwrap().addr;
+    let lb = Nginx::start(&nginx, &[alpha.addr, beta_addr]);
+    let direct = |name: &str| {
+        if name == "alpha" {
+            alpha.http("")
+        } else {
+            beta_url.clone()
+        }
+    };
+
+    // Sessions created through nginx with chosen uuids: each lands where its uuid is routed
+    // (asked before it exists), and only there.
+    let mut owner = Vec::new();
+    for _ in 0..16 {
+        let id = Uuid::new_v4();
+        let before = get(&lb.http(&format!("/api/sessions/{id}"))).await;
+        assert_eq!(before.status(), StatusCode::NOT_FOUND);
+        let routed = answered_by(&before);
+        let resp = create(&lb.http(""), Some(id), json!({"assistant": "shell"})).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        let created_on = answered_by(&resp);
+        assert_eq!(
+            created_on, routed,
+            "session {id} created where its uuid is routed"
+        );
+        let other = if created_on == "alpha" {
+            "beta"
+        } else {
+            "alpha"
+        };
+        assert_eq!(
+            get(&format!("{}/api/sessions/{id}", direct(&created_on)))
+                .await
+                .status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            get(&format!("{}/api/sessions/{id}", direct(other)))
+                .await
+                .status(),
+            StatusCode::NOT_FOUND,
+            "{id} is not on {other}"
+        );
+        owner.push((id, created_on));
+    }
+    let hosts: BTreeSet<&str> = owner.iter().map(|(_, h)| h.as_str()).collect();
+    assert_eq!(hosts.len(), 2, "16 uuids spread over both hosts: {owner:?}");
+
+    // Every later request for a uuid reaches its host.
+    for (id, home) in &owner {
+        let resp = get(&lb.http(&format!("/api/sessions/{id}"))).await;
+        assert_eq!(
+            (resp.status(), answered_by(&resp)),
+            (StatusCode::OK, home.clone())
+        );
+    }
+    let one_each = ["alpha", "beta"].map(|h| owner.iter().find(|(_, o)| o == h).unwrap().clone());
+    for (id, home) in &one_each {
+        // The page, the replay page, REST, the SSE log, the recording, share links.
+        for path in [
+            format!("/session/{id}"),
+            format!("/replay/{id}"),
+            format!("/api/sessions/{id}/scrollback"),
+            format!("/api/sessions/{id}/share"),
+            format!("/api/recordings/{id}"),
+            format!("/api/sessions/{id}/recording"),
+        ] {
+            let resp = get(&lb.http(&path)).await;
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            assert_eq!(&answered_by(&resp), home, "{path}");
+        }
+        let log = get(&lb.http(&format!("/api/sessions/{id}/log?tail=5"))).await;
+        assert_eq!(log.status(), StatusCode::OK);
+        assert_eq!(&answered_by(&log), home, "SSE log");
+        assert!(log.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        let share = http()
+            .post(lb.http(&format!("/api/sessions/{id}/share")))
+            .bearer_auth(TOKEN)
+            .json(&json!({"role": "viewer"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            (share.status(), &answered_by(&share)),
+            (StatusCode::CREATED, home)
+        );
+        let share: Value = share.json().await.unwrap();
+        let renamed = http()
+            .patch(lb.http(&format!("/api/sessions/{id}")))
+            .bearer_auth(TOKEN)
+            .json(&json!({"name": format!("on-{home}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            (renamed.status(), &answered_by(&renamed)),
+            (StatusCode::OK, home)
+        );
+
+        // The WebSocket joins the session there (a wrong host would create a new one).
+        let (ws_host, status) = ws_join(&lb.ws(&format!("/ws/{id}?token={TOKEN}"))).await;
+        assert_eq!(&ws_host, home, "WebSocket");
+        assert_eq!(status["sessionUUID"], id.to_string());
+        assert_eq!(status["sessionName"], format!("on-{home}"));
+        // A share link's token works through nginx: it reaches the host that made it.
+        let token = share["token"].as_str().unwrap();
+        let (ws_host, status) = ws_join(&lb.ws(&format!("/ws/{id}?token={token}"))).await;
+        assert_eq!((&ws_host, &status["readOnly"]), (home, &json!(true)));
+        let raw = tokio_tungstenite::connect_async(lb.ws(&format!("/ws/{id}/raw?token={TOKEN}")))
+            .await
+            .unwrap()
+            .1;
+        assert_eq!(raw.headers()["x-ptyhub-host"], home.as_str(), "raw dialect");
+    }
+
+    // A WebSocket to a new uuid creates the session on the host the uuid hashes to.
+    let fresh = Uuid::new_v4();
+    let routed = answered_by(&get(&lb.http(&format!("/api/sessions/{fresh}"))).await);
+    let (ws_host, _) = ws_join(&lb.ws(&format!("/ws/{fresh}?token={TOKEN}&assistant=shell"))).await;
+    assert_eq!(ws_host, routed);
+    owner.push((fresh, routed));
+
+    // Requests that name no session go to either host.
+    let mut seen = BTreeSet::new();
+    for _ in 0..10 {
+        seen.insert(answered_by(&get(&lb.http("/api/sessions")).await));
+    }
+    assert_eq!(seen.len(), 2, "requests without a uuid spread: {seen:?}");
+
+    // DELETE through nginx ends it on its host.
+    let (gone, gone_home) = owner.remove(0);
+    let del = http()
+        .delete(lb.http(&format!("/api/sessions/{gone}")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (del.status(), answered_by(&del)),
+        (StatusCode::NO_CONTENT, gone_home.clone())
+    );
+    assert_eq!(
+        get(&format!("{}/api/sessions/{gone}", direct(&gone_home)))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+
+    // alpha's merged list: both hosts' sessions, each marked; the hung peer unreachable.
+    let merged: Value = get(&alpha.http("/api/sessions?all=1"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(merged["host"], "alpha");
+    let listed: BTreeSet<(String, String)> = merged["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_owned(),
+                s["host"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    // alpha's earlier test sessions: none; both hosts' sessions are all the ones made here.
+    let want: BTreeSet<(String, String)> = owner
+        .iter()
+        .map(|(id, h)| (id.to_string(), h.clone()))
+        .collect();
+    assert_eq!(listed, want);
+    let hosts = merged["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 3, "{merged}");
+    assert_eq!(
+        (&hosts[0]["host"], &hosts[0]["reachable"]),
+        (&json!("alpha"), &json!(true))
+    );
+    assert_eq!(hosts[0]["url"], Value::Null);
+    assert_eq!(
+        (&hosts[1]["host"], &hosts[1]["url"]),
+        (&json!("beta"), &json!(beta_url))
+    );
+    assert_eq!(hosts[1]["reachable"], true);
+    assert_eq!(
+        (&hosts[2]["url"], &hosts[2]["reachable"]),
+        (&json!(hung_url), &json!(false))
+    );
+    assert!(
+        hosts[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within"),
+        "{merged}"
+    );
+    // The plain list stays this host's own.
+    let own: Vec<Value> = get(&alpha.http("/api/sessions"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(own.len() < want.len() && !own.is_empty());
+
+    // beta stopped: listed as unreachable, alpha's own sessions still there.
+    drop(beta.take());
+    let merged: Value = get(&alpha.http("/api/sessions?all=1"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let hosts = merged["hosts"].as_array().unwrap();
+    assert_eq!(
+        (&hosts[1]["url"], &hosts[1]["reachable"]),
+        (&json!(beta_url), &json!(false))
+    );
+    assert!(hosts[1]["error"].is_string(), "{merged}");
+    let hosts_listed: BTreeSet<&str> = merged["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts_listed, BTreeSet::from(["alpha"]));
+    let _ = lb.dir.path();
+}
