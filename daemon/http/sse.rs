@@ -48,19 +48,26 @@ pub fn encode(out: &mut String, id: Option<u64>, event: Option<&str>, data: &str
         out.push('\n');
     }
     // Any of the spec's line ends (CRLF, CR, LF) splits data lines; a reader joins them with
-    // "\n".
-    let normalized;
-    let data = if data.contains('\r') {
-        normalized = data.replace("\r\n", "\n").replace('\r', "\n");
-        &normalized
-    } else {
-        data
-    };
-    for line in data.split('\n') {
+    // "\n". One pass over the text for both ends (an exec's output is mostly short lines).
+    let bytes = data.as_bytes();
+    let mut start = 0;
+    let mut lf_of_crlf = None;
+    for end in memchr::memchr2_iter(b'\r', b'\n', bytes) {
+        if lf_of_crlf == Some(end) {
+            start = end + 1;
+            continue;
+        }
         out.push_str("data: ");
-        out.push_str(line);
+        out.push_str(&data[start..end]);
         out.push('\n');
+        if bytes[end] == b'\r' && bytes.get(end + 1) == Some(&b'\n') {
+            lf_of_crlf = Some(end + 1);
+        }
+        start = end + 1;
     }
+    out.push_str("data: ");
+    out.push_str(&data[start..]);
+    out.push('\n');
     out.push('\n');
 }
 
@@ -307,6 +314,24 @@ pub(super) fn log(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Every line end the spec knows splits a data line, exactly as replacing CRLF and CR
+        /// by LF and splitting there would.
+        #[test]
+        fn data_lines_split_at_every_line_end(data in "[a\\r\\n\u{e9}]{0,40}") {
+            let mut out = String::new();
+            encode(&mut out, None, None, &data);
+            let mut want = String::new();
+            for line in data.replace("\r\n", "\n").replace('\r', "\n").split('\n') {
+                want.push_str("data: ");
+                want.push_str(line);
+                want.push('\n');
+            }
+            want.push('\n');
+            proptest::prop_assert_eq!(out, want);
+        }
+    }
 
     #[test]
     fn events_in_the_wire_format() {
