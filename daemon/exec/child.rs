@@ -14,10 +14,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncReadExt, Interest};
-use tokio::net::unix::pipe::Receiver;
-use tokio::net::TcpStream;
-use tokio::process::ChildStdin;
+use tokio::io::AsyncReadExt;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::protocol::pipe::Stream;
 use crate::session::process::{signal_group, SpawnError};
@@ -53,13 +51,8 @@ pub struct ExecChild {
     marker: String,
     child: tokio::process::Child,
     stdin: Option<ChildStdin>,
-    /// The output pipes, as tokio pipes: they expose readiness, which [`ExecChild::splice`]
-    /// needs (tokio's `ChildStdout` does not).
-    stdout: Option<Receiver>,
-    stderr: Option<Receiver>,
-    /// Whether [`ExecChild::next`] reports buffered output as [`Event::Ready`] instead of
-    /// reading it.
-    splicing: bool,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
     /// Read buffers, one per stream: a piece is split off each read and the memory is taken
     /// back once the piece has been sent, instead of a new allocation per read.
     bufs: [BytesMut; 2],
@@ -105,19 +98,6 @@ pub fn spawn(spec: &ExecSpec<'_>) -> Result<ExecChild, SpawnError> {
     if let Some(err) = &child.stderr {
         let _ = rustix::pipe::fcntl_setpipe_size(err, READ_BYTES);
     }
-    let pipe = |fd: std::io::Result<std::os::fd::OwnedFd>| {
-        fd.and_then(Receiver::from_owned_fd).map_err(fail)
-    };
-    let stdout = child
-        .stdout
-        .take()
-        .map(|out| pipe(out.into_owned_fd()))
-        .transpose()?;
-    let stderr = child
-        .stderr
-        .take()
-        .map(|err| pipe(err.into_owned_fd()))
-        .transpose()?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -126,9 +106,8 @@ pub fn spawn(spec: &ExecSpec<'_>) -> Result<ExecChild, SpawnError> {
         pid,
         marker,
         stdin: child.stdin.take(),
-        stdout,
-        stderr,
-        splicing: false,
+        stdout: child.stdout.take(),
+        stderr: child.stderr.take(),
         child,
         bufs: [BytesMut::new(), BytesMut::new()],
         exit: None,
@@ -142,9 +121,6 @@ pub enum Event {
     /// Bytes one stream carried: the stream's tag byte first ([`Stream::tag`]), then the
     /// bytes (never none).
     Output(Stream, Bytes),
-    /// In splice mode: this many bytes (never none) wait in one stream's pipe, for
-    /// [`ExecChild::splice`] to move them.
-    Ready(Stream, usize),
     /// The program has exited and its output is all read (or given up on after the drain).
     Exited(ExitInfo),
 }
@@ -177,16 +153,15 @@ impl ExecChild {
             let drain_until = self.drain_until;
             let exited = self.exit.is_some();
             let [out_buf, err_buf] = &mut self.bufs;
-            let splicing = self.splicing;
             tokio::select! {
-                got = read(&mut self.stdout, out_buf, Stream::Stdout, splicing), if self.stdout.is_some() => {
-                    if let Some(event) = got {
-                        return event;
+                got = read(&mut self.stdout, out_buf, Stream::Stdout), if self.stdout.is_some() => {
+                    if let Some(bytes) = got {
+                        return Event::Output(Stream::Stdout, bytes);
                     }
                 }
-                got = read(&mut self.stderr, err_buf, Stream::Stderr, splicing), if self.stderr.is_some() => {
-                    if let Some(event) = got {
-                        return event;
+                got = read(&mut self.stderr, err_buf, Stream::Stderr), if self.stderr.is_some() => {
+                    if let Some(bytes) = got {
+                        return Event::Output(Stream::Stderr, bytes);
                     }
                 }
                 status = self.child.wait(), if !exited => {
@@ -199,44 +174,6 @@ impl ExecChild {
                 _ = sleep_until(drain_until), if drain_until.is_some() => {}
             }
         }
-    }
-
-    /// From now on, output waiting in a pipe is reported as [`Event::Ready`], for the caller
-    /// to [`splice`](Self::splice) to its socket without copying it through the daemon.
-    pub fn splice_mode(&mut self) {
-        self.splicing = true;
-    }
-
-    /// Moves exactly `len` bytes from `stream`'s pipe to `tcp` with `splice(2)`: the pages go
-    /// from the pipe to the socket inside the kernel. `len` must be what [`Event::Ready`]
-    /// reported: only this reads the pipe, so they are all there. Waits while the socket is
-    /// full (a client that does not read stalls only its own program).
-    pub async fn splice(
-        &mut self,
-        stream: Stream,
-        len: usize,
-        tcp: &TcpStream,
-    ) -> std::io::Result<()> {
-        let pipe = match stream {
-            Stream::Stdout => self.stdout.as_ref(),
-            Stream::Stderr => self.stderr.as_ref(),
-        }
-        .ok_or_else(|| std::io::Error::other("the pipe is closed"))?;
-        let mut left = len;
-        while left > 0 {
-            let flags = rustix::pipe::SpliceFlags::MOVE | rustix::pipe::SpliceFlags::NONBLOCK;
-            let moved = tcp
-                .async_io(Interest::WRITABLE, || {
-                    rustix::pipe::splice(pipe, None, tcp, None, left, flags)
-                        .map_err(std::io::Error::from)
-                })
-                .await?;
-            if moved == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            left -= moved;
-        }
-        Ok(())
     }
 
     /// Sends `signal` to the process group, while the program runs.
@@ -303,43 +240,21 @@ impl Drop for ExecChild {
     }
 }
 
-/// The next piece of one pipe: read (after its tag byte), or in splice mode only counted when
-/// bytes are waiting; `None` (and the pipe closed) at its end. Cancel-safe: nothing is read
-/// unless it completes.
-async fn read(
-    pipe: &mut Option<Receiver>,
+/// Reads the next piece of one pipe, after its tag byte; `None` (and the pipe closed) at its
+/// end. Cancel-safe: nothing is read unless it completes.
+async fn read<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
     buf: &mut BytesMut,
     stream: Stream,
-    splicing: bool,
-) -> Option<Event> {
+) -> Option<Bytes> {
     let r = pipe.as_mut()?;
     if buf.is_empty() {
         // Takes back the memory of the pieces already sent and dropped.
         buf.reserve(READ_BYTES + 1);
         buf.extend_from_slice(&[stream.tag()]);
     }
-    let got = if splicing {
-        loop {
-            if r.readable().await.is_err() {
-                break Err(());
-            }
-            if let Ok(n @ 1..) = rustix::io::ioctl_fionread(&*r) {
-                // One frame at most per pipe's worth, as when reading.
-                let n = usize::try_from(n).unwrap_or(READ_BYTES).min(READ_BYTES);
-                return Some(Event::Ready(stream, n));
-            }
-            // Nothing waiting: the pipe's end, bytes that came just now, or a readiness that
-            // an earlier splice used up (tokio forgets it only on `WouldBlock`, then waits).
-            match r.try_read_buf(buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                got => break got.map_err(drop),
-            }
-        }
-    } else {
-        r.read_buf(buf).await.map_err(drop)
-    };
-    match got {
-        Ok(n) if n > 0 => Some(Event::Output(stream, buf.split().freeze())),
+    match r.read_buf(buf).await {
+        Ok(n) if n > 0 => Some(buf.split().freeze()),
         _ => {
             *pipe = None;
             None

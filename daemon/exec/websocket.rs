@@ -29,7 +29,7 @@ use crate::protocol::pipe::{self, PipeRequest, ServerMessage};
 use crate::protocol::{Inbound, Outbound};
 use crate::session::{ExitInfo, SessionGone};
 use crate::viewer::reader::{read_loop, Local, OnMessage, Replies};
-use crate::viewer::transport::{push_binary_head, push_frame, push_head};
+use crate::viewer::transport::{push_frame, push_head};
 use crate::viewer::{socket, CLOSE_GRACE};
 
 type Io = TokioIo<Upgraded>;
@@ -72,11 +72,6 @@ pub async fn run(
     let halves = socket::split(ws.into_inner());
     let mut write = halves.write;
     let tcp = halves.tcp;
-    // Output goes from the pipes to the socket inside the kernel when the connection is a
-    // plain TCP stream: the bytes are never copied through the daemon.
-    if tcp.is_some() {
-        child.splice_mode();
-    }
     let overrun = CancellationToken::new();
     let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let (signal_tx, mut signals) = mpsc::channel(SIGNAL_QUEUE);
@@ -121,18 +116,6 @@ pub async fn run(
                         send_output(&mut write, &mut out, &bytes).await?;
                         METRICS.bytes_out.add(bytes.len() as u64 - 1);
                     }
-                    Event::Ready(stream, len) => {
-                        // Splicing is on only with the TCP stream in hand.
-                        let Some(tcp) = tcp.as_deref() else {
-                            return Err(std::io::Error::other("splicing without a TCP stream"));
-                        };
-                        out.clear();
-                        push_binary_head(&mut out, len + 1);
-                        out.push(stream.tag());
-                        write.write_all(&out).await?;
-                        child.splice(stream, len, tcp).await?;
-                        METRICS.bytes_out.add(len as u64);
-                    }
                     Event::Exited(info) => return Ok::<_, std::io::Error>(End::Exited(info)),
                 },
             }
@@ -142,7 +125,7 @@ pub async fn run(
         end = pump => end.unwrap_or(End::ClientGone(None)),
         _ = overrun.cancelled() => End::ClientGone(Some((1008, "not reading: too much queued for this connection"))),
         _ = execs.shutdown.cancelled() => End::Shutdown,
-        _ = peer_gone(tcp.clone()) => End::ClientGone(None),
+        _ = peer_gone(tcp) => End::ClientGone(None),
     };
     let (exit, close) = match end {
         End::Exited(info) => {

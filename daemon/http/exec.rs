@@ -293,8 +293,6 @@ async fn pump(child: &mut ExecChild, sink: &Sink, carry: &mut [TextCarry; 2]) ->
                     return End::ClientGone;
                 }
             }
-            // Only pipe mode turns splicing on.
-            Event::Ready(..) => unreachable!("an SSE exec never splices"),
             Event::Exited(info) => return End::Exited(info),
         }
     }

@@ -102,21 +102,6 @@ pub fn push_head(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
     out.extend_from_slice(&head[..n]);
 }
 
-/// Appends the header of an unmasked, final binary frame of `len` bytes, for a payload that
-/// is not in memory (spliced from a pipe). RFC 6455 section 5.2; `push_head` agrees (tested).
-pub fn push_binary_head(out: &mut Vec<u8>, len: usize) {
-    out.push(0x82);
-    if let Ok(short @ 0..=125) = u8::try_from(len) {
-        out.push(short);
-    } else if let Ok(medium) = u16::try_from(len) {
-        out.push(126);
-        out.extend_from_slice(&medium.to_be_bytes());
-    } else {
-        out.push(127);
-        out.extend_from_slice(&(len as u64).to_be_bytes());
-    }
-}
-
 /// Writes whole messages to a transport, remembering whether a write was cut off part way
 /// (then no further frame may follow it on the wire).
 pub struct Sink<T> {
@@ -178,20 +163,6 @@ impl<T: Transport> Sink<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_binary_head_by_length_is_the_crate_s_head() {
-        let zeros = vec![0u8; 70_000];
-        for len in (0..300).chain(65_500..70_000) {
-            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-            push_binary_head(&mut ours, len);
-            push_head(&mut theirs, OpCode::Binary, &zeros[..len]);
-            assert_eq!(ours, theirs, "{len}");
-        }
-        let mut big = Vec::new();
-        push_binary_head(&mut big, 1 << 32);
-        assert_eq!(big, [0x82, 127, 0, 0, 0, 1, 0, 0, 0, 0]);
-    }
 
     #[test]
     fn websocket_frames_are_unmasked_and_whole() {
