@@ -12,6 +12,7 @@
 //! how an assistant's command is resolved and found is in `assistants`.
 
 mod assistants;
+mod deploy;
 mod layers;
 mod values;
 
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
+pub use deploy::{canonical, ProxyConfig, ServerConfig, TlsConfig};
 use layers::build;
 
 /// The embedded default configuration, which is also the documented example.
@@ -40,6 +42,12 @@ pub const ENV_LISTEN: &str = "PTYHUB_LISTEN";
 pub struct Config {
     /// Address the HTTP/WebSocket server listens on.
     pub listen: SocketAddr,
+    /// `[server]`, `[tls]`, `[proxy]`: where it is mounted, its certificate, its proxies.
+    pub server: ServerConfig,
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
+    /// Trusted reverse proxies.
+    pub proxy: ProxyConfig,
     /// Settings of each session.
     pub session: SessionConfig,
     /// Settings of each connected viewer.

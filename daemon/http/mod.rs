@@ -5,11 +5,13 @@ mod accept;
 pub mod connections;
 mod exec;
 mod guard;
+pub mod proxy;
 mod recordings;
 mod reply;
 mod rest;
 mod routes;
 mod sse;
+pub mod tls;
 mod upgrade;
 
 use std::sync::Arc;
