@@ -359,7 +359,7 @@ impl Client {
         let (ws, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(url))
             .await
             .map_err(|_| tokio_tungstenite::tungstenite::Error::ConnectionClosed)??;
-        Ok(Self::over(ws))
+        Ok(Self::from_ws(ws))
     }
 
     /// A `wss://` client trusting what `tls` trusts (e.g. a test CA).
@@ -374,10 +374,11 @@ impl Client {
             .await
             .unwrap_or_else(|_| panic!("connect {url}: timed out"))
             .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-        Self::over(ws)
+        Self::from_ws(ws)
     }
 
-    fn over(ws: Ws) -> Client {
+    /// A client over an already open WebSocket.
+    pub fn from_ws(ws: Ws) -> Client {
         Client {
             ws,
             term: vt100::Parser::new(
