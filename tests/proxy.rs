@@ -55,7 +55,10 @@ async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
     assert_eq!(bad_token(&d, Some("192.0.2.4")).await, 429);
     assert_eq!(bad_token(&d, None).await, 429);
     let log = d.log_text();
-    assert!(!log.contains("192.0.2."), "a spoofed address was logged:\n{log}");
+    assert!(
+        !log.contains("192.0.2."),
+        "a spoofed address was logged:\n{log}"
+    );
     assert!(log.contains("peer=127.0.0.1:"), "{log}");
 
     // Nor does a spoofed X-Forwarded-Host pass the origin check, or -Proto make a cookie Secure.
@@ -166,7 +169,12 @@ async fn base_path_puts_pages_routes_cookies_and_links_under_it() {
     assert_eq!(get("/healthz").await.expect("GET").status(), 200);
     assert_eq!(get("/ptyhub/healthz").await.expect("GET").status(), 200);
     // Pages carry the base; their assets are served under it.
-    let page = get("/ptyhub/").await.expect("GET").text().await.expect("body");
+    let page = get("/ptyhub/")
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("body");
     assert!(page.contains("<base href=\"/ptyhub/\">"), "{page}");
     assert!(page.contains("href=\"app.css\""), "{page}");
     assert_eq!(get("/ptyhub/app.css").await.expect("GET").status(), 200);
@@ -212,7 +220,10 @@ async fn base_path_puts_pages_routes_cookies_and_links_under_it() {
         .await
         .expect("json");
     let url = share["url"].as_str().expect("url");
-    assert!(url.starts_with(&format!("/ptyhub/session/{id}?token=")), "{share}");
+    assert!(
+        url.starts_with(&format!("/ptyhub/session/{id}?token=")),
+        "{share}"
+    );
     assert_eq!(
         share["href"].as_str(),
         Some(format!("http://{}{url}", d.addr).as_str())
@@ -343,7 +354,10 @@ pub async fn start_nginx(bin: &Path, upstream: SocketAddr, cert: &Path, key: &Pa
                 );
                 break;
             }
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 return Nginx { child, port, dir };
             }
             assert!(std::time::Instant::now() < deadline, "nginx did not listen");

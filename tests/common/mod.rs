@@ -370,11 +370,11 @@ impl Client {
             false,
             Some(tokio_tungstenite::Connector::Rustls(tls)),
         );
-        let (ws, _) = tokio::time::timeout(TIMEOUT, connect)
-            .await
-            .unwrap_or_else(|_| panic!("connect {url}: timed out"))
-            .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-        Self::from_ws(ws)
+        match tokio::time::timeout(TIMEOUT, connect).await {
+            Ok(Ok((ws, _))) => Self::from_ws(ws),
+            Ok(Err(e)) => panic!("connect {url}: {e}"),
+            Err(_) => panic!("connect {url}: timed out"),
+        }
     }
 
     /// A client over an already open WebSocket.
