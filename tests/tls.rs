@@ -234,7 +234,11 @@ async fn start_up_stops_with_a_clear_error() {
     let (a, b) = (pki(), pki());
     let (cert, key) = install(dir.path(), &a);
     let missing = dir.path().join("nope.pem");
-    let start = |config: String| match Daemon::try_start_launch(&config, |l| l) {
+    // No backtrace after the message: the launcher's error quotes only the end of the log.
+    let quiet = |l: common::launcher::Launch| {
+        l.env("RUST_BACKTRACE", "0").env("RUST_LIB_BACKTRACE", "0")
+    };
+    let start = |config: String| match Daemon::try_start_launch(&config, quiet) {
         Ok(_) => panic!("started with {config}"),
         Err(e) => format!("{e:#}"),
     };
