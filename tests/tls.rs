@@ -235,9 +235,8 @@ async fn start_up_stops_with_a_clear_error() {
     let (cert, key) = install(dir.path(), &a);
     let missing = dir.path().join("nope.pem");
     // No backtrace after the message: the launcher's error quotes only the end of the log.
-    let quiet = |l: common::launcher::Launch| {
-        l.env("RUST_BACKTRACE", "0").env("RUST_LIB_BACKTRACE", "0")
-    };
+    let quiet =
+        |l: common::launcher::Launch| l.env("RUST_BACKTRACE", "0").env("RUST_LIB_BACKTRACE", "0");
     let start = |config: String| match Daemon::try_start_launch(&config, quiet) {
         Ok(_) => panic!("started with {config}"),
         Err(e) => format!("{e:#}"),
@@ -309,4 +308,50 @@ async fn a_live_upgrade_keeps_serving_tls() {
     after.resize(24, 80).await;
     after.wait_json("ready").await;
     after.run("echo $MARK-$((1+1))", "kept-over-2").await;
+}
+
+/// Starts the binary listening on every interface (a token set, so it may), reads its first
+/// line, stops it, and returns what it logged.
+fn log_of_a_wide_listen(extra: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!("listen = \"0.0.0.0:0\"\n{}", common::config(extra)),
+    )
+    .expect("write");
+    let log = dir.path().join("log");
+    let mut child = common::KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--token", TOKEN])
+            .env_remove("PTYHUB_LISTEN")
+            .env("XDG_STATE_HOME", dir.path())
+            .env("RUST_LOG", "ptyhub=info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn"),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.0.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("first line");
+    assert!(line.starts_with("ptyhub listening on "), "{line}");
+    kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+    assert!(child.0.wait().expect("wait").success());
+    std::fs::read_to_string(&log).expect("log")
+}
+
+#[test]
+fn plain_http_beyond_loopback_without_a_trusted_proxy_is_warned_about() {
+    const WARNING: &str = "listening beyond loopback over plain HTTP";
+    let log = log_of_a_wide_listen("");
+    assert!(log.contains(WARNING), "{log}");
+    // A TLS proxy in front, listed as trusted: no warning.
+    let log = log_of_a_wide_listen("[proxy]\ntrusted = [\"127.0.0.1/32\"]\n");
+    assert!(!log.contains(WARNING), "{log}");
 }
