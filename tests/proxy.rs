@@ -228,6 +228,23 @@ async fn base_path_puts_pages_routes_cookies_and_links_under_it() {
         share["href"].as_str(),
         Some(format!("http://{}{url}", d.addr).as_str())
     );
+    // The command-line client, given the server under its prefix, prints links under it once.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args(["share", &id.to_string()])
+        .env("PTYHUB_URL", format!("http://{}/ptyhub", d.addr))
+        .env("PTYHUB_TOKEN", TOKEN)
+        .output()
+        .expect("ptyhub share");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(&format!("http://{}/ptyhub/session/{id}?token=", d.addr)),
+        "{printed}"
+    );
 }
 
 // ---- real nginx ----------------------------------------------------------------------------
