@@ -262,7 +262,15 @@ fn main() -> anyhow::Result<()> {
     };
     let loaded = ptyhub::config::load(args.config.as_deref(), args.listen.as_deref())
         .map_err(anyhow::Error::from)
-        .and_then(|cfg| token_source(&args, &cfg).map(|token| (cfg, token)));
+        .and_then(|cfg| token_source(&args, &cfg).map(|token| (cfg, token)))
+        // The certificate and key are read here too, so that `--check-config` (and with it a
+        // live upgrade) refuses a pair the daemon could not serve with.
+        .and_then(|(cfg, token)| match &cfg.tls {
+            Some(files) => ptyhub::http::tls::Tls::load(files)
+                .map(|_| (cfg, token))
+                .map_err(anyhow::Error::msg),
+            None => Ok((cfg, token)),
+        });
     let (cfg, token) = match loaded {
         Ok(loaded) => loaded,
         Err(e) if args.check_config => {

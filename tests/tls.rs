@@ -355,3 +355,51 @@ fn plain_http_beyond_loopback_without_a_trusted_proxy_is_warned_about() {
     let log = log_of_a_wide_listen("[proxy]\ntrusted = [\"127.0.0.1/32\"]\n");
     assert!(!log.contains(WARNING), "{log}");
 }
+
+#[tokio::test]
+async fn a_live_upgrade_with_a_broken_certificate_is_refused_and_the_old_image_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, other) = (pki(), pki());
+    let (cert, key) = install(dir.path(), &p);
+    let d = Daemon::start_with(&tls_config(&cert, &key));
+    let trust = client_config(&[&p.ca], BOTH);
+    let http = reqwest_trusting(&p);
+    let id = Uuid::new_v4();
+    let mut c = Client::connect_tls(
+        &wss(&d, id, &format!("?assistant=shell&token={TOKEN}")),
+        trust.clone(),
+    )
+    .await;
+    c.resize(24, 80).await;
+    c.wait_screen("$ ").await;
+    std::fs::write(&key, &other.key_pem).expect("write");
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGUSR2).expect("SIGUSR2");
+    let version = eventually_async_value(&http, &d).await;
+    assert_eq!(version["upgrades"], 0, "{version}");
+    let why = version["lastUpgradeError"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("does not go with certificate"), "{version}");
+    // Same image, same socket, same certificate.
+    c.run("echo on-$((6*7))", "on-42").await;
+    assert_eq!(presented(&d, trust).await.0, p.leaf);
+}
+
+/// `/api/version` once it reports a failed upgrade.
+async fn eventually_async_value(http: &reqwest::Client, d: &Daemon) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    loop {
+        let v: Option<serde_json::Value> = match http.get(https(d, "/api/version")).send().await {
+            Ok(r) => r.json().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(v) = v.filter(|v| !v["lastUpgradeError"].is_null()) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failed upgrade reported"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
