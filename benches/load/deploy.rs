@@ -15,7 +15,7 @@ use tokio::time::timeout_at;
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use crate::client::{is_snapshot_chunk, Conn, STEP_TIMEOUT};
+use crate::client::{contains, is_snapshot_chunk, Conn, STEP_TIMEOUT};
 use crate::daemon::{config, Daemon};
 use crate::flood::MarkerScan;
 use crate::report::{fail, ms, pct_us, round3, Report};
@@ -169,6 +169,7 @@ async fn flood(p: &Path3, file: &Path) -> Result<f64> {
         file.display()
     );
     let mut scan = MarkerScan::new(format!("FLOOD-END-{}-MARK", 1000 + n).into_bytes());
+    let mut resyncs = 0;
     let start = Instant::now();
     conn.send(cmd.as_bytes()).await?;
     let deadline = start + Duration::from_secs(300);
@@ -176,11 +177,24 @@ async fn flood(p: &Path3, file: &Path) -> Result<f64> {
         match timeout_at(deadline.into(), conn.ws.next()).await {
             Err(_) => bail!("the flood did not end within 300 s"),
             Ok(None) | Ok(Some(Err(_))) => bail!("the connection ended"),
-            Ok(Some(Ok(Message::Binary(b)))) if !is_snapshot_chunk(&b) && scan.feed(&b) => break,
+            // A viewer that fell behind is brought up to date by a snapshot: the marker may
+            // arrive in one.
+            Ok(Some(Ok(Message::Binary(b)))) if is_snapshot_chunk(&b) => {
+                if let Some(ansi) = conn.snapshots.push(&b)? {
+                    resyncs += 1;
+                    if contains(&ansi, &scan.marker) {
+                        break;
+                    }
+                }
+            }
+            Ok(Some(Ok(Message::Binary(b)))) if scan.feed(&b) => break,
             Ok(Some(Ok(_))) => {}
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    if resyncs > 0 {
+        eprintln!("load:   {} resynced by snapshot {resyncs} times", p.name);
+    }
     let _ = conn.ws.close(None).await;
     Ok(secs)
 }
