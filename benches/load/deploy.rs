@@ -31,6 +31,11 @@ pub(crate) struct DeployRow {
     rtt: Vec<Duration>,
     /// Flood seconds of each run, in order.
     flood: Vec<f64>,
+    /// Output bytes each flood streamed to the viewer (the rest was skipped by a resync
+    /// snapshot when the viewer fell behind), in order.
+    streamed: Vec<u64>,
+    /// Resync snapshots over all floods.
+    resyncs: usize,
 }
 
 /// How a client reaches the daemon.
@@ -98,6 +103,8 @@ async fn deploy(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<Vec<
             path: p.name,
             rtt: Vec::new(),
             flood: Vec::new(),
+            streamed: Vec::new(),
+            resyncs: 0,
         })
         .collect();
     // Rounds across the paths, so that each path's figures come from the same moments.
@@ -109,11 +116,12 @@ async fn deploy(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<Vec<
                     .await
                     .with_context(|| format!("echo {}", p.name))?,
             );
-            row.flood.push(
-                flood(p, &file.path)
-                    .await
-                    .with_context(|| format!("flood {}", p.name))?,
-            );
+            let (secs, streamed, resyncs) = flood(p, &file.path)
+                .await
+                .with_context(|| format!("flood {}", p.name))?;
+            row.flood.push(secs);
+            row.streamed.push(streamed);
+            row.resyncs += resyncs;
         }
     }
     for row in &mut rows {
@@ -157,8 +165,9 @@ async fn echo(p: &Path3, samples: usize) -> Result<Vec<Duration>> {
     Ok(rtt)
 }
 
-/// Seconds from typing `cat FILE; echo MARK` to the marker's arrival.
-async fn flood(p: &Path3, file: &Path) -> Result<f64> {
+/// Seconds from typing `cat FILE; echo MARK` to the marker's arrival, output bytes streamed,
+/// and resync snapshots.
+async fn flood(p: &Path3, file: &Path) -> Result<(f64, u64, usize)> {
     let id = Uuid::new_v4();
     let url = format!("{}/ws/{id}?assistant=shell", p.root);
     let mut conn = Conn::open_tls(url, p.tls.clone()).await?;
@@ -169,7 +178,7 @@ async fn flood(p: &Path3, file: &Path) -> Result<f64> {
         file.display()
     );
     let mut scan = MarkerScan::new(format!("FLOOD-END-{}-MARK", 1000 + n).into_bytes());
-    let mut resyncs = 0;
+    let (mut resyncs, mut streamed) = (0, 0u64);
     let start = Instant::now();
     conn.send(cmd.as_bytes()).await?;
     let deadline = start + Duration::from_secs(300);
@@ -187,16 +196,23 @@ async fn flood(p: &Path3, file: &Path) -> Result<f64> {
                     }
                 }
             }
-            Ok(Some(Ok(Message::Binary(b)))) if scan.feed(&b) => break,
+            Ok(Some(Ok(Message::Binary(b)))) => {
+                streamed += b.len() as u64;
+                if scan.feed(&b) {
+                    break;
+                }
+            }
             Ok(Some(Ok(_))) => {}
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    if resyncs > 0 {
-        eprintln!("load:   {} resynced by snapshot {resyncs} times", p.name);
-    }
+    eprintln!(
+        "load:   {:.3} s, {:.1} MiB streamed, {resyncs} resyncs",
+        secs,
+        streamed as f64 / 1048576.0
+    );
     let _ = conn.ws.close(None).await;
-    Ok(secs)
+    Ok((secs, streamed, resyncs))
 }
 
 pub(crate) fn print(s: &Settings, rows: &[DeployRow], out: &mut Map<String, Value>) {
@@ -208,8 +224,11 @@ pub(crate) fn print(s: &Settings, rows: &[DeployRow], out: &mut Map<String, Valu
         s.flood_repeat.max(1)
     );
     println!(
-        "{:<20} {:>9} {:>9} {:>11} {:>13}",
-        "path", "echo p50", "echo p99", "flood med s", "flood / plain"
+        "(a viewer that falls behind is resynced by a snapshot: 'streamed' is the output it got)"
+    );
+    println!(
+        "{:<20} {:>9} {:>9} {:>11} {:>13} {:>13} {:>8}",
+        "path", "echo p50", "echo p99", "flood med s", "flood / plain", "streamed MiB", "resyncs"
     );
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
@@ -220,13 +239,16 @@ pub(crate) fn print(s: &Settings, rows: &[DeployRow], out: &mut Map<String, Valu
     let mut json_rows = Vec::new();
     for r in rows {
         let m = median(&r.flood);
+        let streamed: Vec<f64> = r.streamed.iter().map(|&b| b as f64 / 1048576.0).collect();
         println!(
-            "{:<20} {:>9} {:>9} {:>11.3} {:>13.2}",
+            "{:<20} {:>9} {:>9} {:>11.3} {:>13.2} {:>13.1} {:>8}",
             r.path,
             ms(pct_us(&r.rtt, 0.50)),
             ms(pct_us(&r.rtt, 0.99)),
             m,
-            m / plain
+            m / plain,
+            median(&streamed),
+            r.resyncs
         );
         json_rows.push(json!({
             "path": r.path,
@@ -234,6 +256,8 @@ pub(crate) fn print(s: &Settings, rows: &[DeployRow], out: &mut Map<String, Valu
             "echo_p99_us": pct_us(&r.rtt, 0.99),
             "flood_seconds": r.flood.iter().map(|&x| round3(x)).collect::<Vec<_>>(),
             "flood_median_over_plain": round3(m / plain),
+            "flood_streamed_bytes": r.streamed,
+            "flood_resyncs": r.resyncs,
         }));
     }
     out.insert("deploy".into(), Value::Array(json_rows));
