@@ -81,13 +81,6 @@ pub(super) async fn route(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    let path = match proxy::mount(&state.cfg.server.base_path, req.uri().path()) {
-        proxy::Mount::Inside(p) => p.to_owned(),
-        proxy::Mount::Bare => return proxy::to_base(&req, &state.cfg.server.base_path),
-        // A load balancer's health check may not know the base.
-        proxy::Mount::Outside if req.uri().path() == "/healthz" => "/healthz".to_owned(),
-        proxy::Mount::Outside => return error(StatusCode::NOT_FOUND, "not found"),
-    };
     // From here on `peer` is the client, behind a trusted proxy the forwarded one.
     let mut client = proxy::client(req.headers(), peer, tls, &state.cfg.proxy);
     client.base = state.cfg.server.base_path.clone();
@@ -101,6 +94,13 @@ pub(super) async fn route(
         );
     }
     req.extensions_mut().insert(client);
+    let path = match proxy::mount(&state.cfg.server.base_path, req.uri().path()) {
+        proxy::Mount::Inside(p) => p.to_owned(),
+        proxy::Mount::Bare => return proxy::to_base(&req, &state.cfg.server.base_path),
+        // A load balancer's health check may not know the base.
+        proxy::Mount::Outside if req.uri().path() == "/healthz" => "/healthz".to_owned(),
+        proxy::Mount::Outside => return error(StatusCode::NOT_FOUND, "not found"),
+    };
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
     // Paths only: query strings may carry tokens and are never logged.
