@@ -311,9 +311,10 @@ pub struct Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        // SIGTERM, a fast stop: a graceful one would wait for open WebSockets and streams.
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGQUIT,
+            nix::sys::signal::Signal::SIGTERM,
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while std::time::Instant::now() < deadline {
