@@ -8,7 +8,7 @@
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,soak]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,soak,deploy]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--echo-gaps-ms 5,0] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--upgrade-sessions 10,100]
@@ -35,6 +35,8 @@ mod bare;
 mod client;
 #[path = "load/daemon.rs"]
 mod daemon;
+#[path = "load/deploy.rs"]
+mod deploy;
 #[path = "load/dialects.rs"]
 mod dialects;
 #[path = "load/echo.rs"]
@@ -90,12 +92,14 @@ pub(crate) enum Scenario {
     Record,
     Upgrade,
     Soak,
+    /// Echo and flood through ptyhub's TLS vs plain, and through nginx vs direct.
+    Deploy,
 }
 
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec,record; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec,record,deploy; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -227,6 +231,7 @@ impl Settings {
                     Scenario::Exec,
                     Scenario::Record,
                     Scenario::Upgrade,
+                    Scenario::Deploy,
                 ]
             }
         });
@@ -433,6 +438,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
         Scenario::Dialects,
         Scenario::Attach,
         Scenario::Record,
+        Scenario::Deploy,
     ]
     .iter()
     .any(|sc| s.scenarios.contains(sc))
@@ -453,6 +459,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Record => record::run(s, ctx, &mut report).await,
             Scenario::Upgrade => upgrade::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
+            Scenario::Deploy => deploy::run(s, ctx, &mut report).await,
         }
     }
     Ok(report)

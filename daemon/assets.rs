@@ -18,8 +18,14 @@ pub fn exists(path: &str) -> bool {
     Static::get(path).is_some()
 }
 
-/// The embedded file at `path` (relative to `static/`), honouring `If-None-Match`.
-pub fn serve(path: &str, request_headers: &HeaderMap) -> Option<Response<Full<Bytes>>> {
+/// What every page's `<base>` says as written; a daemon under `[server] base_path` serves its
+/// pages with the base path in it, so their relative URLs (and the scripts', which build theirs
+/// from `document.baseURI`) land under it.
+const BASE_TAG: &str = "<base href=\"/\">";
+
+/// The embedded file at `path` (relative to `static/`), honouring `If-None-Match`; an HTML page
+/// gets `base` (empty or `/name`) in its `<base>`.
+pub fn serve(path: &str, request_headers: &HeaderMap, base: &str) -> Option<Response<Full<Bytes>>> {
     let file = Static::get(path)?;
     let etag = format!(
         "\"{}\"",
@@ -45,7 +51,15 @@ pub fn serve(path: &str, request_headers: &HeaderMap) -> Option<Response<Full<By
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        Response::new(Full::new(Bytes::from(file.data.into_owned())))
+        let data = file.data.into_owned();
+        let data = if !base.is_empty() && path.ends_with(".html") {
+            String::from_utf8_lossy(&data)
+                .replacen(BASE_TAG, &format!("<base href=\"{base}/\">"), 1)
+                .into_bytes()
+        } else {
+            data
+        };
+        Response::new(Full::new(Bytes::from(data)))
     };
     let headers = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&etag) {

@@ -360,6 +360,13 @@ impl Auth {
     /// Whether the request's `Origin` (if any) is the server's own or an allowed one. Requests
     /// without an Origin are not from a browser page and pass (they still need a token).
     pub fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let host = headers.get(HOST).and_then(|v| v.to_str().ok());
+        self.origin_allowed_for(headers, host)
+    }
+
+    /// [`Self::origin_allowed`] against the host the client asked for (behind a trusted
+    /// proxy, its `X-Forwarded-Host` rather than the `Host` the proxy sent us).
+    pub fn origin_allowed_for(&self, headers: &HeaderMap, host: Option<&str>) -> bool {
         let Some(origin) = headers.get(ORIGIN).and_then(|v| v.to_str().ok()) else {
             return true;
         };
@@ -370,7 +377,6 @@ impl Auth {
         {
             return true;
         }
-        let host = headers.get(HOST).and_then(|v| v.to_str().ok());
         let origin_host = origin
             .strip_prefix("http://")
             .or_else(|| origin.strip_prefix("https://"));

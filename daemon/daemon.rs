@@ -33,6 +33,8 @@ pub struct Daemon {
     /// A duplicate of the listening socket: it stays open (connections wait in its backlog)
     /// when the accept loop stops for a live upgrade, and is what is handed over.
     listener: Option<OwnedFd>,
+    /// `[tls]` once serving: its certificate is re-read by [`Daemon::reload_tls`].
+    tls: Option<Arc<http::tls::Tls>>,
 }
 
 /// How long viewers told of an upgrade get to answer the close (and so to deliver the input
@@ -71,6 +73,7 @@ impl Daemon {
             server: None,
             addr: None,
             listener: None,
+            tls: None,
         }
     }
 
@@ -79,17 +82,39 @@ impl Daemon {
         TcpListener::bind(cfg.listen).await
     }
 
-    /// Starts accepting connections on `listener` (in a task of its own).
+    /// Starts accepting connections on `listener` (in a task of its own), over TLS when the
+    /// configuration has `[tls]` (its files are read here: a missing file or a key that does
+    /// not match the certificate is the error).
     pub fn serve(&mut self, listener: TcpListener) -> std::io::Result<SocketAddr> {
+        let tls = match &self.state.cfg.tls {
+            Some(files) => Some(http::tls::Tls::load(files).map_err(std::io::Error::other)?),
+            None => None,
+        };
         let addr = listener.local_addr()?;
         self.listener = Some(rustix::io::fcntl_dupfd_cloexec(&listener, 3)?);
         self.addr = Some(addr);
-        self.server = Some(tokio::spawn(http::run(listener, self.state.clone())));
+        self.tls = tls.clone();
+        self.server = Some(tokio::spawn(http::run(listener, self.state.clone(), tls)));
         let registry = Arc::downgrade(&self.state.registry);
         let live = move |id| registry.upgrade().is_some_and(|r| r.get(&id).is_some());
         let recordings = self.state.registry.recordings().clone();
         tokio::spawn(recordings.prune_daily(self.state.shutdown.clone(), live));
         Ok(addr)
+    }
+
+    /// Re-reads the TLS certificate and key (SIGHUP): new handshakes get the new pair, open
+    /// connections keep theirs; on failure the old pair stays and the error says why. Without
+    /// `[tls]`, nothing to do.
+    pub fn reload_tls(&self) -> Result<bool, String> {
+        match &self.tls {
+            Some(tls) => tls.reload().map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Whether it serves over its own TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The address it serves on, once serving.

@@ -262,7 +262,15 @@ fn main() -> anyhow::Result<()> {
     };
     let loaded = ptyhub::config::load(args.config.as_deref(), args.listen.as_deref())
         .map_err(anyhow::Error::from)
-        .and_then(|cfg| token_source(&args, &cfg).map(|token| (cfg, token)));
+        .and_then(|cfg| token_source(&args, &cfg).map(|token| (cfg, token)))
+        // The certificate and key are read here too, so that `--check-config` (and with it a
+        // live upgrade) refuses a pair the daemon could not serve with.
+        .and_then(|(cfg, token)| match &cfg.tls {
+            Some(files) => ptyhub::http::tls::Tls::load(files)
+                .map(|_| (cfg, token))
+                .map_err(anyhow::Error::msg),
+            None => Ok((cfg, token)),
+        });
     let (cfg, token) = match loaded {
         Ok(loaded) => loaded,
         Err(e) if args.check_config => {
@@ -489,6 +497,7 @@ async fn serve(
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut usr2 = signal(SignalKind::user_defined2())?;
+    let mut hup = signal(SignalKind::hangup())?;
     // Signals held over a live upgrade's exec arrive now, to the handlers above.
     ptyhub::upgrade::release_signals();
     let upgraded = handoff.is_some();
@@ -500,7 +509,7 @@ async fn serve(
                 .await
                 .with_context(|| format!("cannot listen on {}", cfg.listen))?;
             let mut daemon = Daemon::new(cfg.clone(), secret.clone());
-            daemon.serve(listener)?;
+            daemon.serve(listener).context("cannot start serving")?;
             ptyhub::upgrade::image_started(0);
             daemon
         }
@@ -508,19 +517,30 @@ async fn serve(
     let addr = daemon
         .addr()
         .context("the daemon has no listening address")?;
-    info!(%addr, config = %cfg.source, auth = secret.is_some(), upgraded, "ptyhub listening");
+    let tls = daemon.is_tls();
+    info!(%addr, config = %cfg.source, auth = secret.is_some(), tls, upgraded, "ptyhub listening");
+    if !addr.ip().is_loopback() && !tls && cfg.proxy.trusted.is_empty() {
+        warn!(
+            %addr,
+            "listening beyond loopback over plain HTTP with no trusted proxy in front: tokens \
+             and terminals cross the network in the clear; set [tls] cert and key, or put a TLS \
+             proxy in front and list it in [proxy] trusted"
+        );
+    }
     // stdout carries what to open (tests read the port from the first line). A generated token
     // is printed here once and never logged.
+    let scheme = if tls { "https" } else { "http" };
+    let root = format!("{scheme}://{addr}{}/", cfg.server.base_path);
     let open = match (&secret, generated) {
-        (Some(t), true) => format!("open http://{addr}/?token={t}"),
-        (Some(_), false) => format!("open http://{addr}/ with your token"),
-        (None, _) => format!("open http://{addr}/ (authentication is off)"),
+        (Some(t), true) => format!("open {root}?token={t}"),
+        (Some(_), false) => format!("open {root} with your token"),
+        (None, _) => format!("open {root} (authentication is off)"),
     };
     if !upgraded {
         // Not println!: a closed stdout (a service manager, a reader gone) must not stop the
         // daemon.
         let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "ptyhub listening on http://{addr}/\n{open}");
+        let _ = writeln!(stdout, "ptyhub listening on {root}\n{open}");
         let _ = stdout.flush();
     }
     notify(sd_notify::NotifyState::Ready);
@@ -541,6 +561,14 @@ async fn serve(
             _ = term.recv() => break "SIGTERM",
             _ = int.recv() => break "SIGINT",
             _ = usr2.recv() => {}
+            _ = hup.recv() => {
+                match daemon.reload_tls() {
+                    Ok(true) => info!("TLS certificate and key reloaded"),
+                    Ok(false) => info!("SIGHUP: nothing to reload (no [tls])"),
+                    Err(e) => warn!("TLS reload failed, keeping the previous certificate: {e}"),
+                }
+                continue;
+            }
         }
         info!(sessions = daemon.sessions(), exe = %exe.display(), "live upgrade requested");
         notify_reloading();

@@ -9,11 +9,24 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The path the UI is served under: '' at the root, '/ptyhub' behind a proxy's prefix. Taken from
+ * the page's <base>, which the daemon writes ([server] base_path), so the same files work both ways.
+ */
+export function basePath() {
+  return new URL('.', document.baseURI).pathname.replace(/\/$/, '');
+}
+
+/** An absolute path of the daemon's ('/api/sessions', '/session/ID') as this page must ask for it. */
+export function at(path) {
+  return basePath() + path;
+}
+
 /** Calls the API; resolves to the JSON body (null for 204), rejects with an ApiError whose message is for people. */
 export async function api(method, path, body) {
   let res;
   try {
-    res = await fetch(path, {
+    res = await fetch(at(path), {
       method,
       credentials: 'same-origin',
       cache: 'no-store',
@@ -66,15 +79,15 @@ export function withQuery(path, params) {
 export function sessionPath(id, create = {}) {
   const params = foreignParams(['assistant', 'name', 'cwd']);
   for (const [k, v] of Object.entries(create)) if (v) params.set(k, v);
-  return withQuery(`/session/${encodeURIComponent(id)}`, params);
+  return withQuery(at(`/session/${encodeURIComponent(id)}`), params);
 }
 
 /** The replay page of one session's recording, keeping foreign query parameters. */
 export function replayPath(id) {
-  return withQuery(`/replay/${encodeURIComponent(id)}`, foreignParams(['assistant', 'name', 'cwd']));
+  return withQuery(at(`/replay/${encodeURIComponent(id)}`), foreignParams(['assistant', 'name', 'cwd']));
 }
 
 /** The session list, keeping foreign query parameters. */
 export function homePath() {
-  return withQuery('/', foreignParams(['assistant', 'name', 'cwd']));
+  return withQuery(at('/'), foreignParams(['assistant', 'name', 'cwd']));
 }

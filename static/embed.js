@@ -1,7 +1,7 @@
 // The home page's "Embed" dialog: a ready-to-paste page that shows one session with xterm.js and
 // ptyhub's addon (addon/ptyhub.js), carrying a share link of its own, and the button that copies it.
 
-import { api } from './api.js';
+import { api, basePath } from './api.js';
 import { afterColon, copyText } from './util.js';
 
 const $ = (id) => document.getElementById(id);
@@ -56,7 +56,7 @@ async function fill() {
     return;
   }
   if (current?.id !== id || `${id} ${role.value}` !== key) return; // the dialog moved on meanwhile
-  code.textContent = snippet(location.origin, id, tokens.get(key), title);
+  code.textContent = snippet(location.origin + basePath(), id, tokens.get(key), title);
   copy.disabled = false;
 }
 

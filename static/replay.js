@@ -1,6 +1,6 @@
 // The replay page (/replay/{uuid}): fetches the session's .cast once and plays it in asciinema-player, with speed buttons, a marker list and copying of the screen's text.
 
-import { UNAUTHORISED, api, capitalise, homePath, sessionPath } from './api.js';
+import { UNAUTHORISED, api, at, capitalise, homePath, sessionPath } from './api.js';
 import { copyText, formatBytes, h, shortId } from './util.js';
 
 /** Gaps longer than this (seconds) are played as this long: a night of nothing is two seconds. */
@@ -8,7 +8,7 @@ const IDLE_LIMIT = 2;
 
 const $ = (id) => document.getElementById(id);
 const uuid = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() || '');
-const castURL = `/api/sessions/${encodeURIComponent(uuid)}/recording`;
+const castURL = at(`/api/sessions/${encodeURIComponent(uuid)}/recording`);
 
 /** The player now; replaced (at the same time) when the speed changes. */
 let player = null;

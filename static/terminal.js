@@ -1,6 +1,6 @@
 // The terminal page (/session/{uuid}): wires xterm.js, the connection and the page's parts (status bar, rename, YOLO, chat, files, size, ending).
 
-import { foreignParams, homePath, replayPath, withQuery } from './api.js';
+import { at, foreignParams, homePath, replayPath, withQuery } from './api.js';
 import { ChatPanel } from './chat.js';
 import { Connection } from './connection.js';
 import { ConnStatus } from './connstatus.js';
@@ -64,7 +64,7 @@ function wsURL() {
   for (const [k, v] of Object.entries(create)) if (v) params.set(k, v);
   params.set('flow', 'ack');
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  return withQuery(`${proto}//${location.host}/ws/${encodeURIComponent(uuid)}`, params);
+  return withQuery(`${proto}//${location.host}${at(`/ws/${encodeURIComponent(uuid)}`)}`, params);
 }
 
 const pipe = new OutputPipe(term, {
@@ -260,7 +260,7 @@ function onClose(info) {
 async function probe() {
   let res;
   try {
-    res = await fetch(`/api/sessions/${encodeURIComponent(uuid)}`, { credentials: 'same-origin', cache: 'no-store' });
+    res = await fetch(at(`/api/sessions/${encodeURIComponent(uuid)}`), { credentials: 'same-origin', cache: 'no-store' });
   } catch {
     return; // ptyhub is down: keep retrying
   }

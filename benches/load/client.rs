@@ -25,8 +25,21 @@ pub(crate) fn is_snapshot_chunk(frame: &[u8]) -> bool {
 }
 
 pub(crate) async fn connect(url: &str) -> Result<Ws> {
+    connect_tls(url, None).await
+}
+
+/// `connect`, over TLS trusting what `tls` trusts (`wss://` to a test certificate).
+pub(crate) async fn connect_tls(
+    url: &str,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+) -> Result<Ws> {
     // No Nagle: a 1-byte keystroke must leave at once, as it does from a browser.
-    let connecting = tokio_tungstenite::connect_async_with_config(url, None, true);
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(
+        url,
+        None,
+        true,
+        tls.map(tokio_tungstenite::Connector::Rustls),
+    );
     let (ws, _) = tokio::time::timeout(STEP_TIMEOUT, connecting)
         .await
         .map_err(|_| anyhow!("connecting to {url}: no answer within {STEP_TIMEOUT:?}"))?
@@ -106,8 +119,16 @@ pub(crate) struct Conn {
 impl Conn {
     /// Connects and reads until `ready`.
     pub(crate) async fn open(url: String) -> Result<Conn> {
+        Self::open_tls(url, None).await
+    }
+
+    /// `open`, over TLS trusting what `tls` trusts.
+    pub(crate) async fn open_tls(
+        url: String,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Result<Conn> {
         let start = Instant::now();
-        let ws = connect(&url).await?;
+        let ws = connect_tls(&url, tls).await?;
         let mut conn = Conn {
             ws,
             url,

@@ -27,6 +27,7 @@ pub(crate) struct Report {
     pub(crate) record: Option<crate::record::RecordRow>,
     pub(crate) upgrade: Vec<crate::upgrade::UpgradeRow>,
     pub(crate) soak: Option<SoakRow>,
+    pub(crate) deploy: Vec<crate::deploy::DeployRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
     pub(crate) notes: Vec<String>,
     pub(crate) errors: Vec<String>,
@@ -119,6 +120,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if let Some(rec) = &r.record {
         crate::record::print(rec, &mut out);
+    }
+    if !r.deploy.is_empty() {
+        crate::deploy::print(s, &r.deploy, &mut out);
     }
     if !r.upgrade.is_empty() {
         crate::upgrade::print(&r.upgrade, &mut out);

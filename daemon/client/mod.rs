@@ -289,8 +289,12 @@ impl Server {
             .json(&body);
         let value = self.call(req).await?;
         let path = value.get("url").and_then(Value::as_str).unwrap_or_default();
-        self.url(path.trim_start_matches('/'))
-            .map(|u| u.to_string())
+        // The daemon's path carries its `[server] base_path`, which the server URL given to us
+        // already ends with (a proxy that strips its prefix instead sends a path without it).
+        let relative = path
+            .strip_prefix(self.base.path())
+            .unwrap_or_else(|| path.trim_start_matches('/'));
+        self.url(relative).map(|u| u.to_string())
     }
 
     /// The session `target` names: a uuid, a number, a name that only one session has, or a

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::deploy::{self, RawProxy, RawServer, RawTls};
 use super::values::{
     AnyDuration, Argv, AssistantKey, ChatHistory, Cols, DisplayName, EnvVars, FailedAuthPerMinute,
     FlowBudgetBytes, Listen, MaxChatChars, MaxConnectionsPerIp, MaxExecs, MaxMessageBytes,
@@ -186,9 +187,24 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
         keep_days: o.keep_days.or(b.keep_days),
         input: o.input.or(b.input),
     };
+    let server = RawServer {
+        base_path: over.server.base_path.or(base.server.base_path),
+    };
+    // Cert and key go together: a user file's `[tls]` replaces the default's whole.
+    let tls = if over.tls.cert.is_some() || over.tls.key.is_some() {
+        over.tls
+    } else {
+        base.tls
+    };
+    let proxy = RawProxy {
+        trusted: over.proxy.trusted.or(base.proxy.trusted),
+    };
     RawConfig {
         cluster: base.cluster.merge(over.cluster),
         listen: over.listen.or(base.listen),
+        server,
+        tls,
+        proxy,
         recording,
         session,
         viewer,
@@ -291,9 +307,26 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         keep: std::time::Duration::from_secs(need(r.keep_days, "recording.keep_days")?.0 * 86_400),
         input: need(r.input, "recording.input")?,
     };
+    let tls = deploy::tls(raw.tls).map_err(|reason| ConfigError::Unplaced {
+        origin: source.clone(),
+        reason,
+    })?;
     Ok(Config {
         cluster: raw.cluster.finish(),
         listen: need(raw.listen, "listen")?.0,
+        server: super::ServerConfig {
+            base_path: raw.server.base_path.map(|p| p.0).unwrap_or_default(),
+        },
+        tls,
+        proxy: super::ProxyConfig {
+            trusted: raw
+                .proxy
+                .trusted
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| t.0)
+                .collect(),
+        },
         recording,
         session,
         viewer,
@@ -314,6 +347,12 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     listen: Option<Listen>,
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    tls: RawTls,
+    #[serde(default)]
+    proxy: RawProxy,
     #[serde(default)]
     session: RawSession,
     #[serde(default)]

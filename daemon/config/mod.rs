@@ -13,6 +13,7 @@
 
 mod assistants;
 mod cluster;
+mod deploy;
 mod layers;
 mod values;
 
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
 pub use cluster::ClusterConfig;
+pub use deploy::{canonical, ProxyConfig, ServerConfig, TlsConfig};
 use layers::build;
 
 /// The embedded default configuration, which is also the documented example.
@@ -42,6 +44,12 @@ pub const ENV_LISTEN: &str = "PTYHUB_LISTEN";
 pub struct Config {
     /// Address the HTTP/WebSocket server listens on.
     pub listen: SocketAddr,
+    /// `[server]`, `[tls]`, `[proxy]`: where it is mounted, its certificate, its proxies.
+    pub server: ServerConfig,
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
+    /// Trusted reverse proxies.
+    pub proxy: ProxyConfig,
     /// Settings of each session.
     pub session: SessionConfig,
     /// Settings of each connected viewer.

@@ -1,11 +1,12 @@
 //! The accept loop: each connection gets a place in the per-address pools, the header and
-//! idle timeout, and an HTTP/1.1 server with upgrades.
+//! idle timeout, a TLS handshake when `[tls]` is set, and an HTTP/1.1 server with upgrades.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
@@ -15,8 +16,8 @@ use super::*;
 /// first request before it is closed.
 const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Accepts connections until shutdown.
-pub async fn run(listener: TcpListener, state: Arc<AppState>) {
+/// Accepts connections until shutdown; with `tls`, each one is a TLS connection.
+pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<super::tls::Tls>>) {
     loop {
         let (stream, peer) = tokio::select! {
             _ = state.shutdown.cancelled() => return,
@@ -31,63 +32,102 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>) {
             },
         };
         let _ = stream.set_nodelay(true);
-        let Some(slot) = state.connections.admit(peer.ip()) else {
+        // A trusted proxy's connection carries many clients: it is counted under each
+        // request's forwarded address instead (see `Slot::from_client`).
+        let admitted = if state.cfg.proxy.trusts(peer.ip()) {
+            Some(state.connections.admit_proxied(peer.ip()))
+        } else {
+            state.connections.admit(peer.ip())
+        };
+        let Some(slot) = admitted else {
             info!(%peer, "refused connection: too many from this address");
             crate::metrics::METRICS.refused(429);
             state.tasks.spawn(too_many_connections(stream));
             continue;
         };
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
         let state2 = state.clone();
-        // Shared with an upgraded WebSocket, which outlives the HTTP connection task.
-        let slot = Arc::new(slot);
-        let mine = slot.clone();
-        let evicted = slot.evicted();
         let header_timeout = state.cfg.limits.header_timeout;
-        let shutdown = state.shutdown.clone();
         state.tasks.spawn(async move {
-            let service = service_fn(move |req| {
-                let state = state2.clone();
-                let slot = slot.clone();
-                async move {
-                    let mut resp = route(req, peer, &state, slot).await;
-                    cluster::stamp(&mut resp, &state);
-                    Ok::<_, Infallible>(resp)
-                }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                // Also bounds the idle time between requests: hyper starts it when it waits
-                // for the next request's head.
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                done = conn.as_mut() => if let Err(e) = done {
-                    debug!(%peer, "http connection: {e}");
+            let Some(acceptor) = acceptor else {
+                return serve(stream, peer, false, state2, slot).await;
+            };
+            // The handshake is bounded like a request's head, and yields to eviction and
+            // shutdown the same way.
+            let evicted = slot.evicted();
+            let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+            let tls_stream = tokio::select! {
+                done = handshake => match done {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return debug!(%peer, "TLS handshake failed: {e}"),
+                    Err(_) => return debug!(%peer, "TLS handshake timed out"),
                 },
-                // Only connections that never sent a request are evicted: nothing is lost.
-                _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
-                // An idle keep-alive connection closes at once, so the daemon does not wait
-                // out its drain for it; a request under way is answered first.
-                _ = shutdown.cancelled() => {
-                    // Accepted a moment ago, its request may not have been read yet: a close
-                    // now would look like a refusal (a live upgrade must refuse no one).
-                    if !mine.has_requested() {
-                        if let Ok(done) = tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
-                            if let Err(e) = done {
-                                debug!(%peer, "http connection at shutdown: {e}");
-                            }
-                            return;
-                        }
-                    }
-                    conn.as_mut().graceful_shutdown();
-                    if let Err(e) = conn.await {
+                _ = evicted.cancelled() => return,
+                _ = state2.shutdown.cancelled() => return,
+            };
+            serve(tls_stream, peer, true, state2, slot).await
+        });
+    }
+}
+
+/// Serves HTTP/1.1 (with upgrades) on one connection until it closes, it is evicted, or the
+/// daemon shuts down; `tls`: whether `io` is our own TLS.
+async fn serve<I>(
+    io: I,
+    peer: std::net::SocketAddr,
+    tls: bool,
+    state: Arc<AppState>,
+    slot: super::connections::Slot,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // Shared with an upgraded WebSocket, which outlives the HTTP connection task.
+    let slot = Arc::new(slot);
+    let mine = slot.clone();
+    let evicted = slot.evicted();
+    let header_timeout = state.cfg.limits.header_timeout;
+    let shutdown = state.shutdown.clone();
+    let service = service_fn(move |req| {
+        let state = state.clone();
+        let slot = slot.clone();
+        async move {
+            let mut resp = route(req, peer, tls, &state, slot).await;
+            cluster::stamp(&mut resp, &state);
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        // Also bounds the idle time between requests: hyper starts it when it waits
+        // for the next request's head.
+        .header_read_timeout(header_timeout)
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        done = conn.as_mut() => if let Err(e) = done {
+            debug!(%peer, "http connection: {e}");
+        },
+        // Only connections that never sent a request are evicted: nothing is lost.
+        _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
+        // An idle keep-alive connection closes at once, so the daemon does not wait
+        // out its drain for it; a request under way is answered first.
+        _ = shutdown.cancelled() => {
+            // Accepted a moment ago, its request may not have been read yet: a close
+            // now would look like a refusal (a live upgrade must refuse no one).
+            if !mine.has_requested() {
+                if let Ok(done) = tokio::time::timeout(FIRST_REQUEST_GRACE, conn.as_mut()).await {
+                    if let Err(e) = done {
                         debug!(%peer, "http connection at shutdown: {e}");
                     }
+                    return;
                 }
             }
-        });
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                debug!(%peer, "http connection at shutdown: {e}");
+            }
+        }
     }
 }
 

@@ -6,6 +6,10 @@
 //! (or any web page, through a browser) hold every slot with idle sockets. Here a newcomer that
 //! finds the unauthenticated slots full takes the place of the oldest connection that has not
 //! sent a request yet; a connection that authenticates a WebSocket moves to its own pool.
+//!
+//! A trusted reverse proxy's connection is not counted under the proxy's address: each of its
+//! requests counts under the client address it forwards, so one client behind the proxy cannot
+//! take every other client's places, and the proxy itself is never refused as a whole.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -42,13 +46,17 @@ enum State {
     Authenticated,
     /// Evicted: its place was already given to another.
     Evicted,
+    /// From a trusted proxy, between clients: counted nowhere.
+    Proxied,
 }
 
 /// One connection's place; gives it back when dropped.
 #[derive(Debug)]
 pub struct Slot {
     conns: Arc<Connections>,
-    ip: IpAddr,
+    /// The address it is counted under (a proxied connection's changes with its requests;
+    /// locked after `state`).
+    ip: Mutex<IpAddr>,
     id: u64,
     state: Mutex<State>,
     evicted: CancellationToken,
@@ -87,11 +95,23 @@ impl Connections {
         entry.waiting.push_back((id, evicted.clone()));
         Some(Slot {
             conns: self.clone(),
-            ip,
+            ip: Mutex::new(ip),
             id,
             state: Mutex::new(State::Waiting),
             evicted,
         })
+    }
+
+    /// A place for a connection from a trusted proxy at `ip`: counted nowhere until a request
+    /// names its client ([`Slot::from_client`]).
+    pub fn admit_proxied(self: &Arc<Self>, ip: IpAddr) -> Slot {
+        Slot {
+            conns: self.clone(),
+            ip: Mutex::new(ip),
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            state: Mutex::new(State::Proxied),
+            evicted: CancellationToken::new(),
+        }
     }
 
     /// Connections open from `ip`: (unauthenticated, authenticated).
@@ -110,7 +130,48 @@ impl Slot {
 
     /// Whether the connection has begun a request.
     pub fn has_requested(&self) -> bool {
-        *lock(&self.state) != State::Waiting
+        !matches!(*lock(&self.state), State::Waiting | State::Proxied)
+    }
+
+    /// A request from `client` (a proxied connection's forwarded address; for any other the
+    /// peer itself) began: a proxied connection moves to that address's count. False when
+    /// that address has no place left (the request is refused; the connection stays).
+    pub fn from_client(&self, client: IpAddr) -> bool {
+        let mut state = lock(&self.state);
+        let mut ip = lock(&self.ip);
+        match *state {
+            State::Proxied => {}
+            // Only a proxied connection's requests name another address than its own.
+            State::Requested if *ip != client => {}
+            State::Requested | State::Authenticated | State::Evicted => return true,
+            State::Waiting => {
+                drop((state, ip));
+                self.requested();
+                return true;
+            }
+        }
+        let mut table = lock(&self.conns.table);
+        if *state == State::Requested {
+            // Leaving the previous client's count.
+            if let Some(entry) = table.get_mut(&*ip) {
+                entry.unauthenticated = entry.unauthenticated.saturating_sub(1);
+                if entry.unauthenticated == 0 && entry.authenticated == 0 {
+                    table.remove(&*ip);
+                }
+            }
+            *state = State::Proxied;
+        }
+        let entry = table.entry(client).or_default();
+        if entry.unauthenticated >= self.conns.limit {
+            if entry.unauthenticated == 0 && entry.authenticated == 0 {
+                table.remove(&client);
+            }
+            return false;
+        }
+        entry.unauthenticated += 1;
+        *ip = client;
+        *state = State::Requested;
+        true
     }
 
     /// The connection sent a request: it is no longer idle, so no longer evictable.
@@ -119,8 +180,9 @@ impl Slot {
         if *state != State::Waiting {
             return;
         }
+        let ip = *lock(&self.ip);
         let mut table = lock(&self.conns.table);
-        if let Some(entry) = table.get_mut(&self.ip) {
+        if let Some(entry) = table.get_mut(&ip) {
             entry.waiting.retain(|(id, _)| *id != self.id);
         }
         *state = State::Requested;
@@ -133,11 +195,12 @@ impl Slot {
         if *state == State::Authenticated {
             return true;
         }
-        if *state == State::Evicted {
+        if matches!(*state, State::Evicted | State::Proxied) {
             return false;
         }
+        let ip = *lock(&self.ip);
         let mut table = lock(&self.conns.table);
-        let entry = table.entry(self.ip).or_default();
+        let entry = table.entry(ip).or_default();
         if entry.authenticated >= self.conns.limit {
             return false;
         }
@@ -154,8 +217,9 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let state = *lock(&self.state);
+        let ip = *lock(&self.ip);
         let mut table = lock(&self.conns.table);
-        let Some(entry) = table.get_mut(&self.ip) else {
+        let Some(entry) = table.get_mut(&ip) else {
             return;
         };
         let evicted = self.evicted.is_cancelled() || state == State::Evicted;
@@ -167,10 +231,10 @@ impl Drop for Slot {
             }
             State::Requested => entry.unauthenticated = entry.unauthenticated.saturating_sub(1),
             State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
-            State::Evicted => {}
+            State::Evicted | State::Proxied => {}
         }
         if entry.unauthenticated == 0 && entry.authenticated == 0 {
-            table.remove(&self.ip);
+            table.remove(&ip);
         }
     }
 }
@@ -230,5 +294,32 @@ mod tests {
         assert!(other.authenticate());
         drop(other);
         assert_eq!(conns.count(ip()), (0, 0));
+    }
+
+    #[test]
+    fn a_proxied_connection_counts_under_each_request_s_client() {
+        let conns = Connections::new(1);
+        let proxy = ip();
+        let a = IpAddr::from([192, 0, 2, 1]);
+        let b = IpAddr::from([192, 0, 2, 2]);
+        let first = conns.admit_proxied(proxy);
+        assert_eq!(
+            conns.count(proxy),
+            (0, 0),
+            "the proxy itself is not counted"
+        );
+        assert!(first.from_client(a));
+        assert_eq!(conns.count(a), (1, 0));
+        let second = conns.admit_proxied(proxy);
+        assert!(!second.from_client(a), "a's one place is taken");
+        assert!(second.from_client(b), "b is another client");
+        // The next request on the first connection is b's: it moves, and b is full.
+        assert!(!first.from_client(b));
+        assert_eq!(conns.count(a), (0, 0));
+        assert!(first.from_client(a));
+        assert!(first.authenticate());
+        assert_eq!(conns.count(a), (0, 1));
+        drop((first, second));
+        assert_eq!((conns.count(a), conns.count(b)), ((0, 0), (0, 0)));
     }
 }

@@ -35,7 +35,12 @@ pub(super) fn check(
     }
     let changes_state = !matches!(method, Method::GET | Method::HEAD)
         || fastwebsockets::upgrade::is_upgrade_request(req);
-    if changes_state && !state.auth.origin_allowed(req.headers()) {
+    let host = super::proxy::of(req).and_then(|c| c.host.as_deref());
+    let same_origin = match host {
+        Some(host) => state.auth.origin_allowed_for(req.headers(), Some(host)),
+        None => state.auth.origin_allowed(req.headers()),
+    };
+    if changes_state && !same_origin {
         return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             "cross-site request refused (Origin does not match)",
@@ -74,7 +79,7 @@ pub(super) fn check(
             .any(|(k, _)| auth::TOKEN_PARAMS.contains(&k.as_str()))
     {
         if let Some(token) = presented {
-            return Err(Box::new(token_redirect(path, &query, &token)));
+            return Err(Box::new(token_redirect(req, path, &query, &token)));
         }
     }
     Ok(access)

@@ -7,11 +7,13 @@ pub mod connections;
 mod exec;
 mod guard;
 mod openapi;
+pub mod proxy;
 mod recordings;
 mod reply;
 mod rest;
 mod routes;
 mod sse;
+pub mod tls;
 mod upgrade;
 
 use std::sync::Arc;

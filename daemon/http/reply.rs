@@ -39,15 +39,24 @@ pub(super) fn no_content() -> Response<Body> {
 
 /// Sets the token cookie and sends the browser to the same URL without the token.
 pub(super) fn token_redirect(
+    req: &Request<Incoming>,
     path: &str,
     query: &[(String, String)],
     token: &str,
 ) -> Response<Body> {
+    let client = super::proxy::of(req);
+    let base = client.map_or("", |c| c.base.as_str());
+    // Over https (ours or the proxy's) the cookie is never sent in the clear.
+    let secure = if client.is_some_and(|c| c.https) {
+        "; Secure"
+    } else {
+        ""
+    };
     let kept: Vec<&(String, String)> = query
         .iter()
         .filter(|(k, _)| !auth::TOKEN_PARAMS.contains(&k.as_str()))
         .collect();
-    let mut location = path.to_owned();
+    let mut location = format!("{base}{path}");
     if !kept.is_empty() {
         let mut q = form_urlencoded::Serializer::new(String::new());
         for (k, v) in kept {
@@ -58,7 +67,7 @@ pub(super) fn token_redirect(
     let mut resp = Response::new(Body::default());
     *resp.status_mut() = StatusCode::SEE_OTHER;
     let cookie = format!(
-        "{}={token}; HttpOnly; SameSite=Strict; Path=/",
+        "{}={token}; HttpOnly; SameSite=Strict; Path={base}/{secure}",
         auth::COOKIE_NAME
     );
     if let (Ok(loc), Ok(cookie)) = (
@@ -139,7 +148,8 @@ pub(super) fn with_type(
 
 pub(super) fn static_file(path: &str, req: &Request<Incoming>) -> Response<Body> {
     use http_body_util::BodyExt;
-    crate::assets::serve(path, req.headers())
+    let base = super::proxy::of(req).map_or("", |c| c.base.as_str());
+    crate::assets::serve(path, req.headers(), base)
         .map(|r| r.map(|b| b.boxed_unsync()))
         .unwrap_or_else(|| not_found(req, StatusCode::NOT_FOUND, "not found"))
 }
@@ -160,7 +170,10 @@ pub(super) fn not_found(
 ) -> Response<Body> {
     use http_body_util::BodyExt;
     let page = wants_html(req)
-        .then(|| crate::assets::serve("404.html", &hyper::HeaderMap::new()))
+        .then(|| {
+            let base = super::proxy::of(req).map_or("", |c| c.base.as_str());
+            crate::assets::serve("404.html", &hyper::HeaderMap::new(), base)
+        })
         .flatten();
     match page {
         Some(mut resp) => {

@@ -52,8 +52,12 @@ pub(super) struct ShareCreated {
     #[serde(flatten)]
     info: auth::ShareInfo,
     token: String,
-    /// Path and query to open (prefix the server's address).
+    /// Path and query to open (prefix the server's address), under the base path.
     url: String,
+    /// The whole link as the caller reaches the server (behind a trusted proxy, its public
+    /// scheme and host), when the request named its host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    href: Option<String>,
 }
 
 pub(super) async fn share(
@@ -64,6 +68,7 @@ pub(super) async fn share(
     if state.registry.get(&id).is_none() {
         return error(StatusCode::NOT_FOUND, "no such session");
     }
+    let client = super::proxy::of(&req).cloned();
     let request: ShareRequest = match read_json(req, state).await {
         Ok(r) => r,
         Err(e) => return e.response(),
@@ -81,12 +86,19 @@ pub(super) async fn share(
         .auth
         .create_share(id, request.role, ttl, request.record);
     info!(session = %id, share = %share.id, role = ?share.role, "share link created");
+    let base = client.as_ref().map_or("", |c| c.base.as_str());
+    let url = format!("{base}/session/{id}?token={}", share.token());
+    let href = client
+        .as_ref()
+        .and_then(|c| c.origin())
+        .map(|origin| format!("{origin}{url}"));
     json(
         StatusCode::CREATED,
         &ShareCreated {
             info: share.info(),
             token: share.token().to_owned(),
-            url: format!("/session/{id}?token={}", share.token()),
+            url,
+            href,
         },
     )
 }

@@ -107,13 +107,32 @@ fn version(state: &AppState) -> Version {
 }
 
 pub(super) async fn route(
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     peer: SocketAddr,
+    tls: bool,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    slot.requested();
-    let path = req.uri().path().to_owned();
+    // From here on `peer` is the client, behind a trusted proxy the forwarded one.
+    let mut client = proxy::client(req.headers(), peer, tls, &state.cfg.proxy);
+    client.base = state.cfg.server.base_path.clone();
+    let peer = client.addr;
+    if !slot.from_client(peer.ip()) {
+        info!(%peer, "refused request: too many connections from this address");
+        crate::metrics::METRICS.refused(429);
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many connections from this address",
+        );
+    }
+    req.extensions_mut().insert(client);
+    let path = match proxy::mount(&state.cfg.server.base_path, req.uri().path()) {
+        proxy::Mount::Inside(p) => p.to_owned(),
+        proxy::Mount::Bare => return proxy::to_base(&req, &state.cfg.server.base_path),
+        // A load balancer's health check may not know the base.
+        proxy::Mount::Outside if req.uri().path() == "/healthz" => "/healthz".to_owned(),
+        proxy::Mount::Outside => return error(StatusCode::NOT_FOUND, "not found"),
+    };
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
     // Paths only: query strings may carry tokens and are never logged.

@@ -117,7 +117,12 @@ pub enum UpgradeError {
 /// its handlers are in place: one that came meanwhile is then handled, not lost.
 fn handled_signals() -> SigSet {
     let mut set = SigSet::empty();
-    for signal in [Signal::SIGUSR2, Signal::SIGTERM, Signal::SIGINT] {
+    for signal in [
+        Signal::SIGUSR2,
+        Signal::SIGHUP,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+    ] {
         set.add(signal);
     }
     set

@@ -83,7 +83,8 @@ export async function startDaemon({ config = '', listen = '127.0.0.1:0' } = {}) 
     const timer = setTimeout(() => reject(new Error(`ptyhub did not start in time:\n${log.join('')}`)), WAIT);
     lines.once('line', (line) => {
       clearTimeout(timer);
-      const m = /^ptyhub listening on (http:\/\/127\.0\.0\.1:\d+\/)$/.exec(line);
+      // https:// with [tls]; the base path before the last / with [server] base_path.
+      const m = /^ptyhub listening on (https?:\/\/127\.0\.0\.1:\d+\/(?:[\w.~-]+\/)*)$/.exec(line);
       if (m) resolveUrl(m[1]);
       else reject(new Error(`unexpected first line from ptyhub: ${line}`));
     });
@@ -116,7 +117,7 @@ export async function startDaemon({ config = '', listen = '127.0.0.1:0' } = {}) 
 }
 
 /** Headless Debian Chromium with the flags this machine needs; playwright makes a fresh profile dir. */
-export function launchBrowser() {
+export function launchBrowser({ args = [] } = {}) {
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -129,6 +130,7 @@ export function launchBrowser() {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      ...args,
     ],
   });
 }

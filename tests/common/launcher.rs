@@ -26,8 +26,9 @@ pub const CARGO_BIN: &str = env!("CARGO_BIN_EXE_ptyhub");
 /// How long a dropped daemon gets to exit after SIGTERM before it is SIGKILLed.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The first line the daemon prints once it listens: `ptyhub listening on http://ADDR/`.
-const LISTENING: &str = "ptyhub listening on http://";
+/// The first line the daemon prints once it listens: `ptyhub listening on http://ADDR/`
+/// (`https://` with `[tls]`, the base path before the last `/` with `[server] base_path`).
+const LISTENING: &str = "ptyhub listening on ";
 
 /// How to start a daemon: the binary, its config file, its working directory and log file, and
 /// whatever else it gets (flags, environment, a wrapper that execs it).
@@ -152,7 +153,11 @@ impl Launch {
             Ok(Ok(line)) => line
                 .trim()
                 .strip_prefix(LISTENING)
-                .and_then(|s| s.strip_suffix('/'))
+                .and_then(|s| {
+                    s.strip_prefix("http://")
+                        .or_else(|| s.strip_prefix("https://"))
+                })
+                .and_then(|s| s.split('/').next())
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| anyhow!("unexpected first line from the daemon: {line:?}")),
             Ok(Err(e)) => Err(anyhow!("reading the daemon's stdout: {e}")),

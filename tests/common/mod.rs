@@ -359,7 +359,27 @@ impl Client {
         let (ws, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(url))
             .await
             .map_err(|_| tokio_tungstenite::tungstenite::Error::ConnectionClosed)??;
-        Ok(Client {
+        Ok(Self::from_ws(ws))
+    }
+
+    /// A `wss://` client trusting what `tls` trusts (e.g. a test CA).
+    pub async fn connect_tls(url: &str, tls: std::sync::Arc<rustls::ClientConfig>) -> Client {
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
+            url,
+            None,
+            false,
+            Some(tokio_tungstenite::Connector::Rustls(tls)),
+        );
+        match tokio::time::timeout(TIMEOUT, connect).await {
+            Ok(Ok((ws, _))) => Self::from_ws(ws),
+            Ok(Err(e)) => panic!("connect {url}: {e}"),
+            Err(_) => panic!("connect {url}: timed out"),
+        }
+    }
+
+    /// A client over an already open WebSocket.
+    pub fn from_ws(ws: Ws) -> Client {
+        Client {
             ws,
             term: vt100::Parser::new(
                 std::num::NonZeroU16::new(24).unwrap(),
@@ -377,7 +397,7 @@ impl Client {
             acked: 0,
             raw: false,
             replay: Vec::new(),
-        })
+        }
     }
 
     /// A raw-dialect client (`/ws/{id}/raw`).

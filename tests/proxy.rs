@@ -1,0 +1,559 @@
+//! Behind a reverse proxy: `[proxy] trusted` peers' `X-Forwarded-For` names the client for the
+//! failed-auth rate limit, the per-address WebSocket pool and the logs (anyone else's is
+//! ignored: spoofing it changes nothing); `X-Forwarded-Proto` / `-Host` decide the cookie's
+//! `Secure`, the origin check and share links; `[server] base_path` puts every page, asset,
+//! route, cookie and link under it. Then the shipped `config/nginx/ptyhub.conf` in real nginx
+//! (Debian's package) in front of a daemon under `/ptyhub/`: pages, a WebSocket session, an
+//! upload, the event stream as it happens, and the client's own address in the rate limit.
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{eventually, eventually_async, Client, Daemon, TIMEOUT};
+use rustls::pki_types::pem::PemObject;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use uuid::Uuid;
+
+const TOKEN: &str = "proxy-test-token-0123456789abcdef";
+
+fn start(extra: &str) -> Daemon {
+    Daemon::start_args(&common::config(extra), &["--token", TOKEN])
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// A request with a wrong token, as if forwarded for `xff` (none: no header).
+async fn bad_token(d: &Daemon, xff: Option<&str>) -> u16 {
+    let mut req = http()
+        .get(d.http("/api/sessions"))
+        .bearer_auth("wrong-token-wrong-token-wrong");
+    if let Some(xff) = xff {
+        req = req.header("x-forwarded-for", xff);
+    }
+    req.send().await.expect("request").status().as_u16()
+}
+
+#[tokio::test]
+async fn spoofed_forwarded_for_from_an_untrusted_peer_is_ignored() {
+    // 127.0.0.1 is not a trusted proxy here (only 10.0.0.0/8 is).
+    let d = start("[proxy]\ntrusted = [\"10.0.0.0/8\"]\n[limits]\nfailed_auth_per_minute = 3\n");
+    // Each failure claims another client; all of them are 127.0.0.1's.
+    for xff in ["192.0.2.1", "192.0.2.2", "192.0.2.3"] {
+        assert_eq!(bad_token(&d, Some(xff)).await, 401);
+    }
+    assert_eq!(bad_token(&d, Some("192.0.2.4")).await, 429);
+    assert_eq!(bad_token(&d, None).await, 429);
+    let log = d.log_text();
+    assert!(
+        !log.contains("192.0.2."),
+        "a spoofed address was logged:\n{log}"
+    );
+    assert!(log.contains("peer=127.0.0.1:"), "{log}");
+
+    // Nor does a spoofed X-Forwarded-Host pass the origin check, or -Proto make a cookie Secure.
+    let resp = http()
+        .post(d.http("/api/sessions"))
+        .bearer_auth(TOKEN)
+        .header("origin", "https://dev.example.com")
+        .header("x-forwarded-host", "dev.example.com")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(resp.status(), 403);
+    let resp = http()
+        .get(d.http(&format!("/?token={TOKEN}")))
+        .header("x-forwarded-proto", "https")
+        .send()
+        .await
+        .expect("GET");
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap();
+    assert!(!cookie.contains("Secure"), "{cookie}");
+}
+
+/// A WebSocket to `url` as if forwarded for `xff`; the HTTP status when refused.
+async fn ws_for(url: &str, xff: &str) -> Result<Client, u16> {
+    let mut req = url.into_client_request().expect("request");
+    req.headers_mut()
+        .insert("x-forwarded-for", xff.parse().expect("header"));
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(Client::from_ws(ws)),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("connect {url}: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_s_client_is_what_limits_logs_and_links_see() {
+    let d = start(
+        "[proxy]\ntrusted = [\"127.0.0.1/32\"]\n[limits]\nfailed_auth_per_minute = 3\nmax_connections_per_ip = 2\n",
+    );
+    for _ in 0..3 {
+        assert_eq!(bad_token(&d, Some("192.0.2.1")).await, 401);
+    }
+    assert_eq!(bad_token(&d, Some("192.0.2.1")).await, 429);
+    // Another client behind the same proxy is not limited by the first one's failures.
+    assert_eq!(bad_token(&d, Some("192.0.2.2")).await, 401);
+    // Trusted hops on the right are skipped...
+    assert_eq!(bad_token(&d, Some("192.0.2.1, 127.0.0.1")).await, 429);
+    // ...and what the limited client wrote left of its own address is not believed.
+    assert_eq!(bad_token(&d, Some("192.0.2.9, 192.0.2.1")).await, 429);
+    assert_eq!(bad_token(&d, Some("192.0.2.1, 192.0.2.3")).await, 401);
+    let log = d.log_text();
+    assert!(log.contains("peer=192.0.2.1:0"), "{log}");
+
+    // The per-address WebSocket pool (2 here) is the forwarded client's, not the proxy's.
+    let id = Uuid::new_v4();
+    let url = d.ws(id, &format!("?assistant=shell&token={TOKEN}"));
+    let mut a1 = ws_for(&url, "198.51.100.1").await.expect("first of A");
+    a1.resize(24, 80).await;
+    a1.wait_json("ready").await;
+    let mut a2 = ws_for(&url, "198.51.100.1").await.expect("second of A");
+    a2.wait_json("ready").await;
+    assert_eq!(ws_for(&url, "198.51.100.1").await.err(), Some(429));
+    let mut b = ws_for(&url, "198.51.100.2")
+        .await
+        .expect("B has places of its own");
+    b.wait_json("ready").await;
+
+    // X-Forwarded-Host and -Proto: the origin check, the cookie, the share link.
+    let resp = http()
+        .post(d.http(&format!("/api/sessions/{id}/share")))
+        .bearer_auth(TOKEN)
+        .header("origin", "https://dev.example.com")
+        .header("x-forwarded-host", "dev.example.com")
+        .header("x-forwarded-proto", "https")
+        .json(&json!({"role": "viewer"}))
+        .send()
+        .await
+        .expect("share");
+    assert_eq!(resp.status(), 201);
+    let share: Value = resp.json().await.expect("json");
+    let href = share["href"].as_str().expect("href");
+    assert!(
+        href.starts_with(&format!("https://dev.example.com/session/{id}?token=")),
+        "{share}"
+    );
+    let resp = http()
+        .get(d.http(&format!("/?token={TOKEN}")))
+        .header("x-forwarded-proto", "https")
+        .send()
+        .await
+        .expect("GET");
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+}
+
+#[tokio::test]
+async fn base_path_puts_pages_routes_cookies_and_links_under_it() {
+    let d = start("[server]\nbase_path = \"/ptyhub\"\n");
+    let get = |path: &str| http().get(d.http(path)).bearer_auth(TOKEN).send();
+    // The bare prefix goes to its root; nothing outside it is served (but /healthz).
+    let resp = get("/ptyhub").await.expect("GET");
+    assert_eq!(resp.status(), 301);
+    assert_eq!(resp.headers()["location"], "/ptyhub/");
+    for outside in ["/", "/app.css", "/api/sessions", "/session/x"] {
+        assert_eq!(get(outside).await.expect("GET").status(), 404, "{outside}");
+    }
+    assert_eq!(get("/healthz").await.expect("GET").status(), 200);
+    assert_eq!(get("/ptyhub/healthz").await.expect("GET").status(), 200);
+    // Pages carry the base; their assets are served under it.
+    let page = get("/ptyhub/")
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("body");
+    assert!(page.contains("<base href=\"/ptyhub/\">"), "{page}");
+    assert!(page.contains("href=\"app.css\""), "{page}");
+    assert_eq!(get("/ptyhub/app.css").await.expect("GET").status(), 200);
+    assert_eq!(get("/ptyhub/api.js").await.expect("GET").status(), 200);
+    // The token's cookie and redirect stay under it.
+    let resp = http()
+        .get(d.http(&format!("/ptyhub/session/{}?token={TOKEN}", Uuid::nil())))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(resp.status(), 303);
+    assert_eq!(
+        resp.headers()["location"],
+        format!("/ptyhub/session/{}", Uuid::nil()).as_str()
+    );
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("Path=/ptyhub/"), "{cookie}");
+    // The API and a WebSocket under it.
+    let id = Uuid::new_v4();
+    let mut c = Client::connect(&format!(
+        "ws://{}/ptyhub/ws/{id}?assistant=shell&token={TOKEN}",
+        d.addr
+    ))
+    .await;
+    c.resize(24, 80).await;
+    c.wait_screen("$ ").await;
+    c.run("echo under-$((2*21))", "under-42").await;
+    let sessions: Value = get("/ptyhub/api/sessions")
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("json");
+    assert!(sessions.to_string().contains(&id.to_string()), "{sessions}");
+    let share: Value = http()
+        .post(d.http(&format!("/ptyhub/api/sessions/{id}/share")))
+        .bearer_auth(TOKEN)
+        .json(&json!({"role": "viewer"}))
+        .send()
+        .await
+        .expect("share")
+        .json()
+        .await
+        .expect("json");
+    let url = share["url"].as_str().expect("url");
+    assert!(
+        url.starts_with(&format!("/ptyhub/session/{id}?token=")),
+        "{share}"
+    );
+    assert_eq!(
+        share["href"].as_str(),
+        Some(format!("http://{}{url}", d.addr).as_str())
+    );
+    // The command-line client, given the server under its prefix, prints links under it once.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args(["share", &id.to_string()])
+        .env("PTYHUB_URL", format!("http://{}/ptyhub", d.addr))
+        .env("PTYHUB_TOKEN", TOKEN)
+        .output()
+        .expect("ptyhub share");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(&format!("http://{}/ptyhub/session/{id}?token=", d.addr)),
+        "{printed}"
+    );
+}
+
+// ---- real nginx ----------------------------------------------------------------------------
+
+/// The shipped nginx file.
+fn shipped() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/nginx/ptyhub.conf"))
+        .expect("config/nginx/ptyhub.conf")
+}
+
+/// The shipped file with only its addresses, port and certificate paths changed, inside a
+/// main config of the test's own (its own prefix, pid, logs and temp dirs).
+pub fn nginx_conf(dir: &Path, upstream: SocketAddr, port: u16, cert: &Path, key: &Path) -> String {
+    let site = shipped()
+        .replace("server 127.0.0.1:1977;", &format!("server {upstream};"))
+        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port} ssl;"))
+        .replace("listen [::]:443 ssl;\n", "")
+        .replace(
+            "/etc/letsencrypt/live/dev.example.com/fullchain.pem",
+            &cert.display().to_string(),
+        )
+        .replace(
+            "/etc/letsencrypt/live/dev.example.com/privkey.pem",
+            &key.display().to_string(),
+        );
+    assert!(
+        site.contains(&format!("server {upstream};")) && site.contains(&format!(":{port} ssl;")),
+        "the shipped file no longer has the lines the test substitutes"
+    );
+    std::fs::write(dir.join("ptyhub.conf"), site).expect("write site");
+    let d = dir.display();
+    // Root runs the workers as root so they can use the test's private temp dir.
+    let user = if rustix::process::geteuid().is_root() {
+        "user root;"
+    } else {
+        ""
+    };
+    format!(
+        "{user}
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    include {d}/ptyhub.conf;
+}}
+"
+    )
+}
+
+/// nginx running the shipped file; stopped when dropped.
+pub struct Nginx {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM, a fast stop: a graceful one would wait for open WebSockets and streams.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The nginx binary, if installed (tests/run installs Debian's package).
+pub fn nginx_binary() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// Starts nginx with the shipped file in front of `upstream`, TLS with `cert`/`key`.
+pub async fn start_nginx(bin: &Path, upstream: SocketAddr, cert: &Path, key: &Path) -> Nginx {
+    let mut last = String::new();
+    // A free port now may be taken by the time nginx binds it: a few tries.
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let conf = dir.path().join("nginx.conf");
+        std::fs::write(&conf, nginx_conf(dir.path(), upstream, port, cert, key)).expect("conf");
+        let mut child = Command::new(bin)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start nginx");
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                last = format!(
+                    "{err}{}",
+                    std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
+                );
+                break;
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Nginx { child, port, dir };
+            }
+            assert!(std::time::Instant::now() < deadline, "nginx did not listen");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    panic!("nginx did not start: {last}");
+}
+
+/// A test CA's certificate for 127.0.0.1, written to `dir`: (CA PEM, cert path, key path).
+pub fn test_cert(dir: &Path) -> (String, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    let key = KeyPair::generate().expect("key");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .expect("params");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf = params.signed_by(&key, &issuer).expect("cert");
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, leaf.pem()).expect("write");
+    std::fs::write(&key_path, key.serialize_pem()).expect("write");
+    (ca.pem(), cert_path, key_path)
+}
+
+#[tokio::test]
+async fn the_shipped_nginx_file_serves_ptyhub_under_a_prefix() {
+    let Some(bin) = nginx_binary() else {
+        println!("SKIPPED: nginx is not installed (tests/run installs Debian's nginx package)");
+        return;
+    };
+    let d = start(
+        "[server]\nbase_path = \"/ptyhub\"\n[proxy]\ntrusted = [\"127.0.0.1/32\"]\n[limits]\nfailed_auth_per_minute = 3\n",
+    );
+    let certs = tempfile::tempdir().expect("tempdir");
+    let (ca, cert, key) = test_cert(certs.path());
+    let nginx = start_nginx(&bin, d.addr, &cert, &key).await;
+    let base = format!("https://127.0.0.1:{}/ptyhub/", nginx.port);
+    let origin = format!("https://127.0.0.1:{}", nginx.port);
+    let client_from = |ip: &str| {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("CA"))
+            .redirect(reqwest::redirect::Policy::none())
+            .local_address(ip.parse::<IpAddr>().expect("ip"))
+            .build()
+            .expect("client")
+    };
+    let web = client_from("127.0.0.1");
+
+    // The page: signed in through the prefix, a Secure cookie for it, the base in the page.
+    let resp = web
+        .get(format!("{base}?token={TOKEN}"))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()["location"], "/ptyhub/");
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("Path=/ptyhub/; Secure"), "{cookie}");
+    let page = web
+        .get(&base)
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("page");
+    assert!(page.contains("<base href=\"/ptyhub/\">"), "{page}");
+    let bare = web
+        .get(format!("{origin}/ptyhub"))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(bare.headers()["location"], "/ptyhub/");
+
+    // The event stream, followed: an event made after it opened arrives while it stays open
+    // (nginx buffers nothing).
+    let events = web
+        .get(format!("{base}api/events?follow=1&tail=0"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("SSE");
+    assert_eq!(events.status(), 200);
+    let mut stream = events;
+
+    // A terminal over wss:// through nginx, from a page of the proxy's origin.
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates({
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            roots.add(c.expect("pem")).expect("root");
+        }
+        roots
+    })
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let id = Uuid::new_v4();
+    let mut req = format!(
+        "wss://127.0.0.1:{}/ptyhub/ws/{id}?assistant=shell&token={TOKEN}",
+        nginx.port
+    )
+    .into_client_request()
+    .expect("request");
+    req.headers_mut()
+        .insert("origin", origin.parse().expect("origin"));
+    let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+        req,
+        None,
+        false,
+        Some(tokio_tungstenite::Connector::Rustls(Arc::new(tls))),
+    )
+    .await
+    .expect("wss through nginx");
+    let mut c = Client::from_ws(ws);
+    c.resize(24, 80).await;
+    c.wait_screen("$ ").await;
+    c.run("echo via-$((6*7))-nginx", "via-42-nginx").await;
+
+    // The session's creation reached the stream already open through nginx.
+    let created = tokio::time::timeout(TIMEOUT, async {
+        let mut seen = String::new();
+        while let Some(chunk) = stream.chunk().await.expect("chunk") {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(&id.to_string()) {
+                return seen;
+            }
+        }
+        panic!("the stream ended: {seen}");
+    })
+    .await
+    .expect("the event arrived through nginx in time");
+    assert!(created.contains("event:"), "{created}");
+
+    // An upload (1 MiB) over the WebSocket through nginx.
+    let data: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let name = b"through-nginx.bin";
+    let mut frame = vec![1, 0, name.len() as u8];
+    frame.extend_from_slice(name);
+    frame.extend_from_slice(&data);
+    c.send_binary(frame).await;
+    let reply = c.wait_json("file_upload").await;
+    assert_eq!(reply["success"], true, "{reply}");
+    let written = d.dir.path().join(".ptyhub/uploads/through-nginx.bin");
+    eventually("the upload is on disk", || {
+        std::fs::read(&written).is_ok_and(|w| w == data)
+    })
+    .await;
+
+    // The client's own address is what the rate limit sees: 127.0.0.3 is limited after three
+    // failures, 127.0.0.4 (even claiming to be 127.0.0.3) is not.
+    let bad = |from: &'static str, xff: Option<&'static str>| {
+        let web = client_from(from);
+        let url = format!("{base}api/sessions");
+        async move {
+            let mut req = web.get(url).bearer_auth("wrong-token-wrong-token-wrong");
+            if let Some(xff) = xff {
+                req = req.header("x-forwarded-for", xff);
+            }
+            req.send().await.expect("request").status().as_u16()
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(bad("127.0.0.3", None).await, 401);
+    }
+    assert_eq!(bad("127.0.0.3", None).await, 429);
+    assert_eq!(bad("127.0.0.4", Some("127.0.0.3")).await, 401);
+    assert_eq!(bad("127.0.0.4", None).await, 401);
+    eventually_async("the log names the client, not nginx", || async {
+        d.log_text().contains("peer=127.0.0.3:0")
+    })
+    .await;
+    drop(nginx);
+}

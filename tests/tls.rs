@@ -1,0 +1,405 @@
+//! `[tls]`: the daemon serves https:// and wss:// itself with a certificate made by the test
+//! (rcgen), to real clients (reqwest with rustls, a WebSocket over rustls, a bare rustls
+//! handshake to see which certificate is presented); SIGHUP swaps the certificate for new
+//! handshakes while an open WebSocket goes on; a failed reload keeps the old pair; start-up
+//! stops with a clear error for a missing file or a key that does not match; a live upgrade
+//! keeps serving TLS.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{eventually_async, Client, Daemon};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use rustls::pki_types::{CertificateDer, ServerName};
+use uuid::Uuid;
+
+const TOKEN: &str = "tls-test-token-0123456789abcdef";
+
+/// A CA of the test's own and a certificate it signed for 127.0.0.1.
+struct Pki {
+    ca: CertificateDer<'static>,
+    ca_pem: String,
+    leaf: CertificateDer<'static>,
+    leaf_pem: String,
+    key_pem: String,
+}
+
+fn pki() -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    let key = KeyPair::generate().expect("key");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .expect("params");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf = params.signed_by(&key, &issuer).expect("cert");
+    Pki {
+        ca: ca.der().clone(),
+        ca_pem: ca.pem(),
+        leaf: leaf.der().clone(),
+        leaf_pem: leaf.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+/// Writes the pair where `[tls]` points; returns (cert, key) paths.
+fn install(dir: &Path, p: &Pki) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    // Through a rename, as certbot does: a reader never sees half a file.
+    for (path, text) in [(&cert, &p.leaf_pem), (&key, &p.key_pem)] {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, path).expect("rename");
+    }
+    (cert, key)
+}
+
+fn tls_config(cert: &Path, key: &Path) -> String {
+    common::config(&format!(
+        "[tls]\ncert = {:?}\nkey = {:?}\n[auth]\ntoken = {TOKEN:?}\n",
+        cert, key
+    ))
+}
+
+/// A client trusting these CAs, TLS 1.2 and 1.3 or only `versions`.
+fn client_config(
+    cas: &[&CertificateDer<'static>],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in cas {
+        roots.add((*ca).clone()).expect("root");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// TLS 1.3 and 1.2.
+const BOTH: &[&rustls::SupportedProtocolVersion] =
+    &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+/// A fresh handshake: the certificate the daemon presents now, and the ALPN it chose.
+async fn presented(
+    d: &Daemon,
+    config: Arc<rustls::ClientConfig>,
+) -> (CertificateDer<'static>, Option<Vec<u8>>) {
+    let tcp = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    let (_, conn) = tls.get_ref();
+    let cert = conn.peer_certificates().expect("a certificate")[0].clone();
+    (cert, conn.alpn_protocol().map(<[u8]>::to_vec))
+}
+
+fn https(d: &Daemon, path: &str) -> String {
+    format!("https://{}{path}", d.addr)
+}
+
+fn wss(d: &Daemon, id: Uuid, query: &str) -> String {
+    format!("wss://{}/ws/{id}{query}", d.addr)
+}
+
+fn reqwest_trusting(ca: &Pki) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.ca_pem.as_bytes()).expect("CA"))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn https_and_wss_with_a_certificate_made_now() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = pki();
+    let (cert, key) = install(dir.path(), &p);
+    let d = Daemon::start_with(&tls_config(&cert, &key));
+    // The URL to open is https://.
+    let open = format!("open https://{}/", d.addr);
+    common::eventually("the https URL is printed", || {
+        d.printed().iter().any(|l| l.starts_with(&open))
+    })
+    .await;
+
+    let http = reqwest_trusting(&p);
+    // A page opened with the token: the cookie it gets is Secure.
+    let resp = http
+        .get(https(&d, &format!("/?token={TOKEN}")))
+        .send()
+        .await
+        .expect("https GET");
+    assert_eq!(resp.status(), 303);
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    assert!(
+        cookie.contains("Path=/;") || cookie.ends_with("Path=/; Secure"),
+        "{cookie}"
+    );
+    let sessions = http
+        .get(https(&d, "/api/sessions"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("https API");
+    assert_eq!(sessions.status(), 200);
+    // Plain HTTP on the TLS port gets no answer it could read as HTTP.
+    let plain = reqwest::Client::new()
+        .get(format!("http://{}/api/sessions", d.addr))
+        .bearer_auth(TOKEN)
+        .send()
+        .await;
+    assert!(plain.is_err(), "plain HTTP was served: {plain:?}");
+
+    // TLS 1.2 alone is accepted too, and HTTP/1.1 is what is spoken.
+    let (leaf, alpn) = presented(&d, client_config(&[&p.ca], &[&rustls::version::TLS12])).await;
+    assert_eq!(leaf, p.leaf);
+    assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+
+    // A terminal over wss://.
+    let id = Uuid::new_v4();
+    let mut c = Client::connect_tls(
+        &wss(&d, id, &format!("?assistant=shell&token={TOKEN}")),
+        client_config(&[&p.ca], BOTH),
+    )
+    .await;
+    c.resize(24, 80).await;
+    c.wait_screen("$ ").await;
+    c.run("echo over-$((6*7))-tls", "over-42-tls").await;
+}
+
+#[tokio::test]
+async fn sighup_swaps_the_certificate_for_new_handshakes_and_keeps_open_sockets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (pki(), pki());
+    let (cert, key) = install(dir.path(), &first);
+    let d = Daemon::start_with(&tls_config(&cert, &key));
+    let trust = client_config(&[&first.ca, &second.ca], BOTH);
+    assert_eq!(presented(&d, trust.clone()).await.0, first.leaf);
+
+    let id = Uuid::new_v4();
+    let mut open = Client::connect_tls(
+        &wss(&d, id, &format!("?assistant=shell&token={TOKEN}")),
+        trust.clone(),
+    )
+    .await;
+    open.resize(24, 80).await;
+    open.wait_screen("$ ").await;
+
+    // The renewal: new files, SIGHUP.
+    install(dir.path(), &second);
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGHUP).expect("SIGHUP");
+    eventually_async("a new handshake presents the new certificate", || {
+        let trust = trust.clone();
+        let d = &d;
+        let want = second.leaf.clone();
+        async move { presented(d, trust).await.0 == want }
+    })
+    .await;
+    // The socket opened before the reload goes on.
+    open.run("echo still-$((40+2))-here", "still-42-here").await;
+
+    // A broken renewal (the first key with the second certificate): refused, logged, and the
+    // second pair stays.
+    std::fs::write(&key, &first.key_pem).expect("write");
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGHUP).expect("SIGHUP");
+    common::eventually("the failed reload is logged", || {
+        d.log_text()
+            .contains("TLS reload failed, keeping the previous certificate")
+    })
+    .await;
+    let log = d.log_text();
+    assert!(log.contains("does not go with certificate"), "{log}");
+    assert_eq!(presented(&d, trust.clone()).await.0, second.leaf);
+    open.run("echo after-$((40+3))-fail", "after-43-fail").await;
+}
+
+#[tokio::test]
+async fn start_up_stops_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (pki(), pki());
+    let (cert, key) = install(dir.path(), &a);
+    let missing = dir.path().join("nope.pem");
+    // No backtrace after the message: the launcher's error quotes only the end of the log.
+    let quiet =
+        |l: common::launcher::Launch| l.env("RUST_BACKTRACE", "0").env("RUST_LIB_BACKTRACE", "0");
+    let start = |config: String| match Daemon::try_start_launch(&config, quiet) {
+        Ok(_) => panic!("started with {config}"),
+        Err(e) => format!("{e:#}"),
+    };
+
+    let e = start(tls_config(&missing, &key));
+    assert!(
+        e.contains(&format!(
+            "cannot read TLS certificate {}",
+            missing.display()
+        )),
+        "{e}"
+    );
+    let e = start(tls_config(&cert, &missing));
+    assert!(
+        e.contains(&format!("cannot read TLS key {}", missing.display())),
+        "{e}"
+    );
+    let other_key = dir.path().join("other-key.pem");
+    std::fs::write(&other_key, &b.key_pem).expect("write");
+    let e = start(tls_config(&cert, &other_key));
+    assert!(e.contains("does not go with certificate"), "{e}");
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").expect("write");
+    let e = start(tls_config(&junk, &key));
+    assert!(e.contains("no CERTIFICATE block"), "{e}");
+    let e = start(common::config(&format!("[tls]\ncert = {cert:?}\n")));
+    assert!(e.contains("[tls] cert is set but key is not"), "{e}");
+}
+
+#[tokio::test]
+async fn a_live_upgrade_keeps_serving_tls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = pki();
+    let (cert, key) = install(dir.path(), &p);
+    let d = Daemon::start_with(&tls_config(&cert, &key));
+    let trust = client_config(&[&p.ca], BOTH);
+    let http = reqwest_trusting(&p);
+    let upgrades = || async {
+        let v: serde_json::Value = http
+            .get(https(&d, "/api/version"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v["upgrades"].as_u64()
+    };
+    assert_eq!(upgrades().await, Some(0));
+    let id = Uuid::new_v4();
+    let url = wss(&d, id, &format!("?assistant=shell&token={TOKEN}"));
+    let mut before = Client::connect_tls(&url, trust.clone()).await;
+    before.resize(24, 80).await;
+    before.wait_screen("$ ").await;
+    before
+        .run("export MARK=kept-over; echo set-$((2+3))", "set-5")
+        .await;
+
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGUSR2).expect("SIGUSR2");
+    eventually_async("the new image answers over https", || async {
+        upgrades().await == Some(1)
+    })
+    .await;
+    // The old viewer was told to reconnect (1012); a new one over wss finds the same shell.
+    let (code, _) = before.until_closed().await;
+    assert_eq!(code, 1012);
+    let mut after = Client::connect_tls(&url, trust).await;
+    after.resize(24, 80).await;
+    after.wait_json("ready").await;
+    after.run("echo $MARK-$((1+1))", "kept-over-2").await;
+}
+
+/// Starts the binary listening on every interface (a token set, so it may), reads its first
+/// line, stops it, and returns what it logged.
+fn log_of_a_wide_listen(extra: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!("listen = \"0.0.0.0:0\"\n{}", common::config(extra)),
+    )
+    .expect("write");
+    let log = dir.path().join("log");
+    let mut child = common::KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--token", TOKEN])
+            .env_remove("PTYHUB_LISTEN")
+            .env("XDG_STATE_HOME", dir.path())
+            .env("RUST_LOG", "ptyhub=info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn"),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.0.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("first line");
+    assert!(line.starts_with("ptyhub listening on "), "{line}");
+    kill(Pid::from_raw(child.0.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+    assert!(child.0.wait().expect("wait").success());
+    std::fs::read_to_string(&log).expect("log")
+}
+
+#[test]
+fn plain_http_beyond_loopback_without_a_trusted_proxy_is_warned_about() {
+    const WARNING: &str = "listening beyond loopback over plain HTTP";
+    let log = log_of_a_wide_listen("");
+    assert!(log.contains(WARNING), "{log}");
+    // A TLS proxy in front, listed as trusted: no warning.
+    let log = log_of_a_wide_listen("[proxy]\ntrusted = [\"127.0.0.1/32\"]\n");
+    assert!(!log.contains(WARNING), "{log}");
+}
+
+#[tokio::test]
+async fn a_live_upgrade_with_a_broken_certificate_is_refused_and_the_old_image_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, other) = (pki(), pki());
+    let (cert, key) = install(dir.path(), &p);
+    let d = Daemon::start_with(&tls_config(&cert, &key));
+    let trust = client_config(&[&p.ca], BOTH);
+    let http = reqwest_trusting(&p);
+    let id = Uuid::new_v4();
+    let mut c = Client::connect_tls(
+        &wss(&d, id, &format!("?assistant=shell&token={TOKEN}")),
+        trust.clone(),
+    )
+    .await;
+    c.resize(24, 80).await;
+    c.wait_screen("$ ").await;
+    std::fs::write(&key, &other.key_pem).expect("write");
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGUSR2).expect("SIGUSR2");
+    let version = eventually_async_value(&http, &d).await;
+    assert_eq!(version["upgrades"], 0, "{version}");
+    let why = version["lastUpgradeError"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("does not go with certificate"), "{version}");
+    // Same image, same socket, same certificate.
+    c.run("echo on-$((6*7))", "on-42").await;
+    assert_eq!(presented(&d, trust).await.0, p.leaf);
+}
+
+/// `/api/version` once it reports a failed upgrade.
+async fn eventually_async_value(http: &reqwest::Client, d: &Daemon) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    loop {
+        let v: Option<serde_json::Value> = match http.get(https(d, "/api/version")).send().await {
+            Ok(r) => r.json().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(v) = v.filter(|v| !v["lastUpgradeError"].is_null()) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failed upgrade reported"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
