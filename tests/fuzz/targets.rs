@@ -581,6 +581,11 @@ fn screen_bulk(u: &mut Unstructured<'_>) -> Result<()> {
     let mut lines = Vec::new();
     for _ in 0..u.int_in_range(0..=6)? {
         let mut line = some_bytes(u, 3 * usize::from(cols))?;
+        // Coloured lines: pen sequences (kept by `build_flood`) anywhere in half of them.
+        while u.ratio(1, 2)? {
+            let at = u.int_in_range(0..=line.len())?;
+            line.splice(at..at, pick(u, inv::PEN_PIECES)?.iter().copied());
+        }
         line.extend_from_slice(pick(u, &[&b"\r\n"[..], b"\n", b"\r", b"", b"\n\r", b"\t"])?);
         lines.push(line);
     }
