@@ -450,7 +450,11 @@ async fn the_size_is_the_minimum_over_browser_raw_and_multiplexed_writers() {
         if m.screen(n).contains("20 100") {
             break;
         }
-        assert!(start.elapsed() < TIMEOUT, "size never became 20x100: {}", m.screen(n));
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "size never became 20x100: {}",
+            m.screen(n)
+        );
     }
     // And the mux's own size is forgotten when it goes.
     drop(m);
@@ -461,6 +465,10 @@ async fn the_size_is_the_minimum_over_browser_raw_and_multiplexed_writers() {
         if r.screen_text().contains("30 100") {
             break;
         }
-        assert!(start.elapsed() < TIMEOUT, "size never became 30x100: {}", r.screen_text());
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "size never became 30x100: {}",
+            r.screen_text()
+        );
     }
 }
