@@ -62,7 +62,7 @@ pub(super) struct Session {
     /// The program and arguments run last.
     pub(super) command: Vec<String>,
     /// The session's number (see `SessionInfo::num`).
-    pub(super) num: u8,
+    pub(super) num: Option<u8>,
     pub(super) name: String,
     pub(super) cwd: PathBuf,
     pub(super) created_at: SystemTime,

@@ -1069,7 +1069,8 @@ fn upgrade_image(u: &mut Unstructured<'_>) -> Result<()> {
         let session = SessionImage {
             // Distinct per session, as a daemon's are.
             id: uuid::Uuid::from_u128((u128::from(u.arbitrary::<u64>()?) << 8) | u128::from(num)),
-            num,
+            // Past 255 sessions, a session has no number.
+            num: if u.ratio(1, 8)? { None } else { Some(num) },
             name: text(u)?,
             snapshot: if u.arbitrary()? {
                 Some(blobs.add(&some_bytes(u, 64)?))
