@@ -230,8 +230,11 @@ impl ScreenModel {
             return;
         }
         self.has_output = true;
-        // Only a sequence can change the scroll region; colours and erases cannot.
-        if self.full_region.is_some() && !seq::only_pen_sequences(bytes) {
+        // Only a sequence can change the scroll region; colours and erases cannot. One begun
+        // in an earlier call (the scanner not at a boundary) may be anything.
+        if self.full_region.is_some()
+            && !(self.scanner.is_ground() && seq::only_pen_sequences_so_far(bytes))
+        {
             self.full_region = None;
         }
         // What completes a character split at the end of the carry (found before the scanner

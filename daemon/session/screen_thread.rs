@@ -242,6 +242,14 @@ fn serve(state: &mut State, shared: &Shared) {
     }
 }
 
+/// Where the pen sequence `bytes` ends inside starts (its ESC), or `bytes.len()`.
+fn open_pen_start(bytes: &[u8]) -> usize {
+    match memchr::memrchr(seq::ESC, bytes) {
+        Some(e) if seq::could_become_pen(&bytes[e..]) => e,
+        _ => bytes.len(),
+    }
+}
+
 /// Parses a run of output: counts what was skipped, passes on query answers, and gives the
 /// actor room again.
 fn parse(model: &mut ScreenModel, shared: &Shared, run: &[u8], len: usize) {
@@ -277,7 +285,10 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
             // the model may lag a few milliseconds, as a snapshot request makes it parse
             // everything before its offset first.
             let mut len = chunk.len();
-            let mut plain = seq::only_pen_sequences(&chunk);
+            let mut plain = seq::only_pen_sequences_so_far(&chunk);
+            // Where the next chunk's check starts: at a pen sequence `chunk` ends inside, so
+            // that a sequence split between chunks is checked whole.
+            let mut check_from = open_pen_start(&chunk);
             let until = Instant::now() + GATHER_WAIT;
             // Allocated per run and freed after it, so an idle session keeps no buffer.
             let mut batch = Vec::new();
@@ -294,8 +305,11 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                         if batch.is_empty() {
                             batch.extend_from_slice(&chunk);
                         }
-                        plain = plain && seq::only_pen_sequences(&more);
                         batch.extend_from_slice(&more);
+                        // Only the new bytes, with the open sequence before them.
+                        let fresh = &batch[check_from..];
+                        plain = plain && seq::only_pen_sequences_so_far(fresh);
+                        check_from += open_pen_start(fresh);
                         len += more.len();
                     }
                     Some(other) => {

@@ -792,6 +792,28 @@ pub fn only_pen_sequences(bytes: &[u8]) -> bool {
     memchr::memchr_iter(ESC, bytes).all(|e| pen_seq(&bytes[e..]).is_some())
 }
 
+/// [`only_pen_sequences`], but a sequence cut by the end of `bytes` passes if what it has so
+/// far (`ESC`, `ESC [`, parameters) could still become a pen sequence: for output read in
+/// chunks, checked again with the next chunk from that sequence's ESC on.
+pub fn only_pen_sequences_so_far(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(ESC, bytes).all(|e| {
+        let rest = &bytes[e..];
+        pen_seq(rest).is_some() || could_become_pen(rest)
+    })
+}
+
+/// Whether `rest` (from an ESC to the end of the bytes read) is the start of a pen sequence
+/// cut short: where a chunk's check has to resume with the next chunk.
+pub fn could_become_pen(rest: &[u8]) -> bool {
+    match rest {
+        [ESC] => true,
+        [ESC, b'[', params @ ..] => params
+            .iter()
+            .all(|b| matches!(b, b'0'..=b'9' | b';' | b':')),
+        _ => false,
+    }
+}
+
 /// Whether pen text (as [`pen_text_len`] measures it) prints a character: a printable byte
 /// outside its sequences.
 pub fn pen_text_prints(bytes: &[u8]) -> bool {
@@ -1212,6 +1234,12 @@ mod tests {
         assert_eq!(pen_text_len(b"ab\x1b[31mc\x1b[6nd"), 8);
         assert!(!only_pen_sequences(b"ab\x1b[31mc\x1b[6nd"));
         assert!(!only_pen_sequences(b"ab\x1b[31"));
+        assert!(only_pen_sequences_so_far(b"ab\x1b[31"));
+        assert!(only_pen_sequences_so_far(b"ab\x1b[m\x1b"));
+        assert!(!only_pen_sequences_so_far(b"ab\x1b[?1"));
+        assert!(!only_pen_sequences_so_far(b"ab\x1b[6n"));
+        assert!(could_become_pen(b"\x1b[1;2:"));
+        assert!(!could_become_pen(b"\x1b[1;2:m"));
         assert_eq!(pen_text_len(b"\x1b[31m\xc3\xa9"), 5);
         assert!(!pen_text_prints(b"\r\n\x1b[31m\x1b[K\r\n\t"));
     }
