@@ -126,7 +126,7 @@ struct Args {
     #[arg(long)]
     flood_mb: Option<usize>,
     /// flood and stall: colour the text as `ls --color` and compilers do (an SGR around every
-    /// word, some left on across lines, erases in the line), still the same size.
+    /// word, 16, 256 and RGB colours, erases in the line), still the same size.
     #[arg(long)]
     flood_colour: bool,
     /// flood and stall: runs of each configuration (flood: each with its own bare-PTY baseline;
