@@ -581,8 +581,8 @@ fn screen_bulk(u: &mut Unstructured<'_>) -> Result<()> {
     let mut lines = Vec::new();
     for _ in 0..u.int_in_range(0..=6)? {
         let mut line = some_bytes(u, 3 * usize::from(cols))?;
-        // Coloured lines: pen sequences (kept by `build_flood`) anywhere in half of them.
-        while u.ratio(1, 2)? {
+        // Coloured lines: up to three pen sequences (kept by `build_flood`) anywhere in them.
+        for _ in 0..u.int_in_range(0..=3u8)? {
             let at = u.int_in_range(0..=line.len())?;
             line.splice(at..at, pick(u, inv::PEN_PIECES)?.iter().copied());
         }
