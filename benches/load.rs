@@ -8,7 +8,7 @@
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,soak,deploy]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,busy,soak,deploy]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--echo-gaps-ms 5,0] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--upgrade-sessions 10,100]
@@ -31,6 +31,8 @@
 mod attach;
 #[path = "load/bare.rs"]
 mod bare;
+#[path = "load/busy.rs"]
+mod busy;
 #[path = "load/client.rs"]
 mod client;
 #[path = "load/daemon.rs"]
@@ -91,6 +93,7 @@ pub(crate) enum Scenario {
     Exec,
     Record,
     Upgrade,
+    Busy,
     Soak,
     /// Echo and flood through ptyhub's TLS vs plain, and through nginx vs direct.
     Deploy,
@@ -126,6 +129,10 @@ struct Args {
     /// flood and stall: MiB of base64 text [default: 50; --quick: 2]
     #[arg(long)]
     flood_mb: Option<usize>,
+    /// flood and stall: colour the text as `ls --color` and compilers do (an SGR around every
+    /// word, 16, 256 and RGB colours, erases in the line), still the same size.
+    #[arg(long)]
+    flood_colour: bool,
     /// flood and stall: runs of each configuration (flood: each with its own bare-PTY baseline;
     /// stall: pairs without and with the stalled viewer, in alternating order); the median by
     /// ratio is reported [default: 3; --quick: 1]
@@ -137,6 +144,12 @@ struct Args {
     /// join: joins measured, one after the other [default: 200; --quick: 20]
     #[arg(long)]
     joins: Option<usize>,
+    /// busy: sessions printing about 1 MB/s each (runs: --flood-repeat) [default: 20; --quick: 3]
+    #[arg(long)]
+    busy_sessions: Option<usize>,
+    /// busy: viewers of each printing session
+    #[arg(long, default_value_t = 5)]
+    busy_viewers: usize,
     /// memory: idle sessions created [default: 100; --quick: 10]
     #[arg(long)]
     mem_sessions: Option<usize>,
@@ -192,11 +205,14 @@ pub(crate) struct Settings {
     pub(crate) viewer_nice: i32,
     pub(crate) flood_viewers: Vec<usize>,
     pub(crate) flood_mb: usize,
+    pub(crate) flood_colour: bool,
     pub(crate) flood_repeat: usize,
     pub(crate) stall_viewers: usize,
     pub(crate) joins: usize,
     pub(crate) mem_sessions: usize,
     pub(crate) mem_viewers: usize,
+    pub(crate) busy_sessions: usize,
+    pub(crate) busy_viewers: usize,
     pub(crate) exec_mb: usize,
     pub(crate) exec_rate: usize,
     pub(crate) exec_seconds: u64,
@@ -232,6 +248,7 @@ impl Settings {
                     Scenario::Record,
                     Scenario::Upgrade,
                     Scenario::Deploy,
+                    Scenario::Busy,
                 ]
             }
         });
@@ -268,11 +285,14 @@ impl Settings {
                 .flood_viewers
                 .unwrap_or(if q { vec![1, 3] } else { vec![1, 10, 100] }),
             flood_mb: a.flood_mb.unwrap_or(if q { 2 } else { 50 }),
+            flood_colour: a.flood_colour,
             flood_repeat: a.flood_repeat.unwrap_or(if q { 1 } else { 3 }),
             stall_viewers: a.stall_viewers.unwrap_or(if q { 2 } else { 10 }),
             joins: a.joins.unwrap_or(if q { 20 } else { 200 }),
             mem_sessions: a.mem_sessions.unwrap_or(if q { 10 } else { 100 }),
             mem_viewers: a.mem_viewers.unwrap_or(if q { 50 } else { 1000 }),
+            busy_sessions: a.busy_sessions.unwrap_or(if q { 3 } else { 20 }),
+            busy_viewers: a.busy_viewers,
             exec_mb: a.exec_mb.unwrap_or(if q { 5 } else { 100 }),
             exec_rate: a.exec_rate,
             exec_seconds: a.exec_seconds.unwrap_or(if q { 2 } else { 5 }),
@@ -439,12 +459,18 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
         Scenario::Attach,
         Scenario::Record,
         Scenario::Deploy,
+        Scenario::Busy,
     ]
     .iter()
     .any(|sc| s.scenarios.contains(sc))
     {
-        eprintln!("load: writing {} MiB of base64", s.flood_mb);
-        ctx.flood_file = Some(make_flood_file(&ctx.dir, s.flood_mb)?);
+        let what = if s.flood_colour { "coloured " } else { "" };
+        eprintln!("load: writing {} MiB of {what}base64", s.flood_mb);
+        let mut file = make_flood_file(&ctx.dir, s.flood_mb)?;
+        if s.flood_colour {
+            file = flood::colour_flood_file(&ctx.dir, &file, s.flood_mb)?;
+        }
+        ctx.flood_file = Some(file);
     }
     for &scenario in &s.scenarios {
         match scenario {
@@ -458,6 +484,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Exec => exec::run(s, ctx, &mut report).await,
             Scenario::Record => record::run(s, ctx, &mut report).await,
             Scenario::Upgrade => upgrade::run(s, ctx, &mut report).await,
+            Scenario::Busy => busy::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
             Scenario::Deploy => deploy::run(s, ctx, &mut report).await,
         }

@@ -387,7 +387,14 @@ fn run_client(command: Command) -> i32 {
                     serde_json::from_value(created).map_err(|e| {
                         ptyhub::client::ClientError::Server(format!("unexpected answer: {e}"))
                     })?;
-                println!("{} {} {}", session.num, session.id, server.page(session.id));
+                println!(
+                    "{} {} {}",
+                    session
+                        .num
+                        .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                    session.id,
+                    server.page(session.id)
+                );
                 if then_attach {
                     let opts = AttachOptions {
                         read_only: false,

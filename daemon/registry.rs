@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::session::{self, CreateError, CreateSpec, EndReason, SessionHandle, SessionInfo};
 
 /// How many session numbers there are: 1 to 255, so a number fits the one-byte tag of the
-/// multiplexed dialect.
+/// multiplexed dialect. Sessions past them have no number and are reached by uuid.
 pub const MAX_NUM: usize = u8::MAX as usize;
 
 /// Session uuid → handle.
@@ -40,49 +40,65 @@ pub struct Registry {
 struct Numbers {
     /// `by_num[n - 1]`: the session numbered `n`.
     by_num: [Option<Uuid>; MAX_NUM],
-    /// How many are taken.
+    /// Sessions (being) created while every number was taken.
+    unnumbered: std::collections::HashSet<Uuid>,
+    /// How many sessions there are, numbered or not.
     used: usize,
 }
 
 impl Numbers {
-    /// Takes the smallest free number for `id`, if the session limit `max` allows one more.
-    fn take(&mut self, id: Uuid, max: usize) -> Result<u8, CreateError> {
+    /// Counts `id` in, if the session limit `max` allows one more, with the smallest free
+    /// number; with none if all 255 are taken.
+    fn take(&mut self, id: Uuid, max: usize) -> Result<Option<u8>, CreateError> {
         if self.used >= max {
             return Err(CreateError::TooMany(max));
         }
-        let free = self
-            .by_num
-            .iter()
-            .position(Option::is_none)
-            .ok_or(CreateError::NoFreeNumber(MAX_NUM))?;
-        self.by_num[free] = Some(id);
         self.used += 1;
-        // `free` < 255, so the number is 1..=255.
-        Ok(free as u8 + 1)
+        match self.by_num.iter().position(Option::is_none) {
+            Some(free) => {
+                self.by_num[free] = Some(id);
+                // `free` < 255, so the number is 1..=255.
+                Ok(Some(free as u8 + 1))
+            }
+            None => {
+                self.unnumbered.insert(id);
+                Ok(None)
+            }
+        }
     }
 
-    /// Takes number `num` for `id` (a session adopted in a live upgrade keeps its number).
-    fn take_exact(&mut self, num: u8, id: Uuid) -> Result<(), CreateError> {
-        let slot = usize::from(num)
-            .checked_sub(1)
-            .and_then(|i| self.by_num.get_mut(i))
-            .filter(|slot| slot.is_none())
-            .ok_or(CreateError::NoFreeNumber(MAX_NUM))?;
-        *slot = Some(id);
+    /// Counts `id` in with number `num` (a session adopted in a live upgrade keeps its number,
+    /// or its lack of one).
+    fn take_exact(&mut self, num: Option<u8>, id: Uuid) -> Result<(), CreateError> {
+        match num {
+            Some(num) => {
+                let slot = usize::from(num)
+                    .checked_sub(1)
+                    .and_then(|i| self.by_num.get_mut(i))
+                    .filter(|slot| slot.is_none())
+                    .ok_or(CreateError::NoFreeNumber(MAX_NUM))?;
+                *slot = Some(id);
+            }
+            None => {
+                self.unnumbered.insert(id);
+            }
+        }
         self.used += 1;
         Ok(())
     }
 
-    /// Gives `num` back, if `id` still holds it.
-    fn free(&mut self, num: u8, id: Uuid) {
-        let Some(slot) = usize::from(num)
-            .checked_sub(1)
-            .and_then(|i| self.by_num.get_mut(i))
-        else {
-            return;
+    /// Counts `id` out and gives `num` back, if `id` still holds it.
+    fn free(&mut self, num: Option<u8>, id: Uuid) {
+        let held = match num {
+            Some(num) => usize::from(num)
+                .checked_sub(1)
+                .and_then(|i| self.by_num.get_mut(i))
+                .filter(|slot| **slot == Some(id))
+                .map(|slot| *slot = None)
+                .is_some(),
+            None => self.unnumbered.remove(&id),
         };
-        if *slot == Some(id) {
-            *slot = None;
+        if held {
             self.used -= 1;
         }
     }
@@ -154,6 +170,7 @@ impl Registry {
             sessions: DashMap::new(),
             nums: Mutex::new(Numbers {
                 by_num: [None; MAX_NUM],
+                unnumbered: Default::default(),
                 used: 0,
             }),
             auth,
@@ -234,7 +251,7 @@ impl Registry {
     }
 
     /// What a session numbered `num` does when it ends: leaves the registry.
-    fn on_end(&self, num: u8) -> session::OnEnd {
+    fn on_end(&self, num: Option<u8>) -> session::OnEnd {
         let me = self.me.clone();
         Box::new(move |id| {
             if let Some(registry) = me.upgrade() {
@@ -377,35 +394,49 @@ mod tests {
     fn numbers_are_the_smallest_free_and_bounded() {
         let mut n = Numbers {
             by_num: [None; MAX_NUM],
+            unnumbered: Default::default(),
             used: 0,
         };
         let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
-        assert_eq!(n.take(ids[0], 10).unwrap(), 1);
-        assert_eq!(n.take(ids[1], 10).unwrap(), 2);
-        assert_eq!(n.take(ids[2], 10).unwrap(), 3);
-        n.free(2, ids[1]);
+        assert_eq!(n.take(ids[0], 10).unwrap(), Some(1));
+        assert_eq!(n.take(ids[1], 10).unwrap(), Some(2));
+        assert_eq!(n.take(ids[2], 10).unwrap(), Some(3));
+        n.free(Some(2), ids[1]);
         assert_eq!(n.get(2), None);
         assert_eq!(
             n.take(ids[3], 10).unwrap(),
-            2,
+            Some(2),
             "a freed number is reused first"
         );
         // Freeing on behalf of a session that no longer holds the number changes nothing.
-        n.free(2, ids[1]);
+        n.free(Some(2), ids[1]);
         assert_eq!(n.get(2), Some(ids[3]));
-        n.free(0, ids[0]);
+        n.free(Some(0), ids[0]);
+        n.free(None, ids[0]);
         assert_eq!(n.used, 3);
         assert!(matches!(
             n.take(Uuid::new_v4(), 3),
             Err(CreateError::TooMany(3))
         ));
         for _ in 3..MAX_NUM {
-            n.take(Uuid::new_v4(), 100_000).unwrap();
+            assert!(n.take(Uuid::new_v4(), 100_000).unwrap().is_some());
         }
         assert!(n.get(255).is_some());
+        // Past 255, sessions have no number, and still count against the limit.
+        let extra: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+        for id in &extra {
+            assert_eq!(n.take(*id, 258).unwrap(), None);
+        }
         assert!(matches!(
-            n.take(Uuid::new_v4(), 100_000),
-            Err(CreateError::NoFreeNumber(255))
+            n.take(Uuid::new_v4(), 258),
+            Err(CreateError::TooMany(258))
         ));
+        n.free(None, extra[1]);
+        n.free(None, extra[1]);
+        assert_eq!(n.used, 257);
+        // A number freed goes to the next session created.
+        n.free(Some(7), n.get(7).unwrap());
+        assert_eq!(n.take(Uuid::new_v4(), 258).unwrap(), Some(7));
+        assert_eq!(n.take(Uuid::new_v4(), 258).unwrap(), None);
     }
 }

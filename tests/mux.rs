@@ -472,3 +472,119 @@ async fn the_size_is_the_minimum_over_browser_raw_and_multiplexed_writers() {
         );
     }
 }
+
+/// Past 255 sessions a session has no number: REST shows `num: null` and reaches it by uuid,
+/// and the multiplexed socket, which tags frames by number, says once per such session
+/// (naming its uuid) that it cannot carry it, while it carries the 255 numbered ones.
+#[tokio::test]
+async fn sessions_past_255_have_no_number_and_the_mux_says_so() {
+    let extra = r#"
+[limits]
+max_sessions = 300
+
+[assistants.idle]
+name = "Idle"
+command = ["sleep", "600"]
+"#;
+    // 257 sessions hold several hundred descriptors in the daemon.
+    let d = Daemon::start_launch(&common::config(extra), |l| {
+        l.args(["--no-auth"])
+            .wrapper(["prlimit", "--nofile=4096:4096"])
+    });
+    let http = reqwest::Client::new();
+    let mut nums = Vec::new();
+    let mut unnumbered = Vec::new();
+    for _ in 0..257 {
+        let resp = http
+            .post(d.http("/api/sessions"))
+            .json(&json!({"assistant": "idle"}))
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(resp.status(), 201);
+        let created: Value = resp.json().await.expect("json");
+        match created["num"].as_u64() {
+            Some(n) => nums.push(n),
+            None => {
+                assert!(created["num"].is_null(), "{created}");
+                unnumbered.push(created["id"].as_str().expect("id").to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        nums,
+        (1..=255).collect::<Vec<u64>>(),
+        "the smallest free, in order"
+    );
+    assert_eq!(unnumbered.len(), 2);
+    for id in &unnumbered {
+        let info: Value = http
+            .get(d.http(&format!("/api/sessions/{id}")))
+            .send()
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(info["id"], id.as_str(), "reached by its uuid");
+        assert!(info["num"].is_null());
+    }
+
+    let mut m = Mux::connect(&mux_url(&d, "")).await;
+    m.until(
+        "an open for each numbered session and an error for each other",
+        |m| m.terms.len() == 255 && m.errors().len() == 2,
+    )
+    .await;
+    for id in &unnumbered {
+        let told: Vec<_> = m
+            .errors()
+            .into_iter()
+            .filter(|e| e["id"] == id.as_str())
+            .collect();
+        assert_eq!(told.len(), 1, "told once about {id}: {:?}", m.errors());
+        assert!(told[0]["message"]
+            .as_str()
+            .is_some_and(|s| s.contains("no number")));
+    }
+    // Ending a numbered session frees its number for the next one created.
+    let gone = m.find("open", "7").expect("open 7")["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_owned();
+    let resp = http
+        .delete(d.http(&format!("/api/sessions/{gone}")))
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(resp.status().is_success());
+    m.wait_msg("closed", "7").await;
+    // The number is given back just after the session leaves the table: a session created in
+    // between has none (and stays), the next one gets it.
+    let start = Instant::now();
+    loop {
+        let created: Value = http
+            .post(d.http("/api/sessions"))
+            .json(&json!({"assistant": "idle"}))
+            .send()
+            .await
+            .expect("POST")
+            .json()
+            .await
+            .expect("json");
+        if created["num"] == 7 {
+            break;
+        }
+        assert!(created["num"].is_null(), "{created}");
+        assert!(start.elapsed() < TIMEOUT, "number 7 never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    m.until("the new session 7 opened", |m| {
+        m.messages
+            .iter()
+            .filter(|v| v["type"] == "open" && v["id"] == "7")
+            .count()
+            == 2
+    })
+    .await;
+}

@@ -374,13 +374,27 @@ proptest! {
         scrollback in proptest::sample::select(vec![0usize, 5, 50]),
         before in term_bytes(8),
         lines in proptest::collection::vec(
-            ("[ -~\t]{0,40}", proptest::sample::select(vec!["\r\n", "\n", "\r", ""])),
+            (
+                "[ -~\t]{0,40}",
+                proptest::sample::select(vec!["\r\n", "\n", "\r", ""]),
+                proptest::option::of((proptest::sample::select(inv::PEN_PIECES), 0usize..40)),
+            ),
             0..5,
         ),
         after in term_bytes(8),
     ) {
-        let lines: Vec<Vec<u8>> =
-            lines.into_iter().map(|(l, end)| format!("{l}{end}").into_bytes()).collect();
+        // Coloured lines too: a pen sequence somewhere in some of them.
+        let lines: Vec<Vec<u8>> = lines
+            .into_iter()
+            .map(|(l, end, pen)| {
+                let mut line = format!("{l}{end}").into_bytes();
+                if let Some((pen, at)) = pen {
+                    let at = at.min(line.len());
+                    line.splice(at..at, pen.iter().copied());
+                }
+                line
+            })
+            .collect();
         let need = 2 * usize::from(rows) + scrollback + 4;
         let flood = inv::build_flood(&lines, 70_000, need + 10);
         inv::check_bulk(rows, cols, scrollback, &before, &flood, &after, None);
@@ -393,6 +407,19 @@ proptest! {
 fn a_plain_flood_is_skipped() {
     let flood = inv::build_flood(&[b"some plain line\r\n".to_vec()], 200_000, 10_000);
     let skipped = inv::check_bulk(24, 80, 100, b"\x1b[1mstart ", &flood, b"\x1b[31mend", None);
+    assert!(skipped > 100_000, "skipped {skipped}");
+}
+
+/// So is a coloured one (`ls --color` style), ending with the pen it left set.
+#[test]
+fn a_coloured_flood_is_skipped() {
+    let lines = [
+        b"\x1b[01;34mdir\x1b[0m  \x1b[01;32mrun.sh\x1b[0m\r\n".to_vec(),
+        b"a \x1b[01;31m\x1b[Kmatch\x1b[m\x1b[K b\r\n".to_vec(),
+        b"\x1b[38;5;200m256 colours left on\x1b[48;2;1;2;3m\x1b[K\r\n".to_vec(),
+    ];
+    let flood = inv::build_flood(&lines, 200_000, 10_000);
+    let skipped = inv::check_bulk(24, 80, 100, b"\x1b[1mstart ", &flood, b"end\x1b[2bX", None);
     assert!(skipped > 100_000, "skipped {skipped}");
 }
 

@@ -115,6 +115,58 @@ async fn flood_file(d: &Daemon) {
     assert!(status.success());
 }
 
+/// A coloured flood as `ls --color` and compilers print it (SGRs around words, 256 colours,
+/// erases in the line) ends on exactly the screen of a viewer that read it all, in a fresh
+/// joiner's snapshot too, scrollback included, though the model skipped most of it unparsed.
+#[tokio::test]
+async fn a_coloured_flood_skipped_unparsed_ends_on_the_exact_screen() {
+    let d = Daemon::start();
+    let status = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(
+            "head -c 3M /dev/urandom | base64 | sed -E \
+             's/^(.{19})(.{19})(.{19})/\\x1b[01;34m\\1\\x1b[0m \\x1b[38;5;200m\\x1b[K\\2\\x1b[m\\x1b[4;41m\\3/' \
+             > colour.txt",
+        )
+        .current_dir(d.dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let id = Uuid::new_v4();
+    let mut viewer = sized(&d, id, "?assistant=shell").await;
+    viewer.wait_screen("$ ").await;
+    let before = metric(&d, "ptyhub_parse_skipped_bytes_total").await;
+    viewer
+        .type_str("cat colour.txt; printf '\\e[mCOLOUR-%s-OVER\\n' FLOOD\r")
+        .await;
+    viewer
+        .until("flood end", |c| {
+            c.screen_text().contains("COLOUR-FLOOD-OVER\n$ ")
+        })
+        .await;
+    let mut fresh = sized(&d, id, "").await;
+    fresh.wait_json("ready").await;
+    assert_same_screen(&viewer, &fresh, "viewer vs. the daemon's model");
+    let skipped = metric(&d, "ptyhub_parse_skipped_bytes_total").await - before;
+    assert!(
+        skipped > 1 << 20,
+        "skipped only {skipped} bytes of the flood"
+    );
+    for c in [&mut viewer, &mut fresh] {
+        c.term.screen_mut().set_scrollback(usize::MAX);
+    }
+    assert_eq!(
+        viewer.term.screen().scrollback(),
+        fresh.term.screen().scrollback(),
+        "scrollback length differs"
+    );
+    assert_eq!(
+        viewer.term.screen().contents_formatted(),
+        fresh.term.screen().contents_formatted(),
+        "oldest scrollback differs (colours included)"
+    );
+}
+
 /// A counter from `/metrics`.
 async fn metric(d: &Daemon, name: &str) -> u64 {
     let text = reqwest::get(d.http("/metrics"))

@@ -52,7 +52,7 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         command: None,
         size: None,
     };
-    session::start(config(), spec, 1, Box::new(|_| {})).expect("session starts")
+    session::start(config(), spec, Some(1), Box::new(|_| {})).expect("session starts")
 }
 
 /// Everything the log holds from `from`.

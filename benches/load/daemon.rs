@@ -64,10 +64,11 @@ env = {{ PS1 = "$ ", HISTFILE = "/dev/null" }}
 name = "Echo"
 command = ["bash", "-c", "{ECHO_SCRIPT}"]
 
-# memory: a program that holds a PTY and prints nothing, so only the daemon's memory moves.
+# memory: a program that holds a PTY, prints a prompt once (so its screen has been parsed, as
+# an idle shell's has) and then nothing, so only the daemon's memory moves.
 [assistants.idle]
 name = "Idle"
-command = ["sleep", "3600"]
+command = ["sh", "-c", "printf 'idle $ '; exec sleep 3600"]
 
 # soak: YOLO restarts. The YOLO run has SOAK_YOLO=1, so a viewer can tell which one is up. Its
 # arguments differ from `command` in order only: a `yolo` equal to `command` would start every

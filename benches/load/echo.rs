@@ -19,7 +19,7 @@ use crate::report::{fail, ms, opt, pct_us, Report};
 use crate::{Ctx, Settings};
 
 /// One echo sample, writer and all viewers.
-const ECHO_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const ECHO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Echo round trips made before measuring (first allocations, caches, TCP windows).
 const ECHO_WARMUP: usize = 20;
 

@@ -106,6 +106,55 @@ pub(crate) fn make_flood_file(dir: &Path, mb: usize) -> Result<FloodFile> {
     })
 }
 
+/// `plain` coloured as `ls --color`, `grep --color` and compilers colour their output: each
+/// 19-character word in an SGR of its own (16, 256 and RGB colours, bold), resets, an erase in
+/// the line now and then; cut to `mb` MiB at a line's end.
+pub(crate) fn colour_flood_file(dir: &Path, plain: &FloodFile, mb: usize) -> Result<FloodFile> {
+    let text = std::fs::read(&plain.path).context("reading the flood file")?;
+    let limit = mb * 1024 * 1024;
+    let mut out = Vec::with_capacity(limit + 256);
+    let mut shown: Vec<&[u8]> = Vec::new();
+    for (i, line) in text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        let start = out.len();
+        for (w, word) in line.chunks(19).enumerate() {
+            let sgr = match (i + w) % 5 {
+                0 => format!("\x1b[01;3{}m", (i + w) % 8),
+                1 => format!("\x1b[38;5;{}m", (i * 7 + w) % 256),
+                2 => format!("\x1b[38;2;{};{};{}m", i % 256, w * 40, 200),
+                3 => "\x1b[0m".to_owned(),
+                _ => format!("\x1b[4{}m\x1b[K", i % 8),
+            };
+            out.extend_from_slice(sgr.as_bytes());
+            out.extend_from_slice(word);
+            if w % 2 == 1 {
+                out.extend_from_slice(b"\x1b[m");
+            }
+        }
+        out.push(b'\n');
+        if out.len() > limit {
+            out.truncate(start);
+            break;
+        }
+        shown.push(line);
+    }
+    let path = dir.join("flood-colour.txt");
+    std::fs::write(&path, &out).context("writing the coloured flood file")?;
+    let mut last_lines = String::new();
+    for line in &shown[shown.len().saturating_sub(3)..] {
+        last_lines.push_str(&String::from_utf8_lossy(line));
+        last_lines.push('\n');
+    }
+    Ok(FloodFile {
+        path,
+        len: out.len() as u64,
+        last_lines,
+    })
+}
+
 /// The shell command of one flood and the end marker it prints last. The command computes the
 /// marker (`$((…))`) so that its own echo on the terminal does not contain it.
 fn flood_command(file: &Path) -> (String, Vec<u8>) {

@@ -14,9 +14,12 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Conn, Tasks, Ws, STEP_TIMEOUT};
 use crate::daemon::Daemon;
-use crate::procfs::MemSample;
+use crate::procfs::{wakeups, MemSample};
 use crate::report::{fail, round3, Report};
 use crate::{Ctx, Settings};
+
+/// How long the idle sessions' wake-ups are counted.
+const WAKEUP_WINDOW: Duration = Duration::from_secs(10);
 
 /// Connections being opened at once, so 1000 joins are not one thundering herd.
 const CONNECT_CONCURRENCY: usize = 50;
@@ -47,6 +50,8 @@ pub(crate) struct MemoryRow {
     /// Time to connect every viewer, `CONNECT_CONCURRENCY` at a time.
     connect_seconds: f64,
     daemon_resyncs: usize,
+    /// The daemon's wake-ups per second with only the idle sessions.
+    idle_wakeups_per_s: f64,
 }
 
 impl MemoryRow {
@@ -94,6 +99,13 @@ async fn memory_run(
 
     daemon.idle_sessions(sessions).await?;
     let with_sessions = daemon.settled_memory().await?;
+    // Wake-ups of the daemon's threads over a quiet stretch with every session idle (ours
+    // reads /proc only, which wakes none of them).
+    let pid = daemon.pid().context("daemon not running")?;
+    let (before, start) = (wakeups(pid)?, Instant::now());
+    tokio::time::sleep(WAKEUP_WINDOW).await;
+    let idle_wakeups_per_s =
+        (wakeups(pid)?.saturating_sub(before)) as f64 / start.elapsed().as_secs_f64();
 
     // The viewers' session is one more idle one, counted in their baseline.
     let id = daemon.create_session("idle").await?;
@@ -180,6 +192,7 @@ async fn memory_run(
         with_streams,
         connect_seconds,
         daemon_resyncs,
+        idle_wakeups_per_s,
     })
 }
 
@@ -230,6 +243,10 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
         m.with_viewers.threads
     );
     println!(
+        "with the {} idle sessions: {} threads (idle daemon: {}), {:.1} wake-ups/s",
+        m.sessions, m.with_sessions.threads, m.idle.threads, m.idle_wakeups_per_s
+    );
+    println!(
         "idle follow=1 log streams: {}, {:.1} KiB each",
         m.streams,
         m.per_stream_kib()
@@ -256,6 +273,7 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
                 "viewers": m.with_viewers.threads,
             },
             "daemon_resyncs": m.daemon_resyncs,
+            "idle_sessions_wakeups_per_s": (m.idle_wakeups_per_s * 10.0).round() / 10.0,
         }),
     );
 }

@@ -214,6 +214,25 @@ pub(crate) fn children(pid: i32) -> Vec<(i32, char)> {
         .collect()
 }
 
+/// How many times the threads of `pid` were scheduled in so far (the second figure of each
+/// /proc/<pid>/task/*/schedstat is time waiting, the third the number of times run): each is a
+/// wake-up. Threads that ended are not counted, so read it twice around a quiet moment.
+pub(crate) fn wakeups(pid: i32) -> Result<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .with_context(|| format!("reading /proc/{pid}/task"))?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) {
+            total += stat
+                .split_whitespace()
+                .nth(2)
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
 /// A process's memory and threads now, from /proc/<pid>/status.
 pub(crate) fn mem_sample(pid: i32) -> Result<MemSample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))

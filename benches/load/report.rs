@@ -26,6 +26,7 @@ pub(crate) struct Report {
     pub(crate) exec: Option<crate::exec::ExecRow>,
     pub(crate) record: Option<crate::record::RecordRow>,
     pub(crate) upgrade: Vec<crate::upgrade::UpgradeRow>,
+    pub(crate) busy: Vec<crate::busy::BusyRow>,
     pub(crate) soak: Option<SoakRow>,
     pub(crate) deploy: Vec<crate::deploy::DeployRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
@@ -126,6 +127,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if !r.upgrade.is_empty() {
         crate::upgrade::print(&r.upgrade, &mut out);
+    }
+    if !r.busy.is_empty() {
+        crate::busy::print(&r.busy, &mut out);
     }
     if let Some(soak) = &r.soak {
         crate::soak::print(soak, &mut out);

@@ -121,9 +121,9 @@ pub async fn run(
     spawn_stdin_reader(stdin_tx);
     let raw = RawMode::enable()?;
     let label = if session.name.is_empty() {
-        format!("session {}", session.num)
+        format!("session {}", session.label())
     } else {
-        format!("session {} ({})", session.num, session.name)
+        format!("session {} ({})", session.label(), session.name)
     };
     let mut backoff = Backoff::new();
     let mut lost_since: Option<Instant> = None;

@@ -61,8 +61,8 @@ pub enum ClientError {
 pub struct Session {
     /// The uuid.
     pub id: Uuid,
-    /// The short number.
-    pub num: u8,
+    /// The short number; none past 255 sessions.
+    pub num: Option<u8>,
     /// The name, possibly empty.
     pub name: String,
     /// The assistant's key.
@@ -79,6 +79,14 @@ pub struct Session {
     pub exit_code: Option<i32>,
     /// RFC 3339 creation time.
     pub created_at: String,
+}
+
+impl Session {
+    /// How a person names it: its number, or its uuid when it has none.
+    pub fn label(&self) -> String {
+        self.num
+            .map_or_else(|| self.id.to_string(), |n| n.to_string())
+    }
 }
 
 /// A daemon to talk to: its address and the token to show it.
@@ -309,7 +317,7 @@ impl Server {
                 .ok_or(ClientError::NoSuchSession(target.to_owned()));
         }
         if let Ok(num) = key.parse::<u8>() {
-            if let Some(s) = sessions.iter().find(|s| s.num == num) {
+            if let Some(s) = sessions.iter().find(|s| s.num == Some(num)) {
                 return Ok(s.clone());
             }
         }

@@ -29,7 +29,7 @@ pub fn render(sessions: &[Session], now: OffsetDateTime) -> String {
             .map(|t| age(now - t))
             .unwrap_or_else(|_| "?".to_owned());
         rows.push([
-            s.num.to_string(),
+            s.num.map_or_else(|| "-".to_owned(), |n| n.to_string()),
             if s.name.is_empty() {
                 "-".to_owned()
             } else {
@@ -79,9 +79,9 @@ mod tests {
 
     #[test]
     fn a_table_with_aligned_columns() {
-        let session = |num, name: &str, alive, exit_code| Session {
+        let session = |num: u8, name: &str, alive, exit_code| Session {
             id: Uuid::new_v4(),
-            num,
+            num: Some(num),
             name: name.to_owned(),
             assistant: "shell".to_owned(),
             viewers: 2,

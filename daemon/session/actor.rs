@@ -61,7 +61,7 @@ pub(super) struct Session {
     /// The program and arguments run last.
     pub(super) command: Vec<String>,
     /// The session's number (see `SessionInfo::num`).
-    pub(super) num: u8,
+    pub(super) num: Option<u8>,
     pub(super) name: String,
     pub(super) cwd: PathBuf,
     pub(super) created_at: SystemTime,
@@ -433,7 +433,7 @@ impl Session {
         }
     }
 
-    /// Publishes output: to the screen thread, to the log, and to the viewers (straight onto
+    /// Publishes output: to the log, the screen thread and the viewers (straight onto
     /// their sockets when they can take it now; the others are woken to copy it from the log
     /// on their own tasks). The typist gets it at once; the others a slice at a time from the
     /// loop, after any command waiting (see [`Self::fan_out_some`]).
@@ -451,9 +451,6 @@ impl Session {
         self.drawn = true;
         let start = self.log.head();
         self.log.append(chunk.clone());
-        if let Some(screen) = &self.screen {
-            screen.output(chunk.clone());
-        }
         // Viewers still owed the previous chunk copy both from the log on their own tasks.
         let mut rest = std::mem::take(&mut self.fanout.rest);
         for id in rest.drain(..) {
@@ -469,6 +466,11 @@ impl Session {
             if !v.live.try_push(start, &chunk) {
                 v.live.wake();
             }
+        }
+        // After the typist's echo: the first output after an idle second starts the screen
+        // thread again, which the echo need not wait for (the model follows the log anyway).
+        if let Some(screen) = &self.screen {
+            screen.output(chunk.clone());
         }
         let typist = typist.map(|(id, _)| id);
         rest.extend(self.viewers.keys().filter(|id| Some(**id) != typist));

@@ -105,8 +105,9 @@ pub struct SessionInfo {
     /// The session id.
     pub id: Uuid,
     /// The session's number, 1 to 255, given by the registry: the smallest one free when the
-    /// session was created. Paths and messages may name the session by it.
-    pub num: u8,
+    /// session was created. Paths and messages may name the session by it. None (`null`) for
+    /// a session created while all 255 were taken: it is reached by its uuid.
+    pub num: Option<u8>,
     /// User-given name, possibly empty.
     pub name: String,
     /// Assistant key in the config.

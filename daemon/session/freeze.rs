@@ -211,7 +211,7 @@ pub fn adopt(
             cfg.session.scrollback_lines,
             PARSE_BACKLOG,
             thread_name,
-        )?;
+        );
         Some((screen, answers))
     } else {
         None

@@ -84,7 +84,7 @@ const TYPIST_WINDOW: Duration = Duration::from_millis(500);
 pub fn start(
     cfg: Arc<Config>,
     spec: CreateSpec,
-    num: u8,
+    num: Option<u8>,
     on_end: OnEnd,
 ) -> Result<SessionHandle, CreateError> {
     let (assistant, argv) = match &spec.command {
@@ -134,8 +134,7 @@ pub fn start(
             cfg.session.scrollback_lines,
             PARSE_BACKLOG,
             thread_name,
-        )
-        .map_err(CreateError::Thread)?;
+        );
         (Some(screen), Some(answers))
     } else {
         (None, None)
@@ -176,7 +175,7 @@ pub fn start(
 /// What a session is, however it came to be: created now, or adopted in a live upgrade.
 struct Identity {
     id: Uuid,
-    num: u8,
+    num: Option<u8>,
     name: String,
     assistant_key: String,
     assistant: crate::config::Assistant,
@@ -300,7 +299,7 @@ fn own_command_assistant(
 fn placeholder_info(id: Uuid) -> SessionInfo {
     SessionInfo {
         id,
-        num: 0,
+        num: None,
         name: String::new(),
         assistant: String::new(),
         assistant_name: String::new(),

@@ -52,6 +52,22 @@ fn resume_prefix(state: State) -> &'static str {
     }
 }
 
+/// The SGR sequences of pen text from its last reset on: what sets the pen as the text leaves
+/// it (SGR only sets the pen; a reset sets the default whatever came before).
+fn pen_at_end(text: &[u8]) -> Vec<u8> {
+    let mut sgr = Vec::new();
+    for e in memchr::memrchr_iter(ESC, text) {
+        if let Some(seq::PenSeq::Sgr { len, reset }) = seq::pen_seq(&text[e..]) {
+            sgr.push(&text[e..e + len]);
+            if reset {
+                break;
+            }
+        }
+    }
+    sgr.reverse();
+    sgr.concat()
+}
+
 fn non_zero(n: u16) -> NonZeroU16 {
     NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
 }
@@ -75,7 +91,7 @@ pub struct ScreenModel {
     /// Scrollback lines the main screen keeps.
     scrollback_lines: usize,
     /// Whether the active grid's scroll region is the whole screen, as last probed. Only plain
-    /// text was fed since (an ESC or a resize forgets it): plain text cannot change the region.
+    /// text and pen sequences were fed since (anything else or a resize forgets it): they cannot change it.
     full_region: Option<bool>,
 }
 
@@ -129,10 +145,10 @@ impl ScreenModel {
     }
 
     /// Feed output bytes in stream order, like [`ScreenModel::process`], but first drop the
-    /// part of a leading run of plain text that cannot show in the result; returns how many
-    /// bytes were dropped. For a flood the parser has fallen behind on: `cat` of a big file
-    /// then costs a memchr instead of a parse, and the model ends exactly as if it had parsed
-    /// every byte.
+    /// part of a leading run of pen text (plain text and colours) that cannot show in the
+    /// result; returns how many bytes were dropped. For a flood the parser has fallen behind
+    /// on: `cat` of a big file or `ls --color -R` then costs a scan instead of a parse, and the
+    /// model ends exactly as if it had parsed every byte.
     pub fn process_bulk(&mut self, bytes: &[u8]) -> usize {
         /// Not worth probing the scroll region for less.
         const MIN_SKIP: usize = 64 << 10;
@@ -147,37 +163,43 @@ impl ScreenModel {
         // What is kept is never empty (the cut is at a CR with text after it), so `process`
         // marks the output as seen.
         let skip = self.invisible_prefix(bytes, min_skip);
+        if skip > 0 {
+            // The pen the dropped part leaves set: its colour sequences from the last reset on.
+            let pen = pen_at_end(&bytes[..skip]);
+            self.process(&pen);
+        }
         self.process(&bytes[skip..]);
         skip
     }
 
-    /// How much of the start of `bytes` can be dropped without changing the model.
+    /// How much of the start of `bytes` can be dropped without changing the model, but for
+    /// the pen, which the caller sets as the dropped part leaves it.
     ///
-    /// Plain text (printable ASCII, CR, LF, TAB) only moves the cursor, writes cells and
-    /// scrolls. Say the run continues past a CR with at least `2 × rows + scrollback + 4` LFs.
-    /// From that CR on, the cursor's column no longer depends on what came before, and once
-    /// `rows` LFs have taken the cursor to the bottom, its row does not either. The LFs left
-    /// then scroll the whole screen and all of the scrollback away, so every line that is
-    /// left was written after the CR. That needs a scroll region spanning the screen (with a
-    /// partial one, rows outside it keep what was written there), and a printed character
-    /// after the CR (REP repeats the last one). The parser must be in the ground state: no
-    /// carry, no oversized sequence open.
+    /// Pen text (printable ASCII, CR, LF, TAB, SGR colour sequences and erases in the line,
+    /// see [`seq::pen_text_len`]) only sets the pen, moves the cursor, writes and erases cells
+    /// and scrolls. Say the run continues past a CR with at least `2 × rows + scrollback + 4`
+    /// LFs. From that CR on, the cursor's column no longer depends on what came before, and
+    /// once `rows` LFs have taken the cursor to the bottom, its row does not either. The LFs
+    /// left then scroll the whole screen and all of the scrollback away, so every line that is
+    /// left was written after the CR; only the pen carries over. That needs a scroll region
+    /// spanning the screen (with a partial one, rows outside it keep what was written there),
+    /// and a printed character after the CR (REP repeats the last one). The parser must be in
+    /// the ground state: no carry, no oversized sequence open.
     fn invisible_prefix(&mut self, bytes: &[u8], min_skip: usize) -> usize {
         if !self.scanner.is_ground() || bytes.len() < min_skip {
             return 0;
         }
-        let plain = seq::plain_len(bytes);
+        let plain = seq::pen_text_len(bytes);
         let (rows, _) = self.size();
         let need = 2 * usize::from(rows) + self.scrollback_lines + 4;
-        // Where the last `need` LFs of the run begin.
+        // Where the last `need` LFs of the run begin (no sequence holds an LF or a CR).
         let Some(tail) = memchr::memrchr_iter(b'\n', &bytes[..plain]).nth(need - 1) else {
             return 0;
         };
         let Some(cr) = memchr::memrchr(b'\r', &bytes[..tail]) else {
             return 0;
         };
-        let printed_after = bytes[cr..plain].iter().any(|b| (0x20..=0x7e).contains(b));
-        if cr < min_skip || !printed_after || !self.region_is_full() {
+        if cr < min_skip || !seq::pen_text_prints(&bytes[cr..plain]) || !self.region_is_full() {
             return 0;
         }
         cr
@@ -208,7 +230,11 @@ impl ScreenModel {
             return;
         }
         self.has_output = true;
-        if self.full_region.is_some() && memchr::memchr(ESC, bytes).is_some() {
+        // Only a sequence can change the scroll region; colours and erases cannot. One begun
+        // in an earlier call (the scanner not at a boundary) may be anything.
+        if self.full_region.is_some()
+            && !(self.scanner.is_ground() && seq::only_pen_sequences_so_far(bytes))
+        {
             self.full_region = None;
         }
         // What completes a character split at the end of the carry (found before the scanner
@@ -1578,6 +1604,39 @@ mod bulk_tests {
         out
     }
 
+    /// `n` lines of coloured text as `ls --color`, `grep --color` and compilers write it:
+    /// colours set and reset mid-line, 256-colour and RGB ones (with `:` too), erases in the
+    /// line with a coloured background, and colours left on across lines (the pen at any cut
+    /// is seldom the default), with the kinds of [`plain_lines`] between.
+    fn coloured_lines(n: usize, cols: usize, seed: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let k = (i * 5 + seed) % 13;
+            let text = format!("{seed}:{i:05}");
+            let line = match k {
+                0 => format!("\x1b[01;34m{text}\x1b[0m  \x1b[01;32mrun.sh\x1b[0m\r\n"),
+                1 => format!("a \x1b[01;31m\x1b[Kmatch\x1b[m\x1b[K b {text}\r\n"),
+                2 => format!(
+                    "\x1b[38;5;{}m{text}\x1b[48;2;10;20;{}m bg\x1b[K\r\n",
+                    i % 256,
+                    seed % 256
+                ),
+                3 => format!("\x1b[4;7m{text} left on\r\n"),
+                4 => format!("{}\x1b[1K\x1b[m\r\n", "c".repeat(cols + 1)),
+                5 => format!("\x1b[38:2::1:2:3m{text}\x1b[2K\tx\r\n"),
+                6 => format!("\x1b[m{text}\x1b[0K\x1b[3{}m\r\n", i % 8),
+                7 => format!("{text}\x1b[;1;;5m\x1b[22;25m bare\n"),
+                _ => String::new(),
+            };
+            if line.is_empty() {
+                out.extend_from_slice(&plain_lines(1, cols, seed + i));
+            } else {
+                out.extend_from_slice(line.as_bytes());
+            }
+        }
+        out
+    }
+
     /// Feeds `before`, then `flood` in one bulk call, then `after`, and compares the model
     /// with a parser that saw every byte, also through probes of hidden state. Returns how
     /// much was skipped.
@@ -1652,8 +1711,74 @@ mod bulk_tests {
         }
     }
 
+    #[test]
+    fn a_coloured_flood_skipped_ends_as_if_parsed() {
+        for (rows, cols) in [(24u16, 80u16), (5, 17)] {
+            let c = usize::from(cols);
+            let after = b"tail \x1b[3bX\x1b[m\r\nlast";
+            let starts: &[&[u8]] = &[
+                b"",
+                b"\x1b[1;44mcoloured attrs stay on\x1b[5;9H",
+                b"\x1b[?6h\x1b[H origin mode",
+                b"\x1b[?1049h\x1b[Halternate screen",
+                b"\x1b7saved\x1b[2;2H\x1b[7m",
+                b"\x1b[4h insert mode \x1b[?7l no wrap",
+            ];
+            for seed in [0, 3, 8] {
+                // Coloured lines throughout; then ending on plain lines with the pen the
+                // coloured part left set, which the dropped part alone decides.
+                let mut carried = coloured_lines(6000, c, seed);
+                carried.extend_from_slice(b"\x1b[0;4;35;48;5;100mpen on\r\n");
+                carried.extend_from_slice(&plain_lines(3000, c, seed));
+                for flood in [coloured_lines(6000, c, seed), carried] {
+                    for start in starts {
+                        let skipped = bulk_matches(rows, cols, start, &flood, after);
+                        assert!(
+                            skipped > flood.len() / 2,
+                            "{start:?}: skipped only {skipped}"
+                        );
+                    }
+                    // A partial scroll region: nothing may go.
+                    assert_eq!(bulk_matches(rows, cols, b"\x1b[2;4r", &flood, after), 0);
+                }
+            }
+        }
+    }
+
+    /// The pen a dropped part leaves: the SGRs from its last reset on, whatever the pen was.
+    #[test]
+    fn the_pen_is_carried_from_the_last_reset() {
+        let text = b"a\x1b[31m\x1b[Kb\x1b[0m\x1b[1mc\x1b[K\x1b[;4m\x1b[00;5md\r\n";
+        // `CSI ; 4 m` and `CSI 00 ; 5 m` reset too, but only `CSI m` and `CSI 0 m` are taken
+        // for resets (enough for what programs print).
+        assert_eq!(
+            pen_at_end(text),
+            b"\x1b[0m\x1b[1m\x1b[;4m\x1b[00;5m".to_vec()
+        );
+        assert_eq!(pen_at_end(b"x\x1b[7m\x1b[m"), b"\x1b[m".to_vec());
+        assert_eq!(pen_at_end(b"no pen\r\n"), Vec::<u8>::new());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Any output before and after a coloured flood, from any pen: through the bulk skip,
+        /// the model ends as a parser that read every byte it has applied, REP's last
+        /// character and the pen included.
+        #[test]
+        fn bulk_skip_of_colours_around_any_output(
+            before in output(60),
+            after in output(60),
+            seed in 0usize..1000,
+            rows in 1u16..30,
+            cols in 1u16..100,
+        ) {
+            let flood = coloured_lines(6000, usize::from(cols), seed);
+            let after = [&after[..], b"\x1b[2bZ"].concat();
+            let before = before.as_slice();
+            let skipped = bulk_matches(rows, cols, before, &flood, &after);
+            prop_assert!(skipped > 0 || !before.is_empty());
+        }
 
         /// Any output before and after a plain flood: through the bulk skip, the model ends
         /// as a parser that read every byte it has applied.
@@ -1685,7 +1810,7 @@ mod bulk_tests {
         let short = plain_lines(2 * 24 + 50, 80, 1);
         assert_eq!(bulk_matches(rows, cols, b"", &short, b""), 0);
         // An escape sequence early on: only what precedes it could go, and that is too short.
-        let mut esc = b"\x1b[32m".to_vec();
+        let mut esc = b"\x1b[5;5H".to_vec();
         esc.extend_from_slice(&plain_lines(6000, 80, 2));
         assert_eq!(bulk_matches(rows, cols, b"", &esc, b""), 0);
         // An unfinished sequence held back from before: the parser is not in the ground state.

@@ -1,6 +1,10 @@
 //! The screen model's own thread: parses the session's output behind the actor, so the vt100
 //! parse (the costliest step of a flood) never delays reading the PTY or feeding viewers.
 //!
+//! The thread runs only while there is work: after `LINGER` without a job it ends and leaves
+//! the model parked, and the next job starts a new one. An idle session holds no OS thread and
+//! wakes nothing.
+//!
 //! Jobs run in stream order: output, resizes and snapshot requests. A snapshot request made
 //! when the log's head was `h` runs after every byte before `h` was parsed, so the snapshot
 //! and its offset still match exactly. The backlog is bounded in bytes: past it the actor
@@ -11,9 +15,9 @@
 //! their offsets.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,16 +28,20 @@ use super::queries::Query;
 use super::screen::ScreenModel;
 use super::snapshot::{self, EncodedSnapshot, SnapshotForm};
 use crate::metrics::METRICS;
-use crate::term::seq::ESC;
+use crate::term::seq;
 
 /// Most output gathered into one parse (a few hundred ms of parsing at worst; snapshot and
 /// resize jobs end a batch, so they wait no longer than before).
 const MAX_BATCH: usize = 4 << 20;
-/// Plain text is gathered until there is this much of it, or for `GATHER_WAIT`. The skip keeps
+/// Pen text (plain text and colours) is gathered until there is this much of it, or for `GATHER_WAIT`. The skip keeps
 /// the last `2 × rows + scrollback` lines of a run (about 80 KB at 24×80), so a flood gathered
 /// into runs of 1 MiB parses about a tenth of its bytes.
 const GATHER: usize = 1 << 20;
 const GATHER_WAIT: Duration = Duration::from_millis(10);
+
+/// How long the thread waits for another job before it ends: a session typed in or printing
+/// keeps its thread, an idle one gives it back.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// Snapshots kept for reuse while the model is unchanged: one per form in use.
 const MAX_CACHED_FORMS: usize = 4;
@@ -69,6 +77,28 @@ struct Shared {
     /// Signalled when the backlog falls back under the limit.
     room: Notify,
     limit: usize,
+    /// Whether a thread is running (or starting) to serve the jobs.
+    running: AtomicBool,
+    /// Set if serving a job panicked: jobs are dropped from then on, so their reply channels
+    /// tell the waiting viewers.
+    dead: AtomicBool,
+    /// The model and the jobs' receiving end: held by the running thread, parked in between.
+    state: Mutex<State>,
+    name: String,
+    max_scrollback: usize,
+    answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
+}
+
+/// What the thread works on, kept across runs of the thread.
+struct State {
+    model: ScreenModel,
+    jobs: std_mpsc::Receiver<Job>,
+    /// The last snapshot of each form and its offset, while the model has not changed since
+    /// (browser and raw joiners ask for different forms; neither evicts the other). Dropped
+    /// when the thread ends: an idle session keeps no rendering.
+    last: Vec<(EncodedSnapshot, (u64, SnapshotForm))>,
+    /// Jobs taken from the queue ahead of their turn, to run next, in order.
+    ahead: VecDeque<Job>,
 }
 
 /// The actor's handle on its screen thread; dropping it ends the thread once its jobs are done.
@@ -81,27 +111,34 @@ pub struct ScreenThread {
 pub type Answers = mpsc::UnboundedReceiver<Vec<(Query, Vec<u8>)>>;
 
 impl ScreenThread {
-    /// Starts the thread for `model`; at most `backlog_limit` bytes wait to be parsed before
-    /// [`ScreenThread::has_room`] says no.
+    /// Parks `model` for a thread started at the first job; at most `backlog_limit` bytes wait
+    /// to be parsed before [`ScreenThread::has_room`] says no.
     /// Snapshots keep at most `max_scrollback` lines.
     pub fn start(
         model: ScreenModel,
         max_scrollback: usize,
         backlog_limit: usize,
         name: String,
-    ) -> std::io::Result<(ScreenThread, Answers)> {
+    ) -> (ScreenThread, Answers) {
         let (jobs, rx) = std_mpsc::channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             backlog: AtomicUsize::new(0),
             room: Notify::new(),
             limit: backlog_limit.max(1),
+            running: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            state: Mutex::new(State {
+                model,
+                jobs: rx,
+                last: Vec::new(),
+                ahead: VecDeque::new(),
+            }),
+            name,
+            max_scrollback,
+            answers: answers_tx,
         });
-        let thread_shared = shared.clone();
-        std::thread::Builder::new()
-            .name(name)
-            .spawn(move || run(model, max_scrollback, rx, thread_shared, answers_tx))?;
-        Ok((ScreenThread { jobs, shared }, answers))
+        (ScreenThread { jobs, shared }, answers)
     }
 
     /// Queues output for parsing.
@@ -137,146 +174,217 @@ impl ScreenThread {
     }
 
     fn send(&self, job: Job) {
-        // The thread only stops when this handle is dropped, or if it panicked; then jobs are
-        // dropped and their reply channels tell the waiting viewers.
-        if self.jobs.send(job).is_err() {
+        if self.shared.dead.load(Ordering::SeqCst) {
             warn!("screen thread is gone: job dropped");
+            return;
+        }
+        // The receiver lives in `shared`, as long as this sender: sending cannot fail.
+        let _ = self.jobs.send(job);
+        // Sent before the swap: a thread that stops running after this swap finds the job
+        // (it stops running, then looks for jobs once more); one that stopped before it
+        // leaves `running` false, and a new thread is started here.
+        if !self.shared.running.swap(true, Ordering::SeqCst) {
+            let shared = self.shared.clone();
+            let started = std::thread::Builder::new()
+                .name(self.shared.name.clone())
+                .spawn(move || work(&shared));
+            if let Err(e) = started {
+                // Tried again at the next job; the jobs wait in order meanwhile.
+                warn!("screen thread could not start: {e}");
+                self.shared.running.store(false, Ordering::SeqCst);
+            }
         }
     }
 }
 
-fn run(
-    mut model: ScreenModel,
-    max_scrollback: usize,
-    jobs: std_mpsc::Receiver<Job>,
-    shared: Arc<Shared>,
-    answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
-) {
-    // The last snapshot of each form and its offset, while the model has not changed since
-    // (browser and raw joiners ask for different forms; neither evicts the other).
-    let mut last: Vec<(EncodedSnapshot, (u64, SnapshotForm))> = Vec::new();
-    // Jobs taken from the queue ahead of their turn, to run next, in order.
-    let mut ahead: VecDeque<Job> = VecDeque::new();
-    let parse = |model: &mut ScreenModel, run: &[u8], len: usize| {
-        let skipped = model.process_bulk(run);
-        if skipped > 0 {
-            METRICS.parse_skipped.add(skipped as u64);
+/// One run of the thread: serves jobs until none came for `LINGER`, then parks the model.
+fn work(shared: &Shared) {
+    // Held for the whole run: a thread started while this one winds down waits here, and then
+    // serves the jobs this one left, in order.
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serve(&mut state, shared);
+    }));
+    if served.is_err() {
+        // Drop the queued jobs (and later ones, see `send`): their repliers learn it.
+        shared.dead.store(true, Ordering::SeqCst);
+        state.ahead.clear();
+        while state.jobs.try_recv().is_ok() {}
+    }
+    state.last.clear();
+    state.last.shrink_to_fit();
+}
+
+fn serve(state: &mut State, shared: &Shared) {
+    loop {
+        let job = match state.ahead.pop_front() {
+            Some(job) => job,
+            None => match state.jobs.recv_timeout(LINGER) {
+                Ok(job) => job,
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                    shared.running.store(false, Ordering::SeqCst);
+                    // A job sent before the store saw `running` true and started no thread.
+                    let Ok(job) = state.jobs.try_recv() else {
+                        return;
+                    };
+                    let mine = !shared.running.swap(true, Ordering::SeqCst);
+                    run_job(state, shared, job);
+                    if !mine {
+                        // A new thread waits for the state, and serves what follows.
+                        return;
+                    }
+                    continue;
+                }
+            },
+        };
+        run_job(state, shared, job);
+    }
+}
+
+/// Where the pen sequence `bytes` ends inside starts (its ESC), or `bytes.len()`.
+fn open_pen_start(bytes: &[u8]) -> usize {
+    match memchr::memrchr(seq::ESC, bytes) {
+        Some(e) if seq::could_become_pen(&bytes[e..]) => e,
+        _ => bytes.len(),
+    }
+}
+
+/// Parses a run of output: counts what was skipped, passes on query answers, and gives the
+/// actor room again.
+fn parse(model: &mut ScreenModel, shared: &Shared, run: &[u8], len: usize) {
+    let skipped = model.process_bulk(run);
+    if skipped > 0 {
+        METRICS.parse_skipped.add(skipped as u64);
+    }
+    let found = model.take_queries();
+    if !found.is_empty() {
+        let _ = shared.answers.send(found);
+    }
+    let before = shared.backlog.fetch_sub(len, Ordering::Relaxed);
+    if before >= shared.limit && before - len < shared.limit {
+        // Stored as a permit if the actor is not waiting yet: no lost wake-up.
+        shared.room.notify_one();
+    }
+}
+
+fn run_job(state: &mut State, shared: &Shared, job: Job) {
+    let State {
+        model,
+        jobs,
+        last,
+        ahead,
+    } = state;
+    match job {
+        Job::Output(chunk) => {
+            last.clear();
+            // Parse the output queued up to the next other job as one run, so the part of
+            // a long flood of text and colours that scrolls away unseen is skipped. Text
+            // with no sequence but pen ones (so no terminal query to answer) waits a moment
+            // for more to join it:
+            // the model may lag a few milliseconds, as a snapshot request makes it parse
+            // everything before its offset first.
+            let mut len = chunk.len();
+            let mut plain = seq::only_pen_sequences_so_far(&chunk);
+            // Where the next chunk's check starts: at a pen sequence `chunk` ends inside, so
+            // that a sequence split between chunks is checked whole.
+            let mut check_from = open_pen_start(&chunk);
+            let until = Instant::now() + GATHER_WAIT;
+            // Allocated per run and freed after it, so an idle session keeps no buffer.
+            let mut batch = Vec::new();
+            while len < MAX_BATCH {
+                let more = match ahead.pop_front().map(Ok).unwrap_or_else(|| jobs.try_recv()) {
+                    Ok(job) => Some(job),
+                    Err(std_mpsc::TryRecvError::Empty) if plain && len < GATHER => jobs
+                        .recv_timeout(until.saturating_duration_since(Instant::now()))
+                        .ok(),
+                    Err(_) => None,
+                };
+                match more {
+                    Some(Job::Output(more)) => {
+                        if batch.is_empty() {
+                            batch.extend_from_slice(&chunk);
+                        }
+                        batch.extend_from_slice(&more);
+                        // Only the new bytes, with the open sequence before them.
+                        let fresh = &batch[check_from..];
+                        plain = plain && seq::only_pen_sequences_so_far(fresh);
+                        check_from += open_pen_start(fresh);
+                        len += more.len();
+                    }
+                    Some(other) => {
+                        ahead.push_front(other);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            let run = if batch.is_empty() { &chunk[..] } else { &batch };
+            parse(model, shared, run, len);
         }
-        let found = model.take_queries();
-        if !found.is_empty() {
-            let _ = answers.send(found);
+        Job::Resize(rows, cols) => {
+            last.clear();
+            model.resize(rows, cols);
         }
-        let before = shared.backlog.fetch_sub(len, Ordering::Relaxed);
-        if before >= shared.limit && before - len < shared.limit {
-            // Stored as a permit if the actor is not waiting yet: no lost wake-up.
-            shared.room.notify_one();
-        }
-    };
-    while let Some(job) = ahead.pop_front().or_else(|| jobs.recv().ok()) {
-        match job {
-            Job::Output(chunk) => {
-                last.clear();
-                // Parse the output queued up to the next other job as one run, so the part of
-                // a long plain flood that scrolls away unseen is skipped. Text without an ESC
-                // (so without a terminal query to answer) waits a moment for more to join it:
-                // the model may lag a few milliseconds, as a snapshot request makes it parse
-                // everything before its offset first.
-                let mut len = chunk.len();
-                let mut plain = memchr::memchr(ESC, &chunk).is_none();
-                let until = Instant::now() + GATHER_WAIT;
-                // Allocated per run and freed after it, so an idle session keeps no buffer.
+        Job::Snapshot { head, form, take } => {
+            // Requests queued behind this one (many viewers resynced during a flood) are
+            // served by one render at the last of them: a snapshot at a later exact offset
+            // serves an earlier request as well, and the output between is parsed as one
+            // run of at most `MAX_BATCH` bytes, so memory stays as bounded as a plain run.
+            let mut waiting = vec![(form, take)];
+            let mut head = head;
+            let mut queued: usize = ahead.iter().map(Job::output_len).sum();
+            while queued < MAX_BATCH {
+                let Ok(job) = jobs.try_recv() else { break };
+                queued += job.output_len();
+                ahead.push_back(job);
+            }
+            if let Some(upto) = ahead
+                .iter()
+                .rposition(|j| matches!(j, Job::Snapshot { .. }))
+            {
                 let mut batch = Vec::new();
-                while len < MAX_BATCH {
-                    let more = match ahead.pop_front().map(Ok).unwrap_or_else(|| jobs.try_recv()) {
-                        Ok(job) => Some(job),
-                        Err(std_mpsc::TryRecvError::Empty) if plain && len < GATHER => jobs
-                            .recv_timeout(until.saturating_duration_since(Instant::now()))
-                            .ok(),
-                        Err(_) => None,
-                    };
-                    match more {
-                        Some(Job::Output(more)) => {
-                            if batch.is_empty() {
-                                batch.extend_from_slice(&chunk);
-                            }
-                            plain = plain && memchr::memchr(ESC, &more).is_none();
-                            batch.extend_from_slice(&more);
-                            len += more.len();
-                        }
-                        Some(other) => {
-                            ahead.push_front(other);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                let run = if batch.is_empty() { &chunk[..] } else { &batch };
-                parse(&mut model, run, len);
-            }
-            Job::Resize(rows, cols) => {
-                last.clear();
-                model.resize(rows, cols);
-            }
-            Job::Snapshot { head, form, take } => {
-                // Requests queued behind this one (many viewers resynced during a flood) are
-                // served by one render at the last of them: a snapshot at a later exact offset
-                // serves an earlier request as well, and the output between is parsed as one
-                // run of at most `MAX_BATCH` bytes, so memory stays as bounded as a plain run.
-                let mut waiting = vec![(form, take)];
-                let mut head = head;
-                let mut queued: usize = ahead.iter().map(Job::output_len).sum();
-                while queued < MAX_BATCH {
-                    let Ok(job) = jobs.try_recv() else { break };
-                    queued += job.output_len();
-                    ahead.push_back(job);
-                }
-                if let Some(upto) = ahead
-                    .iter()
-                    .rposition(|j| matches!(j, Job::Snapshot { .. }))
-                {
-                    let mut batch = Vec::new();
-                    for job in ahead.drain(..=upto) {
-                        match job {
-                            Job::Output(chunk) => batch.extend_from_slice(&chunk),
-                            Job::Resize(rows, cols) => {
-                                if !batch.is_empty() {
-                                    last.clear();
-                                    parse(&mut model, &batch, batch.len());
-                                    batch.clear();
-                                }
+                for job in ahead.drain(..=upto) {
+                    match job {
+                        Job::Output(chunk) => batch.extend_from_slice(&chunk),
+                        Job::Resize(rows, cols) => {
+                            if !batch.is_empty() {
                                 last.clear();
-                                model.resize(rows, cols);
+                                parse(model, shared, &batch, batch.len());
+                                batch.clear();
                             }
-                            Job::Snapshot {
-                                head: h,
-                                form,
-                                take,
-                            } => {
-                                head = h;
-                                waiting.push((form, take));
-                            }
+                            last.clear();
+                            model.resize(rows, cols);
+                        }
+                        Job::Snapshot {
+                            head: h,
+                            form,
+                            take,
+                        } => {
+                            head = h;
+                            waiting.push((form, take));
                         }
                     }
-                    if !batch.is_empty() {
-                        last.clear();
-                        parse(&mut model, &batch, batch.len());
-                    }
                 }
-                let offset = head - model.pending_len() as u64;
-                for (form, take) in waiting {
-                    let snapshot = match last.iter().find(|(_, at)| *at == (offset, form)) {
-                        Some((snapshot, _)) => snapshot.clone(),
-                        None => {
-                            let snapshot = snapshot::encode_as(&model, max_scrollback, form);
-                            if last.len() == MAX_CACHED_FORMS {
-                                last.remove(0);
-                            }
-                            last.push((snapshot.clone(), (offset, form)));
-                            snapshot
+                if !batch.is_empty() {
+                    last.clear();
+                    parse(model, shared, &batch, batch.len());
+                }
+            }
+            let offset = head - model.pending_len() as u64;
+            for (form, take) in waiting {
+                let snapshot = match last.iter().find(|(_, at)| *at == (offset, form)) {
+                    Some((snapshot, _)) => snapshot.clone(),
+                    None => {
+                        let snapshot = snapshot::encode_as(model, shared.max_scrollback, form);
+                        if last.len() == MAX_CACHED_FORMS {
+                            last.remove(0);
                         }
-                    };
-                    take(snapshot, offset);
-                }
+                        last.push((snapshot.clone(), (offset, form)));
+                        snapshot
+                    }
+                };
+                take(snapshot, offset);
             }
         }
     }
@@ -286,14 +394,68 @@ fn run(
 mod tests {
     use super::*;
 
+    /// This process's threads named `name`.
+    fn threads_named(name: &str) -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter(|t| {
+                        std::fs::read_to_string(t.path().join("comm"))
+                            .is_ok_and(|c| c.trim_end() == name)
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// The screen as a snapshot job renders it, once the thread has served it.
+    fn contents(screen: &ScreenThread, head: u64) -> String {
+        let (tx, rx) = std_mpsc::channel();
+        screen.snapshot(
+            head,
+            SnapshotForm::plain(1 << 20),
+            Box::new(move |snap, _| {
+                let _ = tx.send(snap.bytes);
+            }),
+        );
+        let bytes = rx.recv_timeout(Duration::from_secs(20)).expect("served");
+        let mut vt = vt100::Parser::new(non_zero(24), non_zero(80), 0);
+        vt.process(&bytes);
+        vt.screen().contents()
+    }
+
+    fn non_zero(n: u16) -> std::num::NonZeroU16 {
+        std::num::NonZeroU16::new(n).expect("not zero")
+    }
+
+    /// No thread before the first job; one while there is work; none once idle for `LINGER`
+    /// (the model parked, nothing woken), and the next job brings one back on the same model.
+    #[test]
+    fn an_idle_thread_ends_and_the_next_job_brings_it_back() {
+        const NAME: &str = "screen-parktest";
+        let (screen, _answers) =
+            ScreenThread::start(ScreenModel::new(24, 80, 100), 100, 1 << 20, NAME.into());
+        assert_eq!(threads_named(NAME), 0, "no thread before any job");
+        screen.output(Bytes::from_static(b"\x1b[31mhello\r\n"));
+        assert!(contents(&screen, 15).contains("hello"));
+        let gone_by = Instant::now() + LINGER + Duration::from_secs(20);
+        while threads_named(NAME) > 0 || screen.shared.running.load(Ordering::SeqCst) {
+            assert!(Instant::now() < gone_by, "the idle thread did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        screen.output(Bytes::from_static(b"world"));
+        let now = contents(&screen, 20);
+        assert!(now.contains("hello") && now.contains("world"), "{now:?}");
+    }
+
     /// Snapshot requests queued between outputs are each served at an offset at or after
     /// their own, with a screen exactly that of a model fed everything before that offset.
     #[test]
     fn queued_snapshots_are_served_exactly_at_a_later_offset() {
         let form = SnapshotForm::plain(1 << 20);
         let (screen, _answers) =
-            ScreenThread::start(ScreenModel::new(24, 80, 100), 100, 1 << 20, "t".into())
-                .expect("thread");
+            ScreenThread::start(ScreenModel::new(24, 80, 100), 100, 1 << 20, "t".into());
         let (tx, rx) = std_mpsc::channel();
         let mut fed = Vec::new();
         for i in 0..200 {

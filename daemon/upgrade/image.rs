@@ -71,8 +71,8 @@ pub struct Image {
 pub struct SessionImage {
     /// Its uuid.
     pub id: Uuid,
-    /// Its number (1–255).
-    pub num: u8,
+    /// Its number (1–255), if it has one.
+    pub num: Option<u8>,
     /// Its name.
     pub name: String,
     /// The assistant's key.
@@ -325,7 +325,7 @@ mod tests {
             listener_fd: 3,
             sessions: vec![SessionImage {
                 id: Uuid::new_v4(),
-                num: 1,
+                num: Some(1),
                 process: Some(ProcessImage {
                     pid: 42,
                     pty_fd: Some(4),

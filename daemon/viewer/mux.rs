@@ -118,6 +118,7 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
             Role::Writer
         },
         only: opts.only,
+        untagged: std::collections::HashSet::new(),
         stall_deadline: cfg.viewer.stall_deadline,
         scratch: Scratch::new(),
     };
@@ -254,6 +255,8 @@ struct MuxWriter<T> {
     overrun: CancellationToken,
     role: Role,
     only: Option<Uuid>,
+    /// Sessions without a number this connection was told it cannot carry (each told once).
+    untagged: std::collections::HashSet<Uuid>,
     stall_deadline: Duration,
     scratch: Scratch,
 }
@@ -358,8 +361,23 @@ impl<T: Transport> MuxWriter<T> {
     /// greets it: `open`, the replay, and `exit` if its program has ended.
     async fn add(&mut self, handle: SessionHandle) -> WriteResult {
         let info = handle.info();
-        let num = info.num;
-        if num == 0 || self.subs.contains_key(&num) || self.only.is_some_and(|o| o != info.id) {
+        if self.only.is_some_and(|o| o != info.id) {
+            return Ok(());
+        }
+        let Some(num) = info.num else {
+            // Past 255 sessions a session has no number, and this dialect's frames have no
+            // other tag: say so once, naming it, rather than leave it out unexplained.
+            if self.untagged.insert(info.id) {
+                let msg = ServerMessage::error(
+                    Some(info.id.to_string()),
+                    "this session has no number (only 255 sessions get one), so this \
+                     connection cannot carry it: reach it by its uuid in the other dialects",
+                );
+                return self.send_text(&msg).await;
+            }
+            return Ok(());
+        };
+        if self.subs.contains_key(&num) {
             return Ok(());
         }
         let (events_tx, mut events) =

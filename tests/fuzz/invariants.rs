@@ -18,7 +18,7 @@ use ptyhub::session::queries::{Expected, Query, QueryHook, QueryScan};
 use ptyhub::session::screen::ScreenModel;
 use ptyhub::session::snapshot;
 use ptyhub::session::upload;
-use ptyhub::term::seq::Scanner;
+use ptyhub::term::seq::{self, Scanner};
 use serde_json::{json, Value};
 
 // ---- terminal output to feed the screen model --------------------------------------------
@@ -504,15 +504,42 @@ pub fn is_plain(b: u8) -> bool {
     matches!(b, 0x20..=0x7e | b'\t' | b'\r' | b'\n')
 }
 
-/// Repeat `lines` (each made plain) until there are at least `min_bytes` bytes and `min_lfs`
-/// line feeds, so that `process_bulk` has something it may skip.
+/// Pen sequences a coloured flood is made of besides text: SGRs (resets, 256-colour and RGB,
+/// with `:` too) and erases in the line.
+pub const PEN_PIECES: &[&[u8]] = &[
+    b"\x1b[m",
+    b"\x1b[0m",
+    b"\x1b[01;34m",
+    b"\x1b[38;5;196m",
+    b"\x1b[48;2;1;2;3m",
+    b"\x1b[38:2::9:8:7m",
+    b"\x1b[4;7m",
+    b"\x1b[;5m",
+    b"\x1b[K",
+    b"\x1b[1K",
+    b"\x1b[2K",
+];
+
+/// Repeat `lines` (each made pen text: plain text and the pen sequences it has kept) until
+/// there are at least `min_bytes` bytes and `min_lfs` line feeds, so that `process_bulk` has
+/// something it may skip.
 pub fn build_flood(lines: &[Vec<u8>], min_bytes: usize, min_lfs: usize) -> Vec<u8> {
     let mut lines: Vec<Vec<u8>> = lines
         .iter()
         .map(|l| {
-            l.iter()
-                .map(|&b| if is_plain(b) { b } else { b'a' + b % 26 })
-                .collect()
+            let mut out = Vec::with_capacity(l.len());
+            let mut i = 0;
+            while i < l.len() {
+                if let Some(pen) = seq::pen_seq(&l[i..]) {
+                    out.extend_from_slice(&l[i..i + pen.byte_len()]);
+                    i += pen.byte_len();
+                } else {
+                    let b = l[i];
+                    out.push(if is_plain(b) { b } else { b'a' + b % 26 });
+                    i += 1;
+                }
+            }
+            out
         })
         .collect();
     // Every repetition must make progress and contain a CR and an LF.

@@ -581,6 +581,11 @@ fn screen_bulk(u: &mut Unstructured<'_>) -> Result<()> {
     let mut lines = Vec::new();
     for _ in 0..u.int_in_range(0..=6)? {
         let mut line = some_bytes(u, 3 * usize::from(cols))?;
+        // Coloured lines: up to three pen sequences (kept by `build_flood`) anywhere in them.
+        for _ in 0..u.int_in_range(0..=3u8)? {
+            let at = u.int_in_range(0..=line.len())?;
+            line.splice(at..at, pick(u, inv::PEN_PIECES)?.iter().copied());
+        }
         line.extend_from_slice(pick(u, &[&b"\r\n"[..], b"\n", b"\r", b"", b"\n\r", b"\t"])?);
         lines.push(line);
     }
@@ -1064,7 +1069,8 @@ fn upgrade_image(u: &mut Unstructured<'_>) -> Result<()> {
         let session = SessionImage {
             // Distinct per session, as a daemon's are.
             id: uuid::Uuid::from_u128((u128::from(u.arbitrary::<u64>()?) << 8) | u128::from(num)),
-            num,
+            // Past 255 sessions, a session has no number.
+            num: if u.ratio(1, 8)? { None } else { Some(num) },
             name: text(u)?,
             snapshot: if u.arbitrary()? {
                 Some(blobs.add(&some_bytes(u, 64)?))
