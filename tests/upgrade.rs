@@ -423,8 +423,17 @@ async fn twenty_upgrades_leak_no_descriptor_and_no_memory() {
         let mut c = sized(&d, *id, "?assistant=shell").await;
         c.run("printf 'ready-%s\\n' $$", "ready-").await;
     }
-    // One upgrade first, so the image is in its steady state.
+    // One upgrade first, so the image is in its steady state: adopted, and every recording
+    // open again (each recorder reopens its file in a task of its own, a moment later).
     upgrade(&d).await;
+    let recordings_open = || {
+        fd_targets(d.pid())
+            .iter()
+            .filter(|t| t.ends_with(".cast"))
+            .count()
+            == ids.len()
+    };
+    eventually("every recording open", recordings_open).await;
     let (fds, rss) = (fd_targets(d.pid()), d.rss_kib());
     for _ in 0..20 {
         upgrade(&d).await;
