@@ -187,6 +187,17 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
     let id = Uuid::new_v4();
     let mut healthy = sized(&d, id, "?assistant=shell").await;
     healthy.wait_screen("$ ").await;
+    // The same flood with no stalled viewer first: what the flood itself costs (the parser's
+    // backlog, the log, the allocator's retained pages) is then in the figure to compare with.
+    healthy
+        .type_str("cat big.txt; echo FLOOD-$((6*7))-ALONE\r")
+        .await;
+    healthy
+        .until("flood alone", |c| {
+            c.screen_text().contains("FLOOD-42-ALONE\n$ ")
+        })
+        .await;
+    let rss_before = d.rss_kib();
     // Never read from this one until the flood is over.
     let mut stalled = sized(&d, id, "").await;
     healthy
@@ -194,7 +205,6 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
             c.last("status").is_some_and(|s| s["viewers"] == 2)
         })
         .await;
-    let rss_before = d.rss_kib();
 
     healthy
         .type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r")
@@ -205,9 +215,11 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
         })
         .await;
     let rss_after = d.rss_kib();
-    // Bounded: the output window is 4 MiB; the stalled viewer must not make the daemon buffer the flood.
+    // The stalled viewer must not make the daemon buffer the flood (24 MiB more): the output
+    // window is 4 MiB, and the second flood reuses what the first one allocated (it grew by
+    // 3 to 15 MiB over six runs here, with the parser's backlog).
     assert!(
-        rss_after < rss_before + 48 * 1024,
+        rss_after < rss_before + 20 * 1024,
         "daemon RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
 
