@@ -53,6 +53,8 @@ mod join;
 mod launcher;
 #[path = "load/memory.rs"]
 mod memory;
+#[path = "../tests/common/nginx.rs"]
+mod nginx;
 #[path = "load/procfs.rs"]
 mod procfs;
 #[path = "load/record.rs"]

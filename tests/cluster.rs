@@ -6,12 +6,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
-use common::{Daemon, KillOnDrop, TIMEOUT};
+use common::nginx::{self, Nginx};
+use common::{Daemon, TIMEOUT};
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -174,135 +171,6 @@ fn black_hole() -> (std::net::TcpListener, String) {
 // ---- nginx ------------------------------------------------------------------------------------
 
 /// Debian's nginx binary, if installed (tests/run installs it).
-fn nginx_binary() -> Option<PathBuf> {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// nginx on a loopback port with the shipped cluster config, its upstreams these daemons.
-struct Nginx {
-    _process: KillOnDrop,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    fn start(binary: &Path, upstreams: &[SocketAddr]) -> Nginx {
-        let shipped = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/nginx/ptyhub-cluster.conf"),
-        )
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        // A port that was free a moment ago; a retry covers the rare race with another bind.
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let site = cluster_site(&shipped, upstreams, port);
-            std::fs::write(dir.path().join("ptyhub-cluster.conf"), site).unwrap();
-            let d = dir.path().display();
-            let user = if rustix::process::geteuid().is_root() {
-                "user root root;"
-            } else {
-                ""
-            };
-            // One process (no master), so killing it leaves nothing behind.
-            let main = format!(
-                "{user}\ndaemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log info;\n\
-                 events {{ worker_connections 256; }}\n\
-                 http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  \
-                 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  \
-                 include {d}/ptyhub-cluster.conf;\n}}\n"
-            );
-            std::fs::write(dir.path().join("nginx.conf"), main).unwrap();
-            let test = Command::new(binary)
-                .args(["-t", "-p"])
-                .arg(dir.path())
-                .arg("-c")
-                .arg(dir.path().join("nginx.conf"))
-                .args(["-e", "stderr"])
-                .output()
-                .unwrap();
-            assert!(
-                test.status.success(),
-                "nginx -t refused the config: {}",
-                String::from_utf8_lossy(&test.stderr)
-            );
-            let child = Command::new(binary)
-                .arg("-p")
-                .arg(dir.path())
-                .arg("-c")
-                .arg(dir.path().join("nginx.conf"))
-                .args(["-e", "stderr"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut process = KillOnDrop(child);
-            let start = Instant::now();
-            while start.elapsed() < TIMEOUT {
-                if let Ok(Some(_)) = process.0.try_wait() {
-                    break; // did not start: most likely the port was taken meanwhile
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Nginx {
-                        _process: process,
-                        port,
-                        dir,
-                    };
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-        panic!(
-            "nginx did not start: {}",
-            std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
-        );
-    }
-
-    fn http(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn ws(&self, path: &str) -> String {
-        format!("ws://127.0.0.1:{}{path}", self.port)
-    }
-}
-
-/// The shipped site with its example upstreams replaced by `upstreams` and its listen by a
-/// loopback port: nothing else changes, so the shipped file is what is tested.
-fn cluster_site(shipped: &str, upstreams: &[SocketAddr], port: u16) -> String {
-    let mut next = upstreams.iter();
-    let mut listens = 0;
-    let mut site = String::new();
-    for line in shipped.lines() {
-        let t = line.trim();
-        let example_upstream = t.starts_with("server 10.0.0.") && t.ends_with(":1977;");
-        if example_upstream {
-            let addr = next
-                .next()
-                .expect("the shipped file has more upstreams than the test");
-            site.push_str(&format!("    server {addr};\n"));
-        } else if t == "listen 80;" {
-            listens += 1;
-            site.push_str(&format!("    listen 127.0.0.1:{port};\n"));
-        } else {
-            site.push_str(line);
-            site.push('\n');
-        }
-    }
-    assert!(
-        next.next().is_none(),
-        "the shipped file has fewer upstreams than the test"
-    );
-    assert_eq!(listens, 1, "the shipped file's listen line");
-    site
-}
-
 /// A WebSocket through `url`: the host that answered the upgrade and the first `status`.
 async fn ws_join(url: &str) -> (String, Value) {
     let (mut ws, resp) = tokio_tungstenite::connect_async(url)
@@ -327,7 +195,7 @@ async fn ws_join(url: &str) -> (String, Value) {
 
 #[tokio::test]
 async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
-    let Some(nginx) = nginx_binary() else {
+    let Some(nginx) = nginx::binary() else {
         println!(
             "SKIPPED: nginx is not installed (tests/run installs Debian's nginx package); \
              the cluster routing through nginx was not tested"
@@ -340,7 +208,9 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
     let beta_url = beta.as_ref().unwrap().http("");
     let alpha = host("alpha", &[beta_url.clone(), hung_url.clone()]);
     let beta_addr = beta.as_ref().unwrap().addr;
-    let lb = Nginx::start(&nginx, &[alpha.addr, beta_addr]);
+    let upstreams = [alpha.addr, beta_addr];
+    let lb = Nginx::start(&nginx, |port| nginx::cluster_site(&upstreams, port))
+        .expect("nginx with config/nginx/ptyhub-cluster.conf");
     let direct = |name: &str| {
         if name == "alpha" {
             alpha.http("")
@@ -354,10 +224,10 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
     let mut owner = Vec::new();
     for _ in 0..16 {
         let id = Uuid::new_v4();
-        let before = get(&lb.http(&format!("/api/sessions/{id}"))).await;
+        let before = get(&lb.url("http", &format!("/api/sessions/{id}"))).await;
         assert_eq!(before.status(), StatusCode::NOT_FOUND);
         let routed = answered_by(&before);
-        let resp = create(&lb.http(""), Some(id), json!({"assistant": "shell"})).await;
+        let resp = create(&lb.url("http", ""), Some(id), json!({"assistant": "shell"})).await;
         assert_eq!(resp.status(), StatusCode::CREATED);
         let created_on = answered_by(&resp);
         assert_eq!(
@@ -389,7 +259,7 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
 
     // Every later request for a uuid reaches its host.
     for (id, home) in &owner {
-        let resp = get(&lb.http(&format!("/api/sessions/{id}"))).await;
+        let resp = get(&lb.url("http", &format!("/api/sessions/{id}"))).await;
         assert_eq!(
             (resp.status(), answered_by(&resp)),
             (StatusCode::OK, home.clone())
@@ -406,11 +276,11 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
             format!("/api/recordings/{id}"),
             format!("/api/sessions/{id}/recording"),
         ] {
-            let resp = get(&lb.http(&path)).await;
+            let resp = get(&lb.url("http", &path)).await;
             assert_eq!(resp.status(), StatusCode::OK, "{path}");
             assert_eq!(&answered_by(&resp), home, "{path}");
         }
-        let log = get(&lb.http(&format!("/api/sessions/{id}/log?tail=5"))).await;
+        let log = get(&lb.url("http", &format!("/api/sessions/{id}/log?tail=5"))).await;
         assert_eq!(log.status(), StatusCode::OK);
         assert_eq!(&answered_by(&log), home, "SSE log");
         assert!(log.headers()["content-type"]
@@ -418,7 +288,7 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
             .unwrap()
             .starts_with("text/event-stream"));
         let share = http()
-            .post(lb.http(&format!("/api/sessions/{id}/share")))
+            .post(lb.url("http", &format!("/api/sessions/{id}/share")))
             .bearer_auth(TOKEN)
             .json(&json!({"role": "viewer"}))
             .send()
@@ -430,7 +300,7 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
         );
         let share: Value = share.json().await.unwrap();
         let renamed = http()
-            .patch(lb.http(&format!("/api/sessions/{id}")))
+            .patch(lb.url("http", &format!("/api/sessions/{id}")))
             .bearer_auth(TOKEN)
             .json(&json!({"name": format!("on-{home}")}))
             .send()
@@ -442,39 +312,41 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
         );
 
         // The WebSocket joins the session there (a wrong host would create a new one).
-        let (ws_host, status) = ws_join(&lb.ws(&format!("/ws/{id}?token={TOKEN}"))).await;
+        let (ws_host, status) = ws_join(&lb.url("ws", &format!("/ws/{id}?token={TOKEN}"))).await;
         assert_eq!(&ws_host, home, "WebSocket");
         assert_eq!(status["sessionUUID"], id.to_string());
         assert_eq!(status["sessionName"], format!("on-{home}"));
         // A share link's token works through nginx: it reaches the host that made it.
         let token = share["token"].as_str().unwrap();
-        let (ws_host, status) = ws_join(&lb.ws(&format!("/ws/{id}?token={token}"))).await;
+        let (ws_host, status) = ws_join(&lb.url("ws", &format!("/ws/{id}?token={token}"))).await;
         assert_eq!((&ws_host, &status["readOnly"]), (home, &json!(true)));
-        let raw = tokio_tungstenite::connect_async(lb.ws(&format!("/ws/{id}/raw?token={TOKEN}")))
-            .await
-            .unwrap()
-            .1;
+        let raw =
+            tokio_tungstenite::connect_async(lb.url("ws", &format!("/ws/{id}/raw?token={TOKEN}")))
+                .await
+                .unwrap()
+                .1;
         assert_eq!(raw.headers()["x-ptyhub-host"], home.as_str(), "raw dialect");
     }
 
     // A WebSocket to a new uuid creates the session on the host the uuid hashes to.
     let fresh = Uuid::new_v4();
-    let routed = answered_by(&get(&lb.http(&format!("/api/sessions/{fresh}"))).await);
-    let (ws_host, _) = ws_join(&lb.ws(&format!("/ws/{fresh}?token={TOKEN}&assistant=shell"))).await;
+    let routed = answered_by(&get(&lb.url("http", &format!("/api/sessions/{fresh}"))).await);
+    let (ws_host, _) =
+        ws_join(&lb.url("ws", &format!("/ws/{fresh}?token={TOKEN}&assistant=shell"))).await;
     assert_eq!(ws_host, routed);
     owner.push((fresh, routed));
 
     // Requests that name no session go to either host.
     let mut seen = BTreeSet::new();
     for _ in 0..10 {
-        seen.insert(answered_by(&get(&lb.http("/api/sessions")).await));
+        seen.insert(answered_by(&get(&lb.url("http", "/api/sessions")).await));
     }
     assert_eq!(seen.len(), 2, "requests without a uuid spread: {seen:?}");
 
     // DELETE through nginx ends it on its host.
     let (gone, gone_home) = owner.remove(0);
     let del = http()
-        .delete(lb.http(&format!("/api/sessions/{gone}")))
+        .delete(lb.url("http", &format!("/api/sessions/{gone}")))
         .bearer_auth(TOKEN)
         .send()
         .await

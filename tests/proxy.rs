@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
+use common::nginx::{self, Nginx};
 use common::{eventually, eventually_async, Client, Daemon, TIMEOUT};
 use rustls::pki_types::pem::PemObject;
 use serde_json::{json, Value};
@@ -250,141 +249,6 @@ async fn base_path_puts_pages_routes_cookies_and_links_under_it() {
 // ---- real nginx ----------------------------------------------------------------------------
 
 /// The shipped nginx file.
-fn shipped() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/nginx/ptyhub.conf"))
-        .expect("config/nginx/ptyhub.conf")
-}
-
-/// The shipped file with only its addresses, port and certificate paths changed, inside a
-/// main config of the test's own (its own prefix, pid, logs and temp dirs).
-pub fn nginx_conf(dir: &Path, upstream: SocketAddr, port: u16, cert: &Path, key: &Path) -> String {
-    let site = shipped()
-        .replace("server 127.0.0.1:1977;", &format!("server {upstream};"))
-        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port} ssl;"))
-        .replace("listen [::]:443 ssl;\n", "")
-        .replace(
-            "/etc/letsencrypt/live/dev.example.com/fullchain.pem",
-            &cert.display().to_string(),
-        )
-        .replace(
-            "/etc/letsencrypt/live/dev.example.com/privkey.pem",
-            &key.display().to_string(),
-        );
-    assert!(
-        site.contains(&format!("server {upstream};")) && site.contains(&format!(":{port} ssl;")),
-        "the shipped file no longer has the lines the test substitutes"
-    );
-    std::fs::write(dir.join("ptyhub.conf"), site).expect("write site");
-    let d = dir.display();
-    // Root runs the workers as root so they can use the test's private temp dir.
-    let user = if rustix::process::geteuid().is_root() {
-        "user root;"
-    } else {
-        ""
-    };
-    format!(
-        "{user}
-worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log {d}/access.log;
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    include {d}/ptyhub.conf;
-}}
-"
-    )
-}
-
-/// nginx running the shipped file; stopped when dropped.
-pub struct Nginx {
-    child: Child,
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SIGTERM, a fast stop: a graceful one would wait for open WebSockets and streams.
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The nginx binary, if installed (tests/run installs Debian's package).
-pub fn nginx_binary() -> Option<PathBuf> {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// Starts nginx with the shipped file in front of `upstream`, TLS with `cert`/`key`.
-pub async fn start_nginx(bin: &Path, upstream: SocketAddr, cert: &Path, key: &Path) -> Nginx {
-    let mut last = String::new();
-    // A free port now may be taken by the time nginx binds it: a few tries.
-    for _ in 0..5 {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            l.local_addr().expect("addr").port()
-        };
-        let conf = dir.path().join("nginx.conf");
-        std::fs::write(&conf, nginx_conf(dir.path(), upstream, port, cert, key)).expect("conf");
-        let mut child = Command::new(bin)
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start nginx");
-        let deadline = std::time::Instant::now() + TIMEOUT;
-        loop {
-            if let Ok(Some(_)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                last = format!(
-                    "{err}{}",
-                    std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
-                );
-                break;
-            }
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return Nginx { child, port, dir };
-            }
-            assert!(std::time::Instant::now() < deadline, "nginx did not listen");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    panic!("nginx did not start: {last}");
-}
-
 /// A test CA's certificate for 127.0.0.1, written to `dir`: (CA PEM, cert path, key path).
 pub fn test_cert(dir: &Path) -> (String, PathBuf, PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
@@ -405,7 +269,7 @@ pub fn test_cert(dir: &Path) -> (String, PathBuf, PathBuf) {
 
 #[tokio::test]
 async fn the_shipped_nginx_file_serves_ptyhub_under_a_prefix() {
-    let Some(bin) = nginx_binary() else {
+    let Some(bin) = nginx::binary() else {
         println!("SKIPPED: nginx is not installed (tests/run installs Debian's nginx package)");
         return;
     };
@@ -414,7 +278,10 @@ async fn the_shipped_nginx_file_serves_ptyhub_under_a_prefix() {
     );
     let certs = tempfile::tempdir().expect("tempdir");
     let (ca, cert, key) = test_cert(certs.path());
-    let nginx = start_nginx(&bin, d.addr, &cert, &key).await;
+    let nginx = Nginx::start(&bin, |port| {
+        nginx::single_host_site(d.addr, port, &cert, &key)
+    })
+    .expect("nginx with config/nginx/ptyhub.conf");
     let base = format!("https://127.0.0.1:{}/ptyhub/", nginx.port);
     let origin = format!("https://127.0.0.1:{}", nginx.port);
     let client_from = |ip: &str| {

@@ -2,9 +2,7 @@
 //! WebSockets, and through nginx (the shipped `config/nginx/ptyhub.conf`, TLS terminated there)
 //! against direct, in the same run: three paths, measured one after the other, each repeated.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,8 +77,10 @@ async fn deploy(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<Vec<
             tls: Some(trust.clone()),
         },
     ];
-    let nginx = match nginx_binary() {
-        Some(bin) => Some(Nginx::start(&bin, &ctx.dir, plain.addr, &cert, &key)?),
+    let nginx = match crate::nginx::binary() {
+        Some(bin) => Some(crate::nginx::Nginx::start(&bin, |port| {
+            crate::nginx::single_host_site(plain.addr, port, &cert, &key)
+        })?),
         None => {
             notes.push("deploy: nginx is not installed, its path was not measured".into());
             None
@@ -294,101 +294,4 @@ fn client_tls(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>> {
     .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-fn nginx_binary() -> Option<PathBuf> {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// nginx running the shipped file (only ports and certificate paths substituted).
-struct Nginx {
-    child: Child,
-    port: u16,
-}
-
-impl Nginx {
-    fn start(
-        bin: &Path,
-        dir: &Path,
-        upstream: SocketAddr,
-        cert: &Path,
-        key: &Path,
-    ) -> Result<Nginx> {
-        let dir = dir.join("nginx");
-        std::fs::create_dir_all(&dir)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let shipped = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("config/nginx/ptyhub.conf"),
-        )?;
-        let site = shipped
-            .replace("server 127.0.0.1:1977;", &format!("server {upstream};"))
-            .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port} ssl;"))
-            .replace("listen [::]:443 ssl;\n", "")
-            .replace(
-                "/etc/letsencrypt/live/dev.example.com/fullchain.pem",
-                &cert.display().to_string(),
-            )
-            .replace(
-                "/etc/letsencrypt/live/dev.example.com/privkey.pem",
-                &key.display().to_string(),
-            );
-        std::fs::write(dir.join("ptyhub.conf"), site)?;
-        let d = dir.display();
-        let user = if rustix::process::geteuid().is_root() {
-            "user root;"
-        } else {
-            ""
-        };
-        let conf = dir.join("nginx.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "{user}\nworker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-                 events {{ worker_connections 256; }}\nhttp {{\n access_log off;\n client_body_temp_path {d}/body;\n \
-                 proxy_temp_path {d}/proxy;\n fastcgi_temp_path {d}/fastcgi;\n uwsgi_temp_path {d}/uwsgi;\n \
-                 scgi_temp_path {d}/scgi;\n include {d}/ptyhub.conf;\n}}\n"
-            ),
-        )?;
-        let mut child = Command::new(bin)
-            .arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting nginx")?;
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                bail!(
-                    "nginx exited ({status}): {}",
-                    std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
-                );
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                bail!("nginx did not listen within {STEP_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(Nginx { child, port })
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SIGTERM: a fast stop, open connections closed.
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
 }

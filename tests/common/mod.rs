@@ -5,6 +5,7 @@
 
 pub mod in_process;
 pub mod launcher;
+pub mod nginx;
 pub mod sse;
 
 use std::io::Read;
