@@ -42,18 +42,23 @@ pub fn client(headers: &HeaderMap, peer: SocketAddr, tls: bool, proxy: &ProxyCon
         };
     }
     let addr = forwarded_for(headers, peer.ip(), proxy).map_or(peer, |ip| SocketAddr::new(ip, 0));
-    // The proxy that faced the client set these: the first value is its.
-    let first = |name| {
-        header(headers, name)
-            .and_then(|v| v.split(',').next())
+    // The last value of the last header: the one the trusted peer itself set or appended.
+    // An earlier value may be the client's own (a proxy that appends instead of replacing).
+    let nearest = |name| {
+        headers
+            .get_all(name)
+            .iter()
+            .next_back()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
             .map(str::trim)
             .filter(|v| !v.is_empty())
     };
-    let https = match first("x-forwarded-proto") {
+    let https = match nearest("x-forwarded-proto") {
         Some(proto) => proto.eq_ignore_ascii_case("https"),
         None => tls,
     };
-    let host = first("x-forwarded-host")
+    let host = nearest("x-forwarded-host")
         .filter(|h| h.chars().all(|c| c.is_ascii_graphic()))
         .map(str::to_owned)
         .or(host);
@@ -229,6 +234,15 @@ mod tests {
             "9.9.9.9".parse::<IpAddr>().unwrap()
         );
         assert!(!ip(&[("x-forwarded-proto", "http")]).https);
+        // A proxy that appends: the client's own value comes first and is not believed.
+        assert!(!ip(&[("x-forwarded-proto", "https, http")]).https);
+        assert!(
+            ip(&[
+                ("x-forwarded-proto", "http"),
+                ("x-forwarded-proto", "https")
+            ])
+            .https
+        );
     }
 
     #[test]
