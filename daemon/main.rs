@@ -253,6 +253,9 @@ fn main() -> anyhow::Result<()> {
         }
         Some(client) => std::process::exit(run_client(client)),
     };
+    // Before any thread exists: the runtime's threads inherit the mask, and `serve` lets the
+    // signals through on its own thread once their handlers are in.
+    ptyhub::upgrade::hold_signals();
     init_logging(args.log_format);
     // Before anything could replace it: the path a live upgrade runs again.
     let exe = std::env::current_exe().context("finding this program's path")?;
@@ -578,8 +581,11 @@ async fn serve(
             }
         }
         info!(sessions = daemon.sessions(), exe = %exe.display(), "live upgrade requested");
+        // A signal from here on is handled after the upgrade (or its refusal), not lost.
+        ptyhub::upgrade::hold_signals();
         notify_reloading();
         if let Err(e) = ptyhub::upgrade::check(&exe, &args).await {
+            ptyhub::upgrade::release_signals();
             warn!("live upgrade refused, going on as before: {e}");
             ptyhub::upgrade::failed(e.to_string());
             notify(sd_notify::NotifyState::Ready);
@@ -591,7 +597,9 @@ async fn serve(
             "handing over to the new image"
         );
         let failed = handoff.exec(&exe, &args);
-        // Only reached when execve failed: this image takes its own sessions back.
+        // Only reached when execve failed (or never ran): this image takes its own sessions
+        // back, and the signals held since the request.
+        ptyhub::upgrade::release_signals();
         tracing::error!("live upgrade failed, resuming: {failed}");
         ptyhub::upgrade::failed(failed.to_string());
         daemon = Daemon::adopt(cfg.clone(), secret.clone(), handoff)

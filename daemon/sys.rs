@@ -1,5 +1,6 @@
 //! The crate's only `unsafe` code: registering an owned file descriptor (a PTY master, a
-//! pidfd) with tokio's reactor, and taking over the descriptors a live upgrade hands down.
+//! pidfd) with tokio's reactor, taking over the descriptors a live upgrade hands down, and
+//! clearing the signal mask in a child before it runs its program.
 //!
 //! tokio asks for `unsafe` there because an arbitrary `AsRawFd` type could close or swap its
 //! descriptor behind the reactor's back. An [`OwnedFd`] cannot: it owns its descriptor and
@@ -42,4 +43,29 @@ pub fn adopt_inherited(raw: std::os::fd::RawFd) -> io::Result<OwnedFd> {
     let owned = unsafe { OwnedFd::from_raw_fd(raw) };
     rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC)?;
     Ok(owned)
+}
+
+/// Runs in a child between `fork` and `exec`: an empty signal mask. The daemon's threads keep
+/// the signals it handles blocked (a live upgrade holds them over its `execve`), a mask is
+/// inherited across `exec`, and without this a session's shell would never see SIGHUP,
+/// SIGINT or SIGTERM.
+fn clean_signal_mask() -> io::Result<()> {
+    nix::sys::signal::SigSet::empty()
+        .thread_set_mask()
+        .map_err(io::Error::from)
+}
+
+/// A session's program starts with an empty signal mask ([`clean_signal_mask`]).
+pub fn clean_mask_pty(cmd: pty_process::blocking::Command) -> pty_process::blocking::Command {
+    // SAFETY: the closure only calls `pthread_sigmask`, which is async-signal-safe, and
+    // allocates nothing: it is sound between `fork` and `exec`.
+    unsafe { cmd.pre_exec(clean_signal_mask) }
+}
+
+/// An exec's program starts with an empty signal mask ([`clean_signal_mask`]).
+pub fn clean_mask(cmd: &mut tokio::process::Command) {
+    // SAFETY: as in `clean_mask_pty`.
+    unsafe {
+        cmd.pre_exec(clean_signal_mask);
+    }
 }

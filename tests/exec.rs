@@ -673,3 +673,16 @@ async fn a_vanished_client_is_noticed_while_its_stdin_is_full() {
     drop(p);
     group_gone(pid).await;
 }
+
+/// An exec's program starts with no signal blocked, whatever the daemon's own threads block
+/// (it holds its handled signals over a live upgrade).
+#[tokio::test]
+async fn an_exec_starts_with_an_empty_signal_mask() {
+    let d = Daemon::start_with(&test_config(""));
+    let s = sse_exec(
+        &d,
+        json!({"cmd": ["grep", "^SigBlk:", "/proc/self/status"]}),
+    )
+    .await;
+    assert_eq!(s.of("stdout").concat(), "SigBlk:\t0000000000000000\n");
+}

@@ -83,6 +83,7 @@ pub fn spawn(spec: &ExecSpec<'_>) -> Result<ExecChild, SpawnError> {
         .process_group(0)
         // A safety net only: every path that ends an exec ends its group first and reaps it.
         .kill_on_drop(true);
+    crate::sys::clean_mask(&mut cmd);
     if let Some(cwd) = spec.cwd {
         cmd.current_dir(cwd);
     }

@@ -91,6 +91,7 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         .env("NCURSES_NO_UTF8_ACS", "1")
         .env(SESSION_ENV, spec.session.to_string())
         .current_dir(spec.cwd);
+    let cmd = crate::sys::clean_mask_pty(cmd);
     // `pts` is consumed: the daemon keeps no handle on the terminal side, so the master
     // reads EOF/EIO once every process of the session has let go of it. The std `Child` is
     // dropped unwaited (that neither kills nor reaps): the exit is watched by pid.

@@ -128,6 +128,16 @@ fn handled_signals() -> SigSet {
     set
 }
 
+/// Holds the handled signals pending on this thread. Called before the runtime starts (so
+/// every thread it makes inherits the mask and only the thread that releases them takes
+/// signals) and when an upgrade begins (so one sent during the check, the handover or the
+/// exec is handled afterwards, by this image or the next, never lost with this image).
+pub fn hold_signals() {
+    if let Err(e) = handled_signals().thread_block() {
+        warn!("cannot block the daemon's signals: {e}");
+    }
+}
+
 /// Lets the handled signals through on this thread (the one that handles them), once their
 /// handlers are installed; after an upgrade, one that arrived during it is handled now.
 pub fn release_signals() {
@@ -243,10 +253,7 @@ impl Handoff {
             }
         }
         // Held pending from here to the new image's handlers (see `handled_signals`).
-        if let Err(e) = handled_signals().thread_block() {
-            set_cloexec(&fds);
-            return UpgradeError::Image(format!("cannot hold signals over the exec: {e}"));
-        }
+        hold_signals();
         let source = std::process::Command::new(exe)
             .args(args)
             .arg(IMAGE_FLAG)
