@@ -79,6 +79,10 @@ pub struct Metrics {
     pub sse_streams: Gauge,
     /// Exec processes running now.
     pub execs_running: Gauge,
+    /// Idle sessions' screen models put away as snapshots.
+    pub screens_parked: Gauge,
+    /// Bytes those snapshots keep.
+    pub screens_parked_bytes: Gauge,
     /// Execs that ended, by outcome, in [`ExecOutcome`] order.
     execs: [Counter; 4],
     /// Error messages sent to viewers and refused requests, by code.
@@ -170,6 +174,16 @@ impl Metrics {
             "ptyhub_execs_running",
             "Exec processes running now.",
             &[("", self.execs_running.get())],
+        );
+        gauge(
+            "ptyhub_screens_parked",
+            "Idle sessions whose screen model is kept as a snapshot until their next output.",
+            &[("", self.screens_parked.get())],
+        );
+        gauge(
+            "ptyhub_screens_parked_bytes",
+            "Bytes of the snapshots parked screen models keep.",
+            &[("", self.screens_parked_bytes.get())],
         );
         let counters = [
             (

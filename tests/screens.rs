@@ -325,3 +325,60 @@ async fn tiny_writes_do_not_grow_memory() {
         "daemon RSS grew from {before} KiB to {after} KiB"
     );
 }
+
+/// An idle session's screen model is put away as a snapshot (a few KB instead of 32 bytes a
+/// cell of grid and scrollback) and brought back by the next join or output: the joiner gets
+/// exactly the screen of a viewer that saw everything, on the alternate screen with its modes
+/// and with the main screen's scrollback under it, and the model goes on exactly after.
+#[tokio::test]
+async fn an_idle_sessions_parked_screen_comes_back_exactly() {
+    let d = Daemon::start();
+    common::write_file(d.dir.path(), "flood.sh", COLOUR_FLOOD.as_bytes());
+    common::write_file(d.dir.path(), "full.sh", FULLSCREEN.as_bytes());
+    let id = Uuid::new_v4();
+    let mut a = sized(&d, id, "?assistant=shell").await;
+    a.wait_screen("$ ").await;
+    a.run("bash flood.sh 300", "FLOOD-DONE-END").await;
+    a.type_str("bash full.sh\r").await;
+    a.wait_screen("FULL-SCREEN-DRAWN").await;
+    // Quiet now: the screen thread ends after a second and parks the model.
+    common::eventually_async("the idle model parked", || async {
+        metric(&d, "ptyhub_screens_parked ").await >= 1
+    })
+    .await;
+    assert!(metric(&d, "ptyhub_screens_parked_bytes ").await > 0);
+
+    let mut b = sized(&d, id, "").await;
+    b.wait_json("ready").await;
+    b.wait_screen("FULL-SCREEN-DRAWN").await;
+    assert!(b.term.screen().alternate_screen());
+    assert_same_screen(&a, &b, "joined a parked model, on the alternate screen");
+
+    // The program goes on: it leaves the alternate screen, and the main screen under it
+    // (scrollback included) is the one the first viewer has.
+    a.type_str("\r").await;
+    for c in [&mut a, &mut b] {
+        c.until("left the alternate screen", |c| {
+            c.screen_text().contains("LEFT-THE-ALT\n$ ")
+        })
+        .await;
+    }
+    assert_same_screen(&a, &b, "back on the main screen");
+    let mut fresh = sized(&d, id, "").await;
+    fresh.wait_json("ready").await;
+    assert_same_screen(&a, &fresh, "the model after it was brought back");
+    for c in [&mut a, &mut b, &mut fresh] {
+        c.term.screen_mut().set_scrollback(120);
+    }
+    let want = a.term.screen().contents_formatted();
+    assert_eq!(
+        want,
+        b.term.screen().contents_formatted(),
+        "joiner's scrollback"
+    );
+    assert_eq!(
+        want,
+        fresh.term.screen().contents_formatted(),
+        "model's scrollback"
+    );
+}

@@ -89,7 +89,6 @@ pub(super) struct Session {
     /// Called once, when the session has ended.
     pub(super) on_end: Option<OnEnd>,
     pub(super) ended: CancellationToken,
-    pub(super) read_buf: Vec<u8>,
     /// The latest chunk's hand-out to the viewers other than the typist, done a slice at a
     /// time between commands.
     pub(super) fanout: Fanout,
@@ -113,12 +112,9 @@ pub(super) struct Fanout {
     rest: Vec<ViewerId>,
 }
 
-pub(super) async fn read_pty(
-    reader: &Option<PtyMaster>,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<usize> {
+pub(super) async fn read_pty(reader: &Option<PtyMaster>) -> std::io::Result<Bytes> {
     match reader {
-        Some(r) => r.read(buf, READ_CHUNK).await,
+        Some(r) => r.read().await,
         None => std::future::pending().await,
     }
 }
@@ -183,7 +179,7 @@ impl Session {
                     // Every handle is gone: nobody can reach this session any more.
                     None => self.begin_end(EndReason::Deleted, None),
                 },
-                read = read_pty(&self.proc.reader, &mut self.read_buf), if self.parser_has_room() => {
+                read = read_pty(&self.proc.reader), if self.parser_has_room() => {
                     self.on_read(read)
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
@@ -495,15 +491,9 @@ impl Session {
         }
     }
 
-    pub(super) fn on_read(&mut self, read: std::io::Result<usize>) {
+    pub(super) fn on_read(&mut self, read: std::io::Result<Bytes>) {
         match read {
-            Ok(n) if n > 0 => {
-                // Copied out at its own size so the log's byte bound is also its memory bound
-                // (a frozen slice would pin the whole read buffer); the buffer is reused.
-                let chunk = Bytes::copy_from_slice(&self.read_buf);
-                self.read_buf.clear();
-                self.output(chunk);
-            }
+            Ok(chunk) if !chunk.is_empty() => self.output(chunk),
             // EOF, or EIO once every process has closed the terminal side.
             _ => {
                 self.proc.reader = None;

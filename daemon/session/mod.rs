@@ -67,8 +67,6 @@ pub use signal::ALLOWED_SIGNALS;
 
 /// Commands queued per session before senders wait.
 const COMMAND_QUEUE: usize = 256;
-/// Bytes asked of the PTY per read; PTY reads return at most about 4 KiB anyway.
-const READ_CHUNK: usize = 16 * 1024;
 /// Output bytes waiting for the screen thread before the actor stops reading the PTY (16 MiB:
 /// several seconds of a flood; chunks still in the output log cost nothing extra).
 const PARSE_BACKLOG: usize = 16 << 20;
@@ -228,7 +226,6 @@ fn assemble(
         info: watch::Sender::new(placeholder_info(who.id)),
         on_end: Some(on_end),
         ended: CancellationToken::new(),
-        read_buf: Vec::new(),
         fanout: Default::default(),
         tap: None,
         recording_failed: None,

@@ -6,10 +6,15 @@
 //! descriptor itself to the next image and adopt it there.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::io::unix::AsyncFd;
+
+/// Bytes asked of the PTY per read; PTY reads return at most about 4 KiB anyway.
+const MAX_READ: usize = 16 * 1024;
 
 /// The master side of a session's PTY. Clones share the descriptor, which closes when the
 /// last clone goes (the program then reads EOF and gets SIGHUP from the kernel).
@@ -32,17 +37,19 @@ impl PtyMaster {
         Ok(Self(Arc::new(crate::sys::register(fd)?)))
     }
 
-    /// Reads what the program wrote into the spare capacity of `buf` (at least `want` bytes
-    /// of it); `Ok(0)` or an error (EIO) once no process holds the terminal side any more.
-    pub async fn read(&self, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
-        buf.reserve(want);
+    /// Reads what the program wrote (at most `MAX_READ` bytes), copied out at its own size;
+    /// an empty chunk or an error (EIO) once no process holds the terminal side any more.
+    ///
+    /// The read goes through a buffer on the stack, taken only once the PTY is readable, so an
+    /// idle session holds no read buffer (16 KiB each, a sixth of an idle session's memory),
+    /// and the chunk is the one copy the log keeps, bounded by its own size.
+    pub async fn read(&self) -> io::Result<Bytes> {
         loop {
             let mut ready = self.0.readable().await?;
             let read = ready.try_io(|fd| {
-                Ok(rustix::io::read(
-                    fd.get_ref(),
-                    rustix::buffer::spare_capacity(&mut *buf),
-                )?)
+                let mut buf = [MaybeUninit::<u8>::uninit(); MAX_READ];
+                let (got, _) = rustix::io::read(fd.get_ref(), &mut buf)?;
+                Ok(Bytes::copy_from_slice(got))
             });
             if let Ok(result) = read {
                 return result;

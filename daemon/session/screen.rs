@@ -21,6 +21,7 @@
 use std::fmt::Write as _;
 use std::num::NonZeroU16;
 
+use crate::metrics::METRICS;
 use crate::session::queries::{Query, QueryHook};
 use crate::term::seq::{self, Scanner, State, Tail, ESC};
 
@@ -93,6 +94,35 @@ pub struct ScreenModel {
     /// Whether the active grid's scroll region is the whole screen, as last probed. Only plain
     /// text and pen sequences were fed since (anything else or a resize forgets it): they cannot change it.
     full_region: Option<bool>,
+}
+
+/// A [`ScreenModel`] put away by [`ScreenModel::park`]; [`Parked::thaw`] brings it back.
+pub struct Parked {
+    /// The snapshot, with every scrollback line the model held.
+    ansi: Box<[u8]>,
+    rows: u16,
+    cols: u16,
+    scrollback_lines: usize,
+    has_output: bool,
+}
+
+impl Parked {
+    /// The model again, as a fresh one fed the snapshot.
+    pub fn thaw(&self) -> ScreenModel {
+        let mut model = ScreenModel::new(self.rows, self.cols, self.scrollback_lines);
+        model.process(&self.ansi);
+        // The snapshot asks the terminal nothing; nothing may be answered for it.
+        let _ = model.take_queries();
+        model.has_output = self.has_output;
+        model
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        METRICS.screens_parked.sub(1);
+        METRICS.screens_parked_bytes.sub(self.ansi.len() as u64);
+    }
 }
 
 impl ScreenModel {
@@ -397,6 +427,56 @@ impl ScreenModel {
             bridge,
             screen,
         }
+    }
+
+    /// The model put away as the snapshot that rebuilds it, for a session gone idle: a few
+    /// hundred bytes of ANSI for a quiet shell, where the grid alone costs 32 bytes a cell
+    /// (60 KiB at 24×80, and 2.5 KiB per 80-column scrollback line). `None` where the
+    /// snapshot would not bring the model back: in the middle of a sequence, or in the one
+    /// state whose saved cursor a snapshot cannot reach (see [`Self::saved_cursor_reproducible`]).
+    ///
+    /// The same round trip a live upgrade makes for every session (`freeze.rs`); what neither
+    /// carries is the character REP (`CSI b`) would repeat, which programs send right after
+    /// the character itself.
+    pub fn park(&self) -> Option<Parked> {
+        if self.pending_len() > 0 || self.overflow || !self.saved_cursor_reproducible() {
+            return None;
+        }
+        let (rows, cols) = self.size();
+        let ansi = self.snapshot_ansi(self.scrollback_lines).into_boxed_slice();
+        METRICS.screens_parked.add(1);
+        METRICS.screens_parked_bytes.add(ansi.len() as u64);
+        Some(Parked {
+            ansi,
+            rows,
+            cols,
+            scrollback_lines: self.scrollback_lines,
+            has_output: self.has_output,
+        })
+    }
+
+    /// False in the one state where the saved cursor is lost: a grid's cursor waits to wrap
+    /// after an emptied last column, which vt100's own rendering can only reach with
+    /// DECSC/DECRC.
+    pub(crate) fn saved_cursor_reproducible(&self) -> bool {
+        let pending_on_empty = |s: &vt100::Screen| {
+            let (row, col) = s.cursor_position();
+            let cols = s.size().1.get();
+            col >= cols && s.cell(row, cols - 1).is_some_and(|c| !c.has_contents())
+        };
+        let live = self.screen();
+        if pending_on_empty(live) {
+            return false;
+        }
+        if !live.alternate_screen() {
+            return true;
+        }
+        // The main grid, behind the alternate one: a copy without scrollback is cheap.
+        let mut view = vt100::Parser::new(NonZeroU16::MIN, NonZeroU16::MIN, 0);
+        *view.screen_mut() = live.clone();
+        view.screen_mut().clear_scrollback();
+        view.process(b"\x1b[?47l");
+        !pending_on_empty(view.screen())
     }
 
     /// Last-resort snapshot for a screen too big to send formatted: the
@@ -1387,22 +1467,6 @@ mod tests {
         }
     }
 
-    /// False in the one state where the saved cursor is lost: a grid's cursor
-    /// waits to wrap after an emptied last column, which vt100's own
-    /// rendering can only reach with DECSC/DECRC.
-    fn saved_cursor_reproducible(model: &ScreenModel) -> bool {
-        let pending_on_empty = |s: &vt100::Screen| {
-            let (row, col) = s.cursor_position();
-            let cols = s.size().1.get();
-            col >= cols && s.cell(row, cols - 1).is_some_and(|c| !c.has_contents())
-        };
-        let live = model.screen();
-        let mut view = vt100::Parser::new(NonZeroU16::MIN, NonZeroU16::MIN, 0);
-        *view.screen_mut() = live.clone();
-        view.process(b"\x1b[?47l");
-        !pending_on_empty(live) && !pending_on_empty(view.screen())
-    }
-
     /// A small deterministic PRNG for the randomized tests.
     struct Rng(u64);
 
@@ -1488,6 +1552,65 @@ mod tests {
         s
     }
 
+    /// A model parked and thawed at random quiet moments ends exactly as one that never was,
+    /// and behaves the same after (the probes); where it cannot be parked it says so and is
+    /// kept whole.
+    #[test]
+    fn parking_and_thawing_anywhere_changes_nothing() {
+        let mut rng = Rng(0x5eed_0f9a_4c2d_1100);
+        let (mut parks, mut refused) = (0, 0);
+        for round in 0..std::env::var("PARK_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300)
+        {
+            let pieces = 20 + rng.below(200);
+            let stream = random_stream(&mut rng, pieces);
+            let (rows, cols) = (1 + rng.below(12) as u16, 1 + rng.below(40) as u16);
+            let scrollback = [0, 3, 20, SB_CAP][rng.below(4)];
+            let mut whole = ScreenModel::new(rows, cols, scrollback);
+            let mut parked = ScreenModel::new(rows, cols, scrollback);
+            let mut at = 0;
+            while at < stream.len() {
+                let end = (at + 1 + rng.below(64)).min(stream.len());
+                whole.process(&stream[at..end]);
+                parked.process(&stream[at..end]);
+                at = end;
+                if rng.below(2) == 0 {
+                    match parked.park() {
+                        Some(p) => {
+                            parks += 1;
+                            parked = p.thaw();
+                        }
+                        None => refused += 1,
+                    }
+                }
+            }
+            let what = format!("round {round}");
+            assert_eq!(parked.pending_len(), whole.pending_len(), "{what}: carry");
+            assert_eq!(
+                parked.scrollback_len(),
+                whole.scrollback_len(),
+                "{what}: lines"
+            );
+            assert_same(parked.screen(), whole.screen(), &what);
+            for probe in PROBES {
+                let copy = |m: &ScreenModel| {
+                    let mut p = vt100::Parser::new(non_zero(rows), non_zero(cols), SB_CAP);
+                    *p.screen_mut() = m.screen().clone();
+                    p
+                };
+                assert_same_after(&mut copy(&parked), &mut copy(&whole), probe);
+            }
+        }
+        // Both paths are taken: most quiet moments park, a few (mid-sequence) do not.
+        eprintln!("parks {parks}, refused {refused}");
+        assert!(
+            parks > 1000 && refused > 100,
+            "parks {parks}, refused {refused}"
+        );
+    }
+
     #[test]
     fn randomized_streams_and_splits() {
         // ROUNDS / SEED widen the search when hunting bugs.
@@ -1517,7 +1640,7 @@ mod tests {
                         at,
                         model.pending_len(),
                         model.snapshot_ansi(usize::MAX),
-                        saved_cursor_reproducible(&model),
+                        model.saved_cursor_reproducible(),
                     ));
                 }
             }
@@ -1565,7 +1688,7 @@ mod tests {
                 want.screen(),
                 &format!("{what} full snapshot"),
             );
-            if saved_cursor_reproducible(&model) {
+            if model.saved_cursor_reproducible() {
                 for p in PROBES {
                     let mut g = fresh(rows, cols, &snap);
                     let mut w = fresh(rows, cols, applied);

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, Notify};
 use tracing::warn;
 
 use super::queries::Query;
-use super::screen::ScreenModel;
+use super::screen::{Parked, ScreenModel};
 use super::snapshot::{self, EncodedSnapshot, SnapshotForm};
 use crate::metrics::METRICS;
 use crate::term::seq;
@@ -42,6 +42,11 @@ const GATHER_WAIT: Duration = Duration::from_millis(10);
 /// How long the thread waits for another job before it ends: a session typed in or printing
 /// keeps its thread, an idle one gives it back.
 const LINGER: Duration = Duration::from_secs(1);
+
+/// Least time between bringing a parked model back and parking it again: a session that prints
+/// every second or two keeps its model (and its thread) rather than rendering and parsing its
+/// screen each time; one quiet for longer keeps only the snapshot.
+const PARK_EVERY: Duration = Duration::from_secs(10);
 
 /// Snapshots kept for reuse while the model is unchanged: one per form in use.
 const MAX_CACHED_FORMS: usize = 4;
@@ -91,7 +96,12 @@ struct Shared {
 
 /// What the thread works on, kept across runs of the thread.
 struct State {
+    /// The model; a 1×1 stand-in while `parked` holds it.
     model: ScreenModel,
+    /// The model put away when the thread ended, to bring back when the next one starts.
+    parked: Option<Parked>,
+    /// When the model was last brought back from `parked`.
+    thawed_at: Option<Instant>,
     jobs: std_mpsc::Receiver<Job>,
     /// The last snapshot of each form and its offset, while the model has not changed since
     /// (browser and raw joiners ask for different forms; neither evicts the other). Dropped
@@ -130,6 +140,8 @@ impl ScreenThread {
             dead: AtomicBool::new(false),
             state: Mutex::new(State {
                 model,
+                parked: None,
+                thawed_at: None,
                 jobs: rx,
                 last: Vec::new(),
                 ahead: VecDeque::new(),
@@ -202,6 +214,10 @@ fn work(shared: &Shared) {
     // Held for the whole run: a thread started while this one winds down waits here, and then
     // serves the jobs this one left, in order.
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(parked) = state.parked.take() {
+        state.model = parked.thaw();
+        state.thawed_at = Some(Instant::now());
+    }
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         serve(&mut state, shared);
     }));
@@ -213,13 +229,28 @@ fn work(shared: &Shared) {
     }
     state.last.clear();
     state.last.shrink_to_fit();
+    if served.is_ok() {
+        if let Some(parked) = state.model.park() {
+            state.model = ScreenModel::new(1, 1, 0);
+            state.parked = Some(parked);
+        }
+    }
+}
+
+/// How long to wait for another job before the thread ends: `LINGER`, or until parking is
+/// due again if the model was brought back (at `thawed_at`) less than `PARK_EVERY` ago.
+fn linger_after(thawed_at: Option<Instant>) -> Duration {
+    let due = thawed_at
+        .map(|at| PARK_EVERY.saturating_sub(at.elapsed()))
+        .unwrap_or_default();
+    LINGER.max(due)
 }
 
 fn serve(state: &mut State, shared: &Shared) {
     loop {
         let job = match state.ahead.pop_front() {
             Some(job) => job,
-            None => match state.jobs.recv_timeout(LINGER) {
+            None => match state.jobs.recv_timeout(linger_after(state.thawed_at)) {
                 Ok(job) => job,
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {
@@ -274,6 +305,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
         jobs,
         last,
         ahead,
+        ..
     } = state;
     match job {
         Job::Output(chunk) => {
@@ -444,9 +476,20 @@ mod tests {
             assert!(Instant::now() < gone_by, "the idle thread did not end");
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The model was put away as its snapshot when the thread ended.
+        assert!(screen.shared.state.lock().expect("lock").parked.is_some());
         screen.output(Bytes::from_static(b"world"));
         let now = contents(&screen, 20);
         assert!(now.contains("hello") && now.contains("world"), "{now:?}");
+    }
+
+    /// A model brought back lately is kept (with its thread) until `PARK_EVERY` after that.
+    #[test]
+    fn a_model_brought_back_lately_is_not_parked_again_at_once() {
+        assert_eq!(linger_after(None), LINGER);
+        assert!(linger_after(Some(Instant::now())) > PARK_EVERY - Duration::from_secs(1));
+        let long_ago = Instant::now().checked_sub(PARK_EVERY * 2);
+        assert_eq!(linger_after(long_ago), LINGER);
     }
 
     /// Snapshot requests queued between outputs are each served at an offset at or after
