@@ -44,6 +44,10 @@ pub(crate) struct JoinRow {
     /// Snapshots the daemon counted during the measured joins (`/metrics`; one per join).
     snapshots_sent: u64,
     daemon_resyncs: usize,
+    /// Then one join to the same screen once the idle session's model was parked (brought
+    /// back from its snapshot first), and the bytes the parked model kept.
+    parked_join: Duration,
+    parked_bytes: u64,
 }
 
 /// The text on screen once the session is full; typed as `$((2+2))` so the command's echo
@@ -161,6 +165,16 @@ async fn join_run(ctx: &Ctx, joins: usize, notes: &mut Vec<String>) -> Result<Jo
     }
     let after = daemon.metrics().await?;
     let last = last.context("no join measured")?;
+    // Quiet for a second, the session parks its model; the next join brings it back.
+    daemon
+        .wait_gauge("ptyhub_screens_parked", 1, STEP_TIMEOUT)
+        .await
+        .context("waiting for the idle model to park")?;
+    let parked_bytes = daemon.metrics().await?.get("ptyhub_screens_parked_bytes");
+    let parked = join_once(&url).await.context("join to a parked model")?;
+    if parked.ansi()? != last.ansi()? {
+        bail!("the join to the parked model got another snapshot than the joins before");
+    }
     let daemon_resyncs = daemon.finish("join", notes);
     times.sort();
     Ok(JoinRow {
@@ -171,6 +185,8 @@ async fn join_run(ctx: &Ctx, joins: usize, notes: &mut Vec<String>) -> Result<Jo
         ansi_bytes: last.ansi()?.len(),
         snapshots_sent: after.since(&before, "ptyhub_snapshots_total"),
         daemon_resyncs,
+        parked_join: parked.time,
+        parked_bytes,
     })
 }
 
@@ -259,6 +275,11 @@ pub(crate) fn print(j: &JoinRow, out: &mut Map<String, Value>) {
         j.ansi_bytes,
         j.snapshots_sent
     );
+    println!(
+        "then, the idle session's model parked ({} bytes kept): one join {} ms",
+        j.parked_bytes,
+        ms(Some(j.parked_join.as_micros() as u64))
+    );
     out.insert(
         "join".into(),
         json!({
@@ -274,6 +295,8 @@ pub(crate) fn print(j: &JoinRow, out: &mut Map<String, Value>) {
             "snapshot_ansi_bytes": j.ansi_bytes,
             "snapshots_sent": j.snapshots_sent,
             "daemon_resyncs": j.daemon_resyncs,
+            "parked_join_us": j.parked_join.as_micros() as u64,
+            "parked_bytes": j.parked_bytes,
         }),
     );
 }
