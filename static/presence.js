@@ -29,6 +29,7 @@ export class PresenceView {
     this.chip = chip;
     this.typingEl = typing;
     this.people = [];
+    this.total = 0;
     this.typist = null; // { id, until }
     this.timer = 0;
     this.list = h('ul', { class: 'people-list' });
@@ -59,6 +60,8 @@ export class PresenceView {
   /** A `presence` message. */
   update(msg) {
     this.people = Array.isArray(msg.viewers) ? msg.viewers : [];
+    // A crowd is listed in part; `total` counts everyone.
+    this.total = Number.isInteger(msg.total) ? msg.total : this.people.length;
     const typist = msg.typing === null || msg.typing === undefined ? null : this.people.find((p) => p.id === msg.typing);
     if (typist && !typist.you) {
       this.typist = { id: typist.id, until: Date.now() + TYPING_SHOWN_MS };
@@ -76,6 +79,7 @@ export class PresenceView {
   /** The connection is gone: nobody is known to be here. */
   clear() {
     this.people = [];
+    this.total = 0;
     this.typist = null;
     this.render();
   }
@@ -94,6 +98,7 @@ export class PresenceView {
           typist && typist.id === p.id ? h('span', { class: 'person-typing', title: 'Typing' }, '⌨') : null,
         ),
       ),
+      ...(this.total > this.people.length ? [h('li', { class: 'person muted' }, `and ${this.total - this.people.length} more`)] : []),
     );
     const names = this.people.map((p) => personName(p) + (p.you ? ' (you)' : ''));
     if (names.length) this.chip.title = `Here: ${names.join(', ')}`;

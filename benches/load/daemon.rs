@@ -431,6 +431,11 @@ impl Metrics {
         self.0.get(key).copied().unwrap_or(0.0) as u64
     }
 
+    /// Whether the daemon reports `key` at all (an older binary may not).
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
     /// How much `key` grew since `before`.
     pub(crate) fn since(&self, before: &Metrics, key: &str) -> u64 {
         self.get(key).saturating_sub(before.get(key))

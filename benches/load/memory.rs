@@ -18,6 +18,9 @@ use crate::procfs::{wakeups, MemSample};
 use crate::report::{fail, round3, Report};
 use crate::{Ctx, Settings};
 
+/// jemalloc's default `dirty_decay_ms` and a little more: freed pages are back by then.
+const ALLOCATOR_DECAY: Duration = Duration::from_secs(12);
+
 /// How long the idle sessions' wake-ups are counted.
 const WAKEUP_WINDOW: Duration = Duration::from_secs(10);
 
@@ -98,6 +101,16 @@ async fn memory_run(
     let idle = daemon.settled_memory().await?;
 
     daemon.idle_sessions(sessions).await?;
+    // An idle session parks its screen model a second after its last output, and the
+    // allocator gives the freed pages back about 10 s later (jemalloc's decay): the figure is
+    // the session at rest, as it stays for as long as it is idle.
+    if daemon.metrics().await?.has("ptyhub_screens_parked") {
+        daemon
+            .wait_gauge("ptyhub_screens_parked", sessions as u64, STEP_TIMEOUT)
+            .await
+            .context("waiting for the idle sessions' models to park")?;
+    }
+    tokio::time::sleep(ALLOCATOR_DECAY).await;
     let with_sessions = daemon.settled_memory().await?;
     // Wake-ups of the daemon's threads over a quiet stretch with every session idle (ours
     // reads /proc only, which wakes none of them).

@@ -288,8 +288,11 @@ pub enum ServerMessage {
     Ready,
     /// Who is here (an addition to the seed's dialect: its clients ignore unknown types).
     Presence {
-        /// Everyone connected, in joining order.
+        /// Everyone connected, in joining order; past [`PRESENCE_LISTED`] people, the first
+        /// of them and always the receiving client and the typist.
         viewers: Vec<PresencePerson>,
+        /// How many are connected (more than `viewers` holds in a crowd).
+        total: usize,
         /// The `id` of the viewer whose first keystroke after a quiet spell prompted this
         /// message; `null` for a join, leave, name or device change.
         typing: Option<u32>,
@@ -545,15 +548,29 @@ impl Dialect for Swe {
     }
 }
 
+/// People a `presence` message lists at most: a crowd of thousands (a demo watched by many)
+/// would otherwise cost every viewer a message the size of the crowd at every change.
+pub const PRESENCE_LISTED: usize = 100;
+
 /// The `presence` message for viewer `me`.
 fn presence(
     info: &crate::session::presence::PresenceInfo,
     me: crate::session::ViewerId,
 ) -> ServerMessage {
+    let total = info.people.len();
+    // The first ones, leaving room for the receiver and the typist wherever they are.
+    let mut room = PRESENCE_LISTED.saturating_sub(2);
+    let listed = info.people.iter().filter(|p| {
+        let always = p.viewer == me || Some(p.viewer) == info.typing;
+        let take = always || room > 0;
+        if take && !always {
+            room -= 1;
+        }
+        take
+    });
     ServerMessage::Presence {
-        viewers: info
-            .people
-            .iter()
+        total,
+        viewers: listed
             .map(|p| PresencePerson {
                 id: p.num,
                 name: p.name.clone(),
@@ -877,11 +894,41 @@ mod tests {
         let v: Value = serde_json::from_str(&presence(&info, 9).to_json()).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"type":"presence","typing":1,"viewers":[
+            serde_json::json!({"type":"presence","typing":1,"total":2,"viewers":[
                 {"id":1,"name":"Alice","role":"writer","device":"desktop","you":false},
                 {"id":2,"name":null,"role":"viewer","device":null,"you":true}
             ]})
         );
+    }
+
+    /// A crowd is listed in part, always with the receiver and the typist, and counted whole.
+    #[test]
+    fn presence_of_a_crowd_lists_a_part_and_counts_all() {
+        use crate::session::presence::{Person, PresenceInfo};
+        let people: Vec<Person> = (1..=5000u32)
+            .map(|n| Person {
+                viewer: u64::from(n) + 100,
+                num: n,
+                name: None,
+                writer: false,
+                device: None,
+            })
+            .collect();
+        let info = PresenceInfo {
+            people,
+            typing: Some(4100),
+        };
+        let v: Value = serde_json::from_str(&presence(&info, 3100).to_json()).unwrap();
+        assert_eq!(v["total"], 5000);
+        let listed = v["viewers"].as_array().unwrap();
+        assert_eq!(listed.len(), PRESENCE_LISTED);
+        let ids: Vec<u64> = listed.iter().map(|p| p["id"].as_u64().unwrap()).collect();
+        assert!(
+            ids.contains(&3000) && ids.contains(&4000) && ids.contains(&1),
+            "{ids:?}"
+        );
+        assert_eq!(listed.iter().filter(|p| p["you"] == true).count(), 1);
+        assert_eq!(v["typing"], 4000);
     }
 
     #[test]

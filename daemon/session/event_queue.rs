@@ -73,21 +73,40 @@ impl EventSender {
     /// Queues `event` without waiting. When the queue is full the viewer is marked overrun
     /// (it is closed by its own task) and false is returned.
     ///
-    /// A status that follows a status still queued, at the same size, replaces it: the newer
-    /// one says all the older did (a burst of joins is one status per viewer, not one per
-    /// join). Statuses of different sizes are all kept, since each tells the client the size
+    /// A status that follows a status still queued (with at most a presence between them), at
+    /// the same size, replaces it: the newer one says all the older did (a burst of joins is
+    /// one status per viewer, not one per join). Statuses of different sizes are all kept, since each tells the client the size
     /// the output before it was written at.
+    ///
+    /// Presence is state too: a newer one replaces one still queued, wherever it is, so a
+    /// viewer that reads slowly while a crowd joins holds one, not one per join.
     pub fn push(&self, event: ViewerEvent) -> bool {
         let cost = event.cost();
         let mut q = self.shared.lock();
-        if let (
-            Some(ViewerEvent::Status { info: queued, .. }),
-            ViewerEvent::Status { info: newer, .. },
-        ) = (q.events.back(), &event)
-        {
-            if (queued.rows, queued.cols) == (newer.rows, newer.cols) {
-                if let Some(old) = q.events.pop_back() {
+        if matches!(event, ViewerEvent::Presence(_)) {
+            if let Some(at) = q
+                .events
+                .iter()
+                .position(|e| matches!(e, ViewerEvent::Presence(_)))
+            {
+                if let Some(old) = q.events.remove(at) {
                     q.bytes -= old.cost();
+                }
+            }
+        }
+        if let ViewerEvent::Status { info: newer, .. } = &event {
+            // The last event, or the one before a presence (which says nothing of sizes).
+            let mut at = q.events.len().checked_sub(1);
+            if let Some(i) = at.filter(|&i| matches!(q.events[i], ViewerEvent::Presence(_))) {
+                at = i.checked_sub(1);
+            }
+            if let Some(i) = at {
+                if let ViewerEvent::Status { info: queued, .. } = &q.events[i] {
+                    if (queued.rows, queued.cols) == (newer.rows, newer.cols) {
+                        if let Some(old) = q.events.remove(i) {
+                            q.bytes -= old.cost();
+                        }
+                    }
                 }
             }
         }
@@ -206,6 +225,41 @@ mod tests {
             Some(ViewerEvent::Status { info, offset }) => (info.viewers, info.rows, offset),
             other => panic!("expected a status, got {other:?}"),
         }
+    }
+
+    fn presence(people: u32) -> ViewerEvent {
+        use crate::session::presence::{Person, PresenceInfo};
+        ViewerEvent::Presence(std::sync::Arc::new(PresenceInfo {
+            people: (1..=people)
+                .map(|n| Person {
+                    viewer: n.into(),
+                    num: n,
+                    name: None,
+                    writer: true,
+                    device: None,
+                })
+                .collect(),
+            typing: None,
+        }))
+    }
+
+    /// A crowd joining one by one, each join a status and a presence, takes two places in a
+    /// viewer's queue that is not read meanwhile, not two per join: the viewer is not closed
+    /// for other people's joins, and reads the latest of each.
+    #[tokio::test]
+    async fn presence_is_replaced_wherever_it_waits() {
+        let (tx, mut rx) = channel(MAX_EVENTS, MAX_EVENT_BYTES);
+        for n in 1..=3000 {
+            assert!(tx.push(status(n as usize, 24, 0)), "status {n}");
+            assert!(tx.push(presence(n)), "presence {n}");
+        }
+        assert_eq!(viewers_and_rows(rx.recv().await), (3000, 24, 0));
+        match rx.recv().await {
+            Some(ViewerEvent::Presence(p)) => assert_eq!(p.people.len(), 3000),
+            other => panic!("expected the latest presence, got {other:?}"),
+        }
+        assert!(rx.try_recv().is_none() && !rx.overrun().is_cancelled());
+        assert_eq!(rx.shared.lock().bytes, 0);
     }
 
     /// A join burst (many statuses at one size) takes one place in the queue, not one per
