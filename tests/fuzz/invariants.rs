@@ -950,7 +950,11 @@ pub fn check_server_message(msg: &ServerMessage) {
             vec![("exitCode", json!(exit_code)), ("signal", opt(signal))],
         ),
         ServerMessage::Ready => ("ready", vec![]),
-        ServerMessage::Presence { viewers, typing } => (
+        ServerMessage::Presence {
+            viewers,
+            total,
+            typing,
+        } => (
             "presence",
             vec![
                 (
@@ -965,6 +969,7 @@ pub fn check_server_message(msg: &ServerMessage) {
                             .collect(),
                     ),
                 ),
+                ("total", json!(total)),
                 ("typing", json!(typing)),
             ],
         ),
