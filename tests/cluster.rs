@@ -439,3 +439,46 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
     assert_eq!(hosts_listed, BTreeSet::from(["alpha"]));
     let _ = lb.dir.path();
 }
+
+/// Peers over plain http beyond this machine get the token in the clear: the start and
+/// `--check-config` warn about each, and about no loopback or https peer.
+#[tokio::test]
+async fn plain_http_peers_beyond_loopback_are_warned_about() {
+    let peers = [
+        "http://10.1.2.3:1977".to_owned(),
+        "http://127.0.0.1:9".to_owned(),
+        "http://localhost:9".to_owned(),
+        "https://10.1.2.4:1977".to_owned(),
+    ];
+    let d = host("warned", &peers);
+    // Written before the daemon listens, so it is in the log by the time it is up.
+    let log = d.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("cluster peer over plain http"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains("http://10.1.2.3:1977"), "{log}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    let quoted: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
+    std::fs::write(
+        &cfg,
+        common::config(&format!("[cluster]\npeers = [{}]\n", quoted.join(", "))),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args(["--check-config", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let warned: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(
+        warned,
+        ["warning: cluster peer http://10.1.2.3:1977 is plain http: the token is sent to it unencrypted"],
+        "{text}"
+    );
+}
