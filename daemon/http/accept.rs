@@ -91,9 +91,9 @@ async fn serve<I>(
         let state = state.clone();
         let slot = slot.clone();
         async move {
-            let mut resp = route(req, peer, tls, &state, slot).await;
+            let mut resp = route(req, peer, tls, &state, slot.clone()).await;
             cluster::stamp(&mut resp, &state);
-            Ok::<_, Infallible>(resp)
+            Ok::<_, Infallible>(until_sent(resp, slot))
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()
@@ -128,6 +128,62 @@ async fn serve<I>(
                 debug!(%peer, "http connection at shutdown: {e}");
             }
         }
+    }
+}
+
+/// `resp`, telling `slot` when its body has been sent or dropped: the request is over then
+/// (a stream's body lives as long as the stream). An upgrade's 101 is not the end: the
+/// WebSocket holds its place until it closes.
+fn until_sent(
+    resp: hyper::Response<Body>,
+    slot: Arc<super::connections::Slot>,
+) -> hyper::Response<Body> {
+    use http_body_util::BodyExt;
+    if resp.status() == hyper::StatusCode::SWITCHING_PROTOCOLS {
+        return resp;
+    }
+    resp.map(|inner| {
+        Held {
+            inner,
+            _done: RequestDone(slot),
+        }
+        .boxed_unsync()
+    })
+}
+
+/// A response body that ends its request's hold on the connection's place when dropped; its
+/// size is the inner body's, so a whole body keeps its `content-length`.
+struct Held {
+    inner: Body,
+    _done: RequestDone,
+}
+
+impl hyper::body::Body for Held {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Ends a request's hold on its connection's place when dropped.
+struct RequestDone(Arc<super::connections::Slot>);
+
+impl Drop for RequestDone {
+    fn drop(&mut self) {
+        self.0.request_done();
     }
 }
 

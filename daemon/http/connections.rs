@@ -8,12 +8,14 @@
 //! sent a request yet; a connection that authenticates a WebSocket moves to its own pool.
 //!
 //! A trusted reverse proxy's connection is not counted under the proxy's address: each of its
-//! requests counts under the client address it forwards, so one client behind the proxy cannot
-//! take every other client's places, and the proxy itself is never refused as a whole.
+//! requests counts under the client address it forwards, and only while that request (or the
+//! WebSocket or stream it became) is live. An idle keep-alive connection counts under nobody,
+//! so a client that made many requests at once through the proxy is not refused afterwards for
+//! connections the proxy merely keeps open.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -60,6 +62,10 @@ pub struct Slot {
     id: u64,
     state: Mutex<State>,
     evicted: CancellationToken,
+    /// Whether this connection comes from a trusted proxy (its requests name their clients).
+    proxied: bool,
+    /// Whether a request has begun on it.
+    began: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -99,6 +105,8 @@ impl Connections {
             id,
             state: Mutex::new(State::Waiting),
             evicted,
+            proxied: false,
+            began: AtomicBool::new(false),
         })
     }
 
@@ -111,6 +119,8 @@ impl Connections {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(State::Proxied),
             evicted: CancellationToken::new(),
+            proxied: true,
+            began: AtomicBool::new(false),
         }
     }
 
@@ -130,13 +140,14 @@ impl Slot {
 
     /// Whether the connection has begun a request.
     pub fn has_requested(&self) -> bool {
-        !matches!(*lock(&self.state), State::Waiting | State::Proxied)
+        self.began.load(Ordering::Relaxed)
     }
 
     /// A request from `client` (a proxied connection's forwarded address; for any other the
     /// peer itself) began: a proxied connection moves to that address's count. False when
     /// that address has no place left (the request is refused; the connection stays).
     pub fn from_client(&self, client: IpAddr) -> bool {
+        self.began.store(true, Ordering::Relaxed);
         let mut state = lock(&self.state);
         let mut ip = lock(&self.ip);
         match *state {
@@ -153,12 +164,7 @@ impl Slot {
         let mut table = lock(&self.conns.table);
         if *state == State::Requested {
             // Leaving the previous client's count.
-            if let Some(entry) = table.get_mut(&*ip) {
-                entry.unauthenticated = entry.unauthenticated.saturating_sub(1);
-                if entry.unauthenticated == 0 && entry.authenticated == 0 {
-                    table.remove(&*ip);
-                }
-            }
+            give_back(&mut table, *ip, State::Requested);
             *state = State::Proxied;
         }
         let entry = table.entry(client).or_default();
@@ -172,6 +178,23 @@ impl Slot {
         *ip = client;
         *state = State::Requested;
         true
+    }
+
+    /// The request that began with [`Slot::from_client`] is over (its response sent, or its
+    /// stream ended) and the connection is not an upgraded WebSocket: a proxied connection
+    /// stops counting under that client until its next request names one. Nothing for any
+    /// other connection, which counts under its own peer for its whole life.
+    pub fn request_done(&self) {
+        if !self.proxied {
+            return;
+        }
+        let mut state = lock(&self.state);
+        if !matches!(*state, State::Requested | State::Authenticated) {
+            return;
+        }
+        let ip = *lock(&self.ip);
+        give_back(&mut lock(&self.conns.table), ip, *state);
+        *state = State::Proxied;
     }
 
     /// The connection sent a request: it is no longer idle, so no longer evictable.
@@ -211,6 +234,21 @@ impl Slot {
         entry.authenticated += 1;
         *state = State::Authenticated;
         true
+    }
+}
+
+/// Gives back the place a connection in `state` holds under `ip`.
+fn give_back(table: &mut HashMap<IpAddr, PerAddress>, ip: IpAddr, state: State) {
+    let Some(entry) = table.get_mut(&ip) else {
+        return;
+    };
+    match state {
+        State::Requested => entry.unauthenticated = entry.unauthenticated.saturating_sub(1),
+        State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
+        State::Waiting | State::Evicted | State::Proxied => return,
+    }
+    if entry.unauthenticated == 0 && entry.authenticated == 0 {
+        table.remove(&ip);
     }
 }
 
@@ -321,5 +359,28 @@ mod tests {
         assert_eq!(conns.count(a), (0, 1));
         drop((first, second));
         assert_eq!((conns.count(a), conns.count(b)), ((0, 0), (0, 0)));
+    }
+
+    #[test]
+    fn an_idle_proxied_connection_counts_under_nobody() {
+        let conns = Connections::new(1);
+        let a = IpAddr::from([192, 0, 2, 1]);
+        let first = conns.admit_proxied(ip());
+        assert!(first.from_client(a));
+        first.request_done();
+        assert_eq!(conns.count(a), (0, 0), "its request is over");
+        let second = conns.admit_proxied(ip());
+        assert!(second.from_client(a), "a's place is free again");
+        assert!(second.authenticate());
+        second.request_done();
+        assert_eq!(conns.count(a), (0, 0), "its stream is over");
+        assert!(first.from_client(a));
+        assert!(
+            !second.from_client(a),
+            "while that request is live, a's place is taken"
+        );
+        assert_eq!(conns.count(a), (1, 0));
+        drop((first, second));
+        assert_eq!(conns.count(a), (0, 0));
     }
 }
