@@ -42,7 +42,9 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
         let Some(slot) = admitted else {
             info!(%peer, "refused connection: too many from this address");
             crate::metrics::METRICS.refused(429);
-            state.tasks.spawn(too_many_connections(stream));
+            state
+                .tasks
+                .spawn(too_many_connections(stream, state.cfg.cluster.host.clone()));
             continue;
         };
         let acceptor = tls.as_ref().map(|t| t.acceptor());
@@ -187,12 +189,15 @@ impl Drop for RequestDone {
     }
 }
 
-/// Answers a connection over the per-address limit with a plain 429 and closes it.
-pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream) {
+/// Answers a connection over the per-address limit with a plain 429 and closes it; written
+/// by hand (no HTTP connection is served), so it names the host itself like every response.
+pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream, host: String) {
     use tokio::io::AsyncWriteExt;
     let body = r#"{"error":"too many connections from this address"}"#;
+    // The name was checked to be header-safe when the config was read.
     let reply = format!(
-        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 5\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 5\r\n{}: {host}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        cluster::HOST_HEADER,
         body.len()
     );
     let _ = tokio::time::timeout(
