@@ -542,3 +542,52 @@ async fn a_proxy_s_idle_keep_alive_connections_count_under_no_client() {
         .until_status(A, 200, "A's places are free again")
         .await;
 }
+
+/// A trusted proxy is bounded too: past `[proxy] max_connections` open connections from it,
+/// one more is refused with a 429 before its request; one closing makes room again.
+#[tokio::test]
+async fn a_trusted_proxy_s_connections_have_a_cap() {
+    use tokio::io::AsyncReadExt;
+    let d = start("[proxy]\ntrusted = [\"127.0.0.1/32\"]\nmax_connections = 3\n");
+    let mut open = Vec::new();
+    for client in ["198.51.100.1", "198.51.100.2", "198.51.100.3"] {
+        let mut c = ProxyConn::open(&d).await;
+        // Answered: it holds its place (idle keep-alive connections count against the cap).
+        assert_eq!(c.get("/healthz", client).await.0, 200);
+        open.push(c);
+    }
+    let mut refused = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let mut answer = String::new();
+    tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
+        .await
+        .expect("an answer")
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    assert!(
+        answer.ends_with(r#"{"error":"too many connections from this address"}"#),
+        "{answer}"
+    );
+    drop(open.pop());
+    let start = std::time::Instant::now();
+    loop {
+        let mut c = ProxyConn::open(&d).await;
+        c.write(b"GET /healthz HTTP/1.1\r\nhost: ptyhub\r\nx-forwarded-for: 198.51.100.4\r\n\r\n")
+            .await;
+        let mut first = String::new();
+        use tokio::io::AsyncBufReadExt;
+        tokio::time::timeout(TIMEOUT, c.0.read_line(&mut first))
+            .await
+            .expect("an answer")
+            .expect("read");
+        if first.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            first.starts_with("HTTP/1.1 429") && start.elapsed() < TIMEOUT,
+            "a closed connection's place is not given back: {first}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -33,14 +33,20 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
         };
         let _ = stream.set_nodelay(true);
         // A trusted proxy's connection carries many clients: it is counted under each
-        // request's forwarded address instead (see `Slot::from_client`).
-        let admitted = if state.cfg.proxy.trusts(peer.ip()) {
-            Some(state.connections.admit_proxied(peer.ip()))
+        // request's forwarded address instead (see `Slot::from_client`), and under the proxy
+        // only against `[proxy] max_connections`.
+        let proxied = state.cfg.proxy.trusts(peer.ip());
+        let admitted = if proxied {
+            state.connections.admit_proxied(peer.ip())
         } else {
             state.connections.admit(peer.ip())
         };
         let Some(slot) = admitted else {
-            info!(%peer, "refused connection: too many from this address");
+            if proxied {
+                info!(%peer, "refused connection: the trusted proxy has [proxy] max_connections open");
+            } else {
+                info!(%peer, "refused connection: too many from this address");
+            }
             crate::metrics::METRICS.refused(429);
             state
                 .tasks

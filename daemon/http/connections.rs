@@ -11,7 +11,8 @@
 //! requests counts under the client address it forwards, and only while that request (or the
 //! WebSocket or stream it became) is live. An idle keep-alive connection counts under nobody,
 //! so a client that made many requests at once through the proxy is not refused afterwards for
-//! connections the proxy merely keeps open.
+//! connections the proxy merely keeps open. The proxy's own address has a bound of its own
+//! on its connections (`[proxy] max_connections`), so a trusted peer is not unbounded either.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -26,6 +27,8 @@ pub struct Connections {
     table: Mutex<HashMap<IpAddr, PerAddress>>,
     /// Most unauthenticated connections per address, and most authenticated WebSockets.
     limit: usize,
+    /// Most connections from one trusted proxy address.
+    proxy_limit: usize,
     next_id: AtomicU64,
 }
 
@@ -33,8 +36,17 @@ pub struct Connections {
 struct PerAddress {
     unauthenticated: usize,
     authenticated: usize,
+    /// Connections from this address as a trusted proxy.
+    proxied: usize,
     /// Connections that have not sent a request yet, oldest first: the ones to evict.
     waiting: VecDeque<(u64, CancellationToken)>,
+}
+
+impl PerAddress {
+    /// Whether nothing is counted here any more (the entry can go).
+    fn is_empty(&self) -> bool {
+        self.unauthenticated == 0 && self.authenticated == 0 && self.proxied == 0
+    }
 }
 
 /// Where a connection stands; decides what its slot gives back.
@@ -62,8 +74,9 @@ pub struct Slot {
     id: u64,
     state: Mutex<State>,
     evicted: CancellationToken,
-    /// Whether this connection comes from a trusted proxy (its requests name their clients).
-    proxied: bool,
+    /// The trusted proxy's address, for a connection from one (its requests name their
+    /// clients): counted there for the connection's whole life.
+    proxy: Option<IpAddr>,
     /// Whether a request has begun on it.
     began: AtomicBool,
 }
@@ -74,11 +87,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Connections {
-    /// A table allowing `limit` connections of each kind per address.
-    pub fn new(limit: usize) -> Arc<Self> {
+    /// A table allowing `limit` connections of each kind per address, and `proxy_limit` from
+    /// each trusted proxy address.
+    pub fn new(limit: usize, proxy_limit: usize) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::new(HashMap::new()),
             limit: limit.max(1),
+            proxy_limit: proxy_limit.max(1),
             next_id: AtomicU64::new(1),
         })
     }
@@ -105,23 +120,30 @@ impl Connections {
             id,
             state: Mutex::new(State::Waiting),
             evicted,
-            proxied: false,
+            proxy: None,
             began: AtomicBool::new(false),
         })
     }
 
-    /// A place for a connection from a trusted proxy at `ip`: counted nowhere until a request
-    /// names its client ([`Slot::from_client`]).
-    pub fn admit_proxied(self: &Arc<Self>, ip: IpAddr) -> Slot {
-        Slot {
+    /// A place for a connection from a trusted proxy at `ip`: counted under no client until a
+    /// request names one ([`Slot::from_client`]); `None` when the proxy has its most
+    /// connections open.
+    pub fn admit_proxied(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+        let mut table = lock(&self.table);
+        let entry = table.entry(ip).or_default();
+        if entry.proxied >= self.proxy_limit {
+            return None;
+        }
+        entry.proxied += 1;
+        Some(Slot {
             conns: self.clone(),
             ip: Mutex::new(ip),
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(State::Proxied),
             evicted: CancellationToken::new(),
-            proxied: true,
+            proxy: Some(ip),
             began: AtomicBool::new(false),
-        }
+        })
     }
 
     /// Connections open from `ip`: (unauthenticated, authenticated).
@@ -169,7 +191,7 @@ impl Slot {
         }
         let entry = table.entry(client).or_default();
         if entry.unauthenticated >= self.conns.limit {
-            if entry.unauthenticated == 0 && entry.authenticated == 0 {
+            if entry.is_empty() {
                 table.remove(&client);
             }
             return false;
@@ -185,7 +207,7 @@ impl Slot {
     /// stops counting under that client until its next request names one. Nothing for any
     /// other connection, which counts under its own peer for its whole life.
     pub fn request_done(&self) {
-        if !self.proxied {
+        if self.proxy.is_none() {
             return;
         }
         let mut state = lock(&self.state);
@@ -247,7 +269,7 @@ fn give_back(table: &mut HashMap<IpAddr, PerAddress>, ip: IpAddr, state: State) 
         State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
         State::Waiting | State::Evicted | State::Proxied => return,
     }
-    if entry.unauthenticated == 0 && entry.authenticated == 0 {
+    if entry.is_empty() {
         table.remove(&ip);
     }
 }
@@ -257,6 +279,14 @@ impl Drop for Slot {
         let state = *lock(&self.state);
         let ip = *lock(&self.ip);
         let mut table = lock(&self.conns.table);
+        if let Some(proxy) = self.proxy {
+            if let Some(entry) = table.get_mut(&proxy) {
+                entry.proxied = entry.proxied.saturating_sub(1);
+                if entry.is_empty() {
+                    table.remove(&proxy);
+                }
+            }
+        }
         let Some(entry) = table.get_mut(&ip) else {
             return;
         };
@@ -271,7 +301,7 @@ impl Drop for Slot {
             State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
             State::Evicted | State::Proxied => {}
         }
-        if entry.unauthenticated == 0 && entry.authenticated == 0 {
+        if entry.is_empty() {
             table.remove(&ip);
         }
     }
@@ -287,7 +317,7 @@ mod tests {
 
     #[test]
     fn idle_strangers_are_evicted_for_a_newcomer() {
-        let conns = Connections::new(2);
+        let conns = Connections::new(2, 8);
         let a = conns.admit(ip()).expect("first");
         let b = conns.admit(ip()).expect("second");
         let c = conns.admit(ip()).expect("third evicts the oldest idle one");
@@ -306,7 +336,7 @@ mod tests {
 
     #[test]
     fn busy_connections_are_not_evicted() {
-        let conns = Connections::new(2);
+        let conns = Connections::new(2, 8);
         let a = conns.admit(ip()).expect("first");
         let b = conns.admit(ip()).expect("second");
         a.requested();
@@ -318,7 +348,7 @@ mod tests {
 
     #[test]
     fn authenticated_websockets_have_their_own_pool() {
-        let conns = Connections::new(1);
+        let conns = Connections::new(1, 8);
         let ws = conns.admit(ip()).expect("first");
         ws.requested();
         assert!(ws.authenticate());
@@ -336,11 +366,11 @@ mod tests {
 
     #[test]
     fn a_proxied_connection_counts_under_each_request_s_client() {
-        let conns = Connections::new(1);
+        let conns = Connections::new(1, 8);
         let proxy = ip();
         let a = IpAddr::from([192, 0, 2, 1]);
         let b = IpAddr::from([192, 0, 2, 2]);
-        let first = conns.admit_proxied(proxy);
+        let first = conns.admit_proxied(proxy).expect("under the proxy cap");
         assert_eq!(
             conns.count(proxy),
             (0, 0),
@@ -348,7 +378,7 @@ mod tests {
         );
         assert!(first.from_client(a));
         assert_eq!(conns.count(a), (1, 0));
-        let second = conns.admit_proxied(proxy);
+        let second = conns.admit_proxied(proxy).expect("under the proxy cap");
         assert!(!second.from_client(a), "a's one place is taken");
         assert!(second.from_client(b), "b is another client");
         // The next request on the first connection is b's: it moves, and b is full.
@@ -363,13 +393,13 @@ mod tests {
 
     #[test]
     fn an_idle_proxied_connection_counts_under_nobody() {
-        let conns = Connections::new(1);
+        let conns = Connections::new(1, 8);
         let a = IpAddr::from([192, 0, 2, 1]);
-        let first = conns.admit_proxied(ip());
+        let first = conns.admit_proxied(ip()).expect("under the proxy cap");
         assert!(first.from_client(a));
         first.request_done();
         assert_eq!(conns.count(a), (0, 0), "its request is over");
-        let second = conns.admit_proxied(ip());
+        let second = conns.admit_proxied(ip()).expect("under the proxy cap");
         assert!(second.from_client(a), "a's place is free again");
         assert!(second.authenticate());
         second.request_done();
@@ -382,5 +412,24 @@ mod tests {
         assert_eq!(conns.count(a), (1, 0));
         drop((first, second));
         assert_eq!(conns.count(a), (0, 0));
+    }
+
+    #[test]
+    fn a_trusted_proxy_has_a_cap_of_its_own() {
+        let conns = Connections::new(1, 2);
+        let a = IpAddr::from([192, 0, 2, 1]);
+        let first = conns.admit_proxied(ip()).expect("first");
+        let second = conns.admit_proxied(ip()).expect("second");
+        assert!(
+            conns.admit_proxied(ip()).is_none(),
+            "the proxy's two are open"
+        );
+        // Its clients' counts are apart from it.
+        assert!(first.from_client(a));
+        assert_eq!(conns.count(a), (1, 0));
+        drop(first);
+        let third = conns.admit_proxied(ip()).expect("a place again");
+        drop((second, third));
+        assert!(lock(&conns.table).is_empty(), "nothing left counted");
     }
 }
