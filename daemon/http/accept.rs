@@ -55,15 +55,16 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
         };
         let acceptor = tls.as_ref().map(|t| t.acceptor());
         let state2 = state.clone();
-        let header_timeout = state.cfg.limits.header_timeout;
+        // One deadline from the accept for the TLS handshake and the first request's head
+        // together: a client on TLS holds a connection no longer than one on plain TCP.
+        let first_request_by = tokio::time::Instant::now() + state.cfg.limits.header_timeout;
         state.tasks.spawn(async move {
             let Some(acceptor) = acceptor else {
-                return serve(stream, peer, false, state2, slot).await;
+                return serve(stream, peer, false, state2, slot, first_request_by).await;
             };
-            // The handshake is bounded like a request's head, and yields to eviction and
-            // shutdown the same way.
+            // The handshake yields to eviction and shutdown like a request's head.
             let evicted = slot.evicted();
-            let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+            let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(stream));
             let tls_stream = tokio::select! {
                 done = handshake => match done {
                     Ok(Ok(s)) => s,
@@ -73,19 +74,21 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
                 _ = evicted.cancelled() => return,
                 _ = state2.shutdown.cancelled() => return,
             };
-            serve(tls_stream, peer, true, state2, slot).await
+            serve(tls_stream, peer, true, state2, slot, first_request_by).await
         });
     }
 }
 
-/// Serves HTTP/1.1 (with upgrades) on one connection until it closes, it is evicted, or the
-/// daemon shuts down; `tls`: whether `io` is our own TLS.
+/// Serves HTTP/1.1 (with upgrades) on one connection until it closes, it is evicted, the
+/// daemon shuts down, or its first request's head is not in by `first_request_by`; `tls`:
+/// whether `io` is our own TLS.
 async fn serve<I>(
     io: I,
     peer: std::net::SocketAddr,
     tls: bool,
     state: Arc<AppState>,
     slot: super::connections::Slot,
+    first_request_by: tokio::time::Instant,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -112,10 +115,19 @@ async fn serve<I>(
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     let mut conn = std::pin::pin!(conn);
+    // hyper's own timer starts when it begins reading the head, after the handshake; this one
+    // started at the accept. Once a request has begun it never fires.
+    let first_request_late = async {
+        tokio::time::sleep_until(first_request_by).await;
+        if mine.has_requested() {
+            std::future::pending::<()>().await;
+        }
+    };
     tokio::select! {
         done = conn.as_mut() => if let Err(e) = done {
             debug!(%peer, "http connection: {e}");
         },
+        () = first_request_late => debug!(%peer, "no request within header_timeout of the connection"),
         // Only connections that never sent a request are evicted: nothing is lost.
         _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
         // An idle keep-alive connection closes at once, so the daemon does not wait
