@@ -397,7 +397,7 @@ impl<T: Transport> MuxWriter<T> {
             Err(JoinError::Gone(_)) => return Ok(()),
             Err(JoinError::Screen(failed)) => {
                 warn!(session = %info.id, "not carried: {failed}");
-                let msg = ServerMessage::error(Some(num.to_string()), &failed.to_string());
+                let msg = ServerMessage::error(Some(num.to_string()), failed.to_string());
                 return self.send_text(&msg).await;
             }
         };
@@ -485,7 +485,7 @@ impl<T: Transport> MuxWriter<T> {
             // Logged where it happened; carrying it again draws a fresh screen.
             Pumped::ScreenFailed => {
                 let why = crate::session::ScreenFailed.to_string();
-                self.send_text(&ServerMessage::error(Some(num.to_string()), &why))
+                self.send_text(&ServerMessage::error(Some(num.to_string()), why))
                     .await?;
                 self.closed(num).await.map(|()| true)
             }
