@@ -153,13 +153,14 @@ async fn serve<I>(
 
 /// `resp`, telling `slot` when its body has been sent or dropped: the request is over then
 /// (a stream's body lives as long as the stream). An upgrade's 101 is not the end: the
-/// WebSocket holds its place until it closes.
+/// WebSocket holds its place until it closes. Only a proxied connection's count changes
+/// between requests, so any other response goes out as it is.
 fn until_sent(
     resp: hyper::Response<Body>,
     slot: Arc<super::connections::Slot>,
 ) -> hyper::Response<Body> {
     use http_body_util::BodyExt;
-    if resp.status() == hyper::StatusCode::SWITCHING_PROTOCOLS {
+    if resp.status() == hyper::StatusCode::SWITCHING_PROTOCOLS || !slot.is_proxied() {
         return resp;
     }
     resp.map(|inner| {

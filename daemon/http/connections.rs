@@ -160,6 +160,11 @@ impl Slot {
         self.evicted.clone()
     }
 
+    /// Whether the connection comes from a trusted proxy.
+    pub fn is_proxied(&self) -> bool {
+        self.proxy.is_some()
+    }
+
     /// Whether the connection has begun a request.
     pub fn has_requested(&self) -> bool {
         self.began.load(Ordering::Relaxed)
