@@ -62,7 +62,10 @@ impl Daemon {
         let state = Arc::new(AppState {
             registry,
             auth,
-            connections: Connections::new(cfg.limits.max_connections_per_ip),
+            connections: Connections::new(
+                cfg.limits.max_connections_per_ip,
+                cfg.proxy.max_connections,
+            ),
             cfg,
             shutdown,
             tasks: TaskTracker::new(),

@@ -290,10 +290,21 @@ fn main() -> anyhow::Result<()> {
             return Err(e);
         }
     };
+    // Peers are asked with this daemon's token: over plain http beyond this machine anyone on
+    // the path reads it. Allowed (a private network may be trusted), but said every time.
+    let cleartext = cfg.cluster.cleartext_peers();
     if args.check_config {
+        for peer in &cleartext {
+            println!(
+                "warning: cluster peer {peer} is plain http: the token is sent to it unencrypted"
+            );
+        }
         println!("configuration OK: {}", cfg.source);
         println!("{}", ptyhub::upgrade::check_report());
         return Ok(());
+    }
+    for peer in &cleartext {
+        warn!(%peer, "cluster peer over plain http: the token is sent to it unencrypted (use https:// or a private network)");
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(serve(Arc::new(cfg), token, handoff, exe))

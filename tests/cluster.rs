@@ -161,6 +161,76 @@ async fn chosen_uuid_in_query_or_body_and_the_host_header_on_every_response() {
     );
 }
 
+/// The 429s carry `X-Ptyhub-Host` too: a WebSocket of either dialect over the per-address
+/// pool, and the connection refused before any request (written by hand, not by hyper).
+#[tokio::test]
+async fn refusals_name_the_host_too() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = Daemon::start_args(
+        &common::config("[cluster]\nhost = \"refuser\"\n[limits]\nmax_connections_per_ip = 1\n"),
+        &["--token", TOKEN],
+    );
+    let id = Uuid::new_v4();
+    let create = create(&d.http(""), Some(id), json!({"assistant": "shell"})).await;
+    assert_eq!(create.status(), StatusCode::CREATED);
+    // One WebSocket fills the authenticated pool; the next of either dialect is refused.
+    // (The create request's connection gives its place back once the daemon sees it close.)
+    let started = std::time::Instant::now();
+    let _held = loop {
+        match tokio_tungstenite::connect_async(d.ws_raw(id, &format!("?token={TOKEN}"))).await {
+            Ok((ws, _)) => break ws,
+            Err(e) => assert!(started.elapsed() < TIMEOUT, "the first WebSocket: {e}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    for url in [
+        d.ws_raw(id, &format!("?token={TOKEN}")),
+        d.ws(id, &format!("?token={TOKEN}")),
+    ] {
+        match tokio_tungstenite::connect_async(&url).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                assert_eq!(resp.status(), 429, "{url}");
+                assert_eq!(resp.headers()["x-ptyhub-host"], "refuser", "{url}");
+            }
+            other => panic!("{url}: expected 429, got {:?}", other.map(|_| ())),
+        }
+    }
+    // An upload under way holds the one unauthenticated place (it cannot be evicted, having
+    // sent its request): the next connection is refused before its request.
+    // (A try made while the refused WebSockets' connections are still counted is refused in
+    // turn: tried again until one is read.)
+    let head = format!(
+        "PATCH /api/sessions/{id} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+    );
+    let upload = loop {
+        let mut upload = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+        upload.write_all(head.as_bytes()).await.unwrap();
+        let mut buf = [0; 64];
+        let read = tokio::select! {
+            _ = upload.read(&mut buf) => false,
+            () = common::eventually("the upload's request was read", || {
+                d.log_text().lines().any(|l| l.contains("method=PATCH"))
+            }) => true,
+        };
+        if read {
+            break upload;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut refused = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
+        .await
+        .expect("an answer")
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    assert!(
+        answer.contains("\r\nx-ptyhub-host: refuser\r\n"),
+        "{answer}"
+    );
+    drop(upload);
+}
+
 /// A local TCP port that accepts connections and never answers: a hung peer.
 fn black_hole() -> (std::net::TcpListener, String) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -438,4 +508,47 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
         .collect();
     assert_eq!(hosts_listed, BTreeSet::from(["alpha"]));
     let _ = lb.dir.path();
+}
+
+/// Peers over plain http beyond this machine get the token in the clear: the start and
+/// `--check-config` warn about each, and about no loopback or https peer.
+#[tokio::test]
+async fn plain_http_peers_beyond_loopback_are_warned_about() {
+    let peers = [
+        "http://10.1.2.3:1977".to_owned(),
+        "http://127.0.0.1:9".to_owned(),
+        "http://localhost:9".to_owned(),
+        "https://10.1.2.4:1977".to_owned(),
+    ];
+    let d = host("warned", &peers);
+    // Written before the daemon listens, so it is in the log by the time it is up.
+    let log = d.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("cluster peer over plain http"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains("http://10.1.2.3:1977"), "{log}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    let quoted: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
+    std::fs::write(
+        &cfg,
+        common::config(&format!("[cluster]\npeers = [{}]\n", quoted.join(", "))),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args(["--check-config", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let warned: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(
+        warned,
+        ["warning: cluster peer http://10.1.2.3:1977 is plain http: the token is sent to it unencrypted"],
+        "{text}"
+    );
 }

@@ -424,3 +424,170 @@ async fn the_shipped_nginx_file_serves_ptyhub_under_a_prefix() {
     .await;
     drop(nginx);
 }
+
+/// One keep-alive connection as the trusted proxy (127.0.0.1) opens them: each request names
+/// its client in `X-Forwarded-For`.
+struct ProxyConn(tokio::io::BufReader<tokio::net::TcpStream>);
+
+impl ProxyConn {
+    async fn open(d: &Daemon) -> ProxyConn {
+        let tcp = tokio::net::TcpStream::connect(d.addr)
+            .await
+            .expect("connect");
+        ProxyConn(tokio::io::BufReader::new(tcp))
+    }
+
+    async fn write(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.0.get_mut().write_all(bytes).await.expect("write");
+    }
+
+    /// Sends a GET for `path` on behalf of `client`, and reads its answer.
+    async fn get(&mut self, path: &str, client: &str) -> (u16, String) {
+        let head =
+            format!("GET {path} HTTP/1.1\r\nhost: ptyhub\r\nx-forwarded-for: {client}\r\n\r\n");
+        self.write(head.as_bytes()).await;
+        self.response().await
+    }
+
+    /// Asks for `/healthz` as `client` until the answer is `want`.
+    async fn until_status(&mut self, client: &str, want: u16, what: &str) {
+        let start = std::time::Instant::now();
+        while self.get("/healthz", client).await.0 != want {
+            assert!(start.elapsed() < TIMEOUT, "timed out waiting for: {what}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The status and body of the next response (every one here has a content-length).
+    async fn response(&mut self) -> (u16, String) {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+        let read = async {
+            let mut status = 0;
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                self.0.read_line(&mut line).await.expect("read");
+                assert!(!line.is_empty(), "closed before a response");
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some(code) = line.strip_prefix("HTTP/1.1 ") {
+                    status = code[..3].parse().expect("status");
+                } else if let Some((k, v)) = line.split_once(':') {
+                    if k.eq_ignore_ascii_case("content-length") {
+                        length = v.trim().parse().expect("length");
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            self.0.read_exact(&mut body).await.expect("body");
+            (status, String::from_utf8_lossy(&body).into_owned())
+        };
+        tokio::time::timeout(TIMEOUT, read)
+            .await
+            .expect("a response")
+    }
+}
+
+/// Behind a trusted proxy a client counts on a connection only while its request is live: a
+/// burst through the proxy's keep-alive connections leaves it no 429 once it is over, while
+/// requests really in flight still meet the per-client limit.
+#[tokio::test]
+async fn a_proxy_s_idle_keep_alive_connections_count_under_no_client() {
+    // A header timeout longer than the test's patience: an idle connection still counted
+    // would refuse the client for all of it.
+    let d = start(
+        "[proxy]\ntrusted = [\"127.0.0.1/32\"]\n[limits]\nmax_connections_per_ip = 2\nheader_timeout = \"120s\"\n",
+    );
+    const A: &str = "198.51.100.7";
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let mut c = ProxyConn::open(&d).await;
+        assert_eq!(c.get("/healthz", A).await.0, 200);
+        conns.push(c);
+    }
+    // Both stay open as the proxy keeps them; A's requests are over.
+    let mut third = ProxyConn::open(&d).await;
+    third
+        .until_status(A, 200, "A's finished requests no longer count")
+        .await;
+
+    // Two requests of A really in flight (their bodies not all sent) take A's two places.
+    let body = "{not json at all}";
+    let head = format!(
+        "POST /api/sessions HTTP/1.1\r\nhost: ptyhub\r\nx-forwarded-for: {A}\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    for c in &mut conns {
+        c.write(head.as_bytes()).await;
+        c.write(&body.as_bytes()[..3]).await;
+    }
+    // The daemon reads each head on its own task: wait until both hold their place.
+    third
+        .until_status(A, 429, "both of A's uploads hold a place")
+        .await;
+    let (status, refusal) = third.get("/healthz", A).await;
+    assert_eq!(status, 429, "{refusal}");
+    assert!(refusal.contains("too many connections"), "{refusal}");
+    // Another client behind the same proxy is not affected.
+    assert_eq!(third.get("/healthz", "198.51.100.8").await.0, 200);
+    for c in &mut conns {
+        c.write(&body.as_bytes()[3..]).await;
+        let (status, answer) = c.response().await;
+        assert_eq!(status, 400, "{answer}");
+    }
+    third
+        .until_status(A, 200, "A's places are free again")
+        .await;
+}
+
+/// A trusted proxy is bounded too: past `[proxy] max_connections` open connections from it,
+/// one more is refused with a 429 before its request; one closing makes room again.
+#[tokio::test]
+async fn a_trusted_proxy_s_connections_have_a_cap() {
+    use tokio::io::AsyncReadExt;
+    let d = start("[proxy]\ntrusted = [\"127.0.0.1/32\"]\nmax_connections = 3\n");
+    let mut open = Vec::new();
+    for client in ["198.51.100.1", "198.51.100.2", "198.51.100.3"] {
+        let mut c = ProxyConn::open(&d).await;
+        // Answered: it holds its place (idle keep-alive connections count against the cap).
+        assert_eq!(c.get("/healthz", client).await.0, 200);
+        open.push(c);
+    }
+    let mut refused = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let mut answer = String::new();
+    tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
+        .await
+        .expect("an answer")
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    assert!(
+        answer.ends_with(r#"{"error":"too many connections from this address"}"#),
+        "{answer}"
+    );
+    drop(open.pop());
+    let start = std::time::Instant::now();
+    loop {
+        let mut c = ProxyConn::open(&d).await;
+        c.write(b"GET /healthz HTTP/1.1\r\nhost: ptyhub\r\nx-forwarded-for: 198.51.100.4\r\n\r\n")
+            .await;
+        let mut first = String::new();
+        use tokio::io::AsyncBufReadExt;
+        tokio::time::timeout(TIMEOUT, c.0.read_line(&mut first))
+            .await
+            .expect("an answer")
+            .expect("read");
+        if first.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            first.starts_with("HTTP/1.1 429") && start.elapsed() < TIMEOUT,
+            "a closed connection's place is not given back: {first}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -101,7 +101,11 @@ async fn without_a_screen_model_joiners_replay_the_log() {
     for i in 1..=5 {
         assert!(replay.contains(&format!("line-{i}")), "{replay:?}");
     }
-    let resync = handle.resync(FORM).await.expect("resync");
+    let resync = handle
+        .resync(FORM)
+        .await
+        .expect("resync")
+        .expect("no model: nothing to fail");
     assert!(resync.snapshot.is_none());
     assert_eq!(resync.offset, handle.log().start());
     handle.end(EndReason::Deleted).await.expect("ends");

@@ -182,6 +182,63 @@ async fn https_and_wss_with_a_certificate_made_now() {
     c.run("echo over-$((6*7))-tls", "over-42-tls").await;
 }
 
+/// One deadline covers the TLS handshake and the first request's head together: a client
+/// slow at both, each part under `header_timeout` but the two over it, is closed without an
+/// answer, as it would be on plain TCP; a prompt one is served.
+#[tokio::test]
+async fn the_handshake_and_the_first_request_share_one_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = pki();
+    let (cert, key) = install(dir.path(), &p);
+    let header_timeout = std::time::Duration::from_secs(3);
+    let d = Daemon::start_args(
+        &format!(
+            "{}\n[limits]\nheader_timeout = \"{}s\"\n",
+            tls_config(&cert, &key),
+            header_timeout.as_secs()
+        ),
+        &[],
+    );
+    let ok = reqwest_trusting(&p)
+        .get(https(&d, "/healthz"))
+        .send()
+        .await
+        .expect("a prompt client");
+    assert_eq!(ok.status(), 200);
+
+    // Each pause is 60% of the timeout: the handshake ends in time, and the head follows it
+    // within the timeout, but not within the timeout of the accept.
+    let pause = header_timeout * 6 / 10;
+    let tcp = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    tokio::time::sleep(pause).await;
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(client_config(&[&p.ca], BOTH))
+        .connect(name, tcp)
+        .await
+        .expect("the handshake, in time");
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .expect("the head's first line");
+    tls.flush().await.expect("flush");
+    tokio::time::sleep(pause).await;
+    // Past the deadline the daemon has closed it: this may fail, or go unread.
+    let _ = tls.write_all(b"\r\n").await;
+    let _ = tls.flush().await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(common::TIMEOUT, tls.read_to_end(&mut answer))
+        .await
+        .expect("closed, not left open");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        !answer.starts_with("HTTP/1.1 200"),
+        "served after {:?} ({read:?}): {answer}",
+        pause * 2
+    );
+}
+
 #[tokio::test]
 async fn sighup_swaps_the_certificate_for_new_handshakes_and_keeps_open_sockets() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -14,6 +14,33 @@ pub struct ClusterConfig {
     pub peers: Vec<String>,
 }
 
+impl ClusterConfig {
+    /// The peers asked over plain `http://` beyond this machine: the daemon's token goes to
+    /// them in the clear, so the start and `--check-config` warn about each.
+    pub fn cleartext_peers(&self) -> Vec<&str> {
+        self.peers
+            .iter()
+            .map(String::as_str)
+            .filter(|p| p.starts_with("http://") && !loopback_host(p))
+            .collect()
+    }
+}
+
+/// Whether `url`'s host is `localhost` or a loopback address.
+fn loopback_host(url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+    else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| super::canonical(ip).is_loopback())
+}
+
 /// `[cluster]` as written; every key optional.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -138,5 +165,18 @@ mod tests {
             let e = from_toml_str(text, "t").unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn plain_http_beyond_this_machine_is_cleartext() {
+        let c = from_toml_str(
+            "[cluster]\npeers = [\"http://10.1.2.3:1977\", \"http://127.0.0.2:1\", \"http://[::1]:1\", \"http://LocalHost:1\", \"https://10.1.2.4\", \"http://b.example/p\"]\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.cluster.cleartext_peers(),
+            ["http://10.1.2.3:1977", "http://b.example/p"]
+        );
     }
 }

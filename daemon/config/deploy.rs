@@ -1,5 +1,5 @@
-//! Deployment settings: `[server] base_path`, `[tls]` and `[proxy] trusted`, as written and as
-//! the daemon reads them.
+//! Deployment settings: `[server] base_path`, `[tls]` and `[proxy]` (`trusted`,
+//! `max_connections`), as written and as the daemon reads them.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -30,6 +30,9 @@ pub struct TlsConfig {
 pub struct ProxyConfig {
     /// Networks whose `X-Forwarded-For`, `-Proto` and `-Host` are believed.
     pub trusted: Vec<IpNet>,
+    /// Most connections open at once from one trusted proxy address (its connections count
+    /// under their requests' clients, so the per-address limits do not bound the proxy).
+    pub max_connections: usize,
 }
 
 impl ProxyConfig {
@@ -68,6 +71,7 @@ pub(super) struct RawTls {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProxy {
     pub(super) trusted: Option<Vec<Trusted>>,
+    pub(super) max_connections: Option<super::values::ProxyMaxConnections>,
 }
 
 /// A checked `base_path`.
@@ -155,9 +159,24 @@ mod tests {
     }
 
     #[test]
+    fn a_trusted_proxy_s_connection_cap_is_read_and_checked() {
+        let read = |text: &str| crate::config::from_toml_str(text, "t").map(|c| c.proxy);
+        assert_eq!(read("").unwrap().max_connections, 1024, "the default");
+        let c = read("[proxy]\nmax_connections = 7\n").unwrap();
+        assert_eq!(c.max_connections, 7);
+        for bad in ["0", "1000001", "-1", "\"many\""] {
+            let e = read(&format!("[proxy]\nmax_connections = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("t:2:"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn trusted_networks_match_mapped_addresses() {
         let proxy = ProxyConfig {
             trusted: vec!["127.0.0.1/32".parse().unwrap(), "fd00::/8".parse().unwrap()],
+            ..ProxyConfig::default()
         };
         assert!(proxy.trusts("127.0.0.1".parse().unwrap()));
         assert!(proxy.trusts("::ffff:127.0.0.1".parse().unwrap()));

@@ -198,6 +198,7 @@ fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
     };
     let proxy = RawProxy {
         trusted: over.proxy.trusted.or(base.proxy.trusted),
+        max_connections: over.proxy.max_connections.or(base.proxy.max_connections),
     };
     RawConfig {
         cluster: base.cluster.merge(over.cluster),
@@ -326,6 +327,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
                 .into_iter()
                 .map(|t| t.0)
                 .collect(),
+            max_connections: to_usize(need(raw.proxy.max_connections, "proxy.max_connections")?.0),
         },
         recording,
         session,

@@ -130,8 +130,9 @@ pub struct LimitsConfig {
     pub max_connections_per_ip: usize,
     /// Most exec processes running at once (`/api/exec`, both transports).
     pub max_execs: usize,
-    /// How long a connection may take to send a request's headers, and may stay idle between
-    /// requests, before it is closed.
+    /// How long a connection may take to send a request's headers (the first request's counted
+    /// from the accept, a TLS handshake included), and may stay idle between requests, before
+    /// it is closed.
     pub header_timeout: Duration,
 }
 

@@ -69,6 +69,8 @@ pub(super) type MaxNameChars = Int<1, 255>;
 pub(super) type FailedAuthPerMinute = Int<1, 1_000_000>;
 /// `limits.max_connections_per_ip`.
 pub(super) type MaxConnectionsPerIp = Int<1, 1_000_000>;
+/// `proxy.max_connections`.
+pub(super) type ProxyMaxConnections = Int<1, 1_000_000>;
 /// `limits.max_execs`: each exec is a process with three pipes, so thousands are surely a
 /// typo.
 pub(super) type MaxExecs = Int<1, 4096>;

@@ -33,29 +33,38 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
         };
         let _ = stream.set_nodelay(true);
         // A trusted proxy's connection carries many clients: it is counted under each
-        // request's forwarded address instead (see `Slot::from_client`).
-        let admitted = if state.cfg.proxy.trusts(peer.ip()) {
-            Some(state.connections.admit_proxied(peer.ip()))
+        // request's forwarded address instead (see `Slot::from_client`), and under the proxy
+        // only against `[proxy] max_connections`.
+        let proxied = state.cfg.proxy.trusts(peer.ip());
+        let admitted = if proxied {
+            state.connections.admit_proxied(peer.ip())
         } else {
             state.connections.admit(peer.ip())
         };
         let Some(slot) = admitted else {
-            info!(%peer, "refused connection: too many from this address");
+            if proxied {
+                info!(%peer, "refused connection: the trusted proxy has [proxy] max_connections open");
+            } else {
+                info!(%peer, "refused connection: too many from this address");
+            }
             crate::metrics::METRICS.refused(429);
-            state.tasks.spawn(too_many_connections(stream));
+            state
+                .tasks
+                .spawn(too_many_connections(stream, state.cfg.cluster.host.clone()));
             continue;
         };
         let acceptor = tls.as_ref().map(|t| t.acceptor());
         let state2 = state.clone();
-        let header_timeout = state.cfg.limits.header_timeout;
+        // One deadline from the accept for the TLS handshake and the first request's head
+        // together: a client on TLS holds a connection no longer than one on plain TCP.
+        let first_request_by = tokio::time::Instant::now() + state.cfg.limits.header_timeout;
         state.tasks.spawn(async move {
             let Some(acceptor) = acceptor else {
-                return serve(stream, peer, false, state2, slot).await;
+                return serve(stream, peer, false, state2, slot, first_request_by).await;
             };
-            // The handshake is bounded like a request's head, and yields to eviction and
-            // shutdown the same way.
+            // The handshake yields to eviction and shutdown like a request's head.
             let evicted = slot.evicted();
-            let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+            let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(stream));
             let tls_stream = tokio::select! {
                 done = handshake => match done {
                     Ok(Ok(s)) => s,
@@ -65,19 +74,21 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
                 _ = evicted.cancelled() => return,
                 _ = state2.shutdown.cancelled() => return,
             };
-            serve(tls_stream, peer, true, state2, slot).await
+            serve(tls_stream, peer, true, state2, slot, first_request_by).await
         });
     }
 }
 
-/// Serves HTTP/1.1 (with upgrades) on one connection until it closes, it is evicted, or the
-/// daemon shuts down; `tls`: whether `io` is our own TLS.
+/// Serves HTTP/1.1 (with upgrades) on one connection until it closes, it is evicted, the
+/// daemon shuts down, or its first request's head is not in by `first_request_by`; `tls`:
+/// whether `io` is our own TLS.
 async fn serve<I>(
     io: I,
     peer: std::net::SocketAddr,
     tls: bool,
     state: Arc<AppState>,
     slot: super::connections::Slot,
+    first_request_by: tokio::time::Instant,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -91,9 +102,9 @@ async fn serve<I>(
         let state = state.clone();
         let slot = slot.clone();
         async move {
-            let mut resp = route(req, peer, tls, &state, slot).await;
+            let mut resp = route(req, peer, tls, &state, slot.clone()).await;
             cluster::stamp(&mut resp, &state);
-            Ok::<_, Infallible>(resp)
+            Ok::<_, Infallible>(until_sent(resp, slot))
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()
@@ -104,10 +115,19 @@ async fn serve<I>(
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     let mut conn = std::pin::pin!(conn);
+    // hyper's own timer starts when it begins reading the head, after the handshake; this one
+    // started at the accept. Once a request has begun it never fires.
+    let first_request_late = async {
+        tokio::time::sleep_until(first_request_by).await;
+        if mine.has_requested() {
+            std::future::pending::<()>().await;
+        }
+    };
     tokio::select! {
         done = conn.as_mut() => if let Err(e) = done {
             debug!(%peer, "http connection: {e}");
         },
+        () = first_request_late => debug!(%peer, "no request within header_timeout of the connection"),
         // Only connections that never sent a request are evicted: nothing is lost.
         _ = evicted.cancelled() => debug!(%peer, "idle connection closed for a newcomer"),
         // An idle keep-alive connection closes at once, so the daemon does not wait
@@ -131,12 +151,72 @@ async fn serve<I>(
     }
 }
 
-/// Answers a connection over the per-address limit with a plain 429 and closes it.
-pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream) {
+/// `resp`, telling `slot` when its body has been sent or dropped: the request is over then
+/// (a stream's body lives as long as the stream). An upgrade's 101 is not the end: the
+/// WebSocket holds its place until it closes. Only a proxied connection's count changes
+/// between requests, so any other response goes out as it is.
+fn until_sent(
+    resp: hyper::Response<Body>,
+    slot: Arc<super::connections::Slot>,
+) -> hyper::Response<Body> {
+    use http_body_util::BodyExt;
+    if resp.status() == hyper::StatusCode::SWITCHING_PROTOCOLS || !slot.is_proxied() {
+        return resp;
+    }
+    resp.map(|inner| {
+        Held {
+            inner,
+            _done: RequestDone(slot),
+        }
+        .boxed_unsync()
+    })
+}
+
+/// A response body that ends its request's hold on the connection's place when dropped; its
+/// size is the inner body's, so a whole body keeps its `content-length`.
+struct Held {
+    inner: Body,
+    _done: RequestDone,
+}
+
+impl hyper::body::Body for Held {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Ends a request's hold on its connection's place when dropped.
+struct RequestDone(Arc<super::connections::Slot>);
+
+impl Drop for RequestDone {
+    fn drop(&mut self) {
+        self.0.request_done();
+    }
+}
+
+/// Answers a connection over the per-address limit with a plain 429 and closes it; written
+/// by hand (no HTTP connection is served), so it names the host itself like every response.
+pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream, host: String) {
     use tokio::io::AsyncWriteExt;
     let body = r#"{"error":"too many connections from this address"}"#;
+    // The name was checked to be header-safe when the config was read.
     let reply = format!(
-        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 5\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 5\r\n{}: {host}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        cluster::HOST_HEADER,
         body.len()
     );
     let _ = tokio::time::timeout(

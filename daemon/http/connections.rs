@@ -8,12 +8,15 @@
 //! sent a request yet; a connection that authenticates a WebSocket moves to its own pool.
 //!
 //! A trusted reverse proxy's connection is not counted under the proxy's address: each of its
-//! requests counts under the client address it forwards, so one client behind the proxy cannot
-//! take every other client's places, and the proxy itself is never refused as a whole.
+//! requests counts under the client address it forwards, and only while that request (or the
+//! WebSocket or stream it became) is live. An idle keep-alive connection counts under nobody,
+//! so a client that made many requests at once through the proxy is not refused afterwards for
+//! connections the proxy merely keeps open. The proxy's own address has a bound of its own
+//! on its connections (`[proxy] max_connections`), so a trusted peer is not unbounded either.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -24,6 +27,8 @@ pub struct Connections {
     table: Mutex<HashMap<IpAddr, PerAddress>>,
     /// Most unauthenticated connections per address, and most authenticated WebSockets.
     limit: usize,
+    /// Most connections from one trusted proxy address.
+    proxy_limit: usize,
     next_id: AtomicU64,
 }
 
@@ -31,8 +36,17 @@ pub struct Connections {
 struct PerAddress {
     unauthenticated: usize,
     authenticated: usize,
+    /// Connections from this address as a trusted proxy.
+    proxied: usize,
     /// Connections that have not sent a request yet, oldest first: the ones to evict.
     waiting: VecDeque<(u64, CancellationToken)>,
+}
+
+impl PerAddress {
+    /// Whether nothing is counted here any more (the entry can go).
+    fn is_empty(&self) -> bool {
+        self.unauthenticated == 0 && self.authenticated == 0 && self.proxied == 0
+    }
 }
 
 /// Where a connection stands; decides what its slot gives back.
@@ -60,6 +74,11 @@ pub struct Slot {
     id: u64,
     state: Mutex<State>,
     evicted: CancellationToken,
+    /// The trusted proxy's address, for a connection from one (its requests name their
+    /// clients): counted there for the connection's whole life.
+    proxy: Option<IpAddr>,
+    /// Whether a request has begun on it.
+    began: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -68,11 +87,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Connections {
-    /// A table allowing `limit` connections of each kind per address.
-    pub fn new(limit: usize) -> Arc<Self> {
+    /// A table allowing `limit` connections of each kind per address, and `proxy_limit` from
+    /// each trusted proxy address.
+    pub fn new(limit: usize, proxy_limit: usize) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::new(HashMap::new()),
             limit: limit.max(1),
+            proxy_limit: proxy_limit.max(1),
             next_id: AtomicU64::new(1),
         })
     }
@@ -99,19 +120,30 @@ impl Connections {
             id,
             state: Mutex::new(State::Waiting),
             evicted,
+            proxy: None,
+            began: AtomicBool::new(false),
         })
     }
 
-    /// A place for a connection from a trusted proxy at `ip`: counted nowhere until a request
-    /// names its client ([`Slot::from_client`]).
-    pub fn admit_proxied(self: &Arc<Self>, ip: IpAddr) -> Slot {
-        Slot {
+    /// A place for a connection from a trusted proxy at `ip`: counted under no client until a
+    /// request names one ([`Slot::from_client`]); `None` when the proxy has its most
+    /// connections open.
+    pub fn admit_proxied(self: &Arc<Self>, ip: IpAddr) -> Option<Slot> {
+        let mut table = lock(&self.table);
+        let entry = table.entry(ip).or_default();
+        if entry.proxied >= self.proxy_limit {
+            return None;
+        }
+        entry.proxied += 1;
+        Some(Slot {
             conns: self.clone(),
             ip: Mutex::new(ip),
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(State::Proxied),
             evicted: CancellationToken::new(),
-        }
+            proxy: Some(ip),
+            began: AtomicBool::new(false),
+        })
     }
 
     /// Connections open from `ip`: (unauthenticated, authenticated).
@@ -128,15 +160,21 @@ impl Slot {
         self.evicted.clone()
     }
 
+    /// Whether the connection comes from a trusted proxy.
+    pub fn is_proxied(&self) -> bool {
+        self.proxy.is_some()
+    }
+
     /// Whether the connection has begun a request.
     pub fn has_requested(&self) -> bool {
-        !matches!(*lock(&self.state), State::Waiting | State::Proxied)
+        self.began.load(Ordering::Relaxed)
     }
 
     /// A request from `client` (a proxied connection's forwarded address; for any other the
     /// peer itself) began: a proxied connection moves to that address's count. False when
     /// that address has no place left (the request is refused; the connection stays).
     pub fn from_client(&self, client: IpAddr) -> bool {
+        self.began.store(true, Ordering::Relaxed);
         let mut state = lock(&self.state);
         let mut ip = lock(&self.ip);
         match *state {
@@ -153,17 +191,12 @@ impl Slot {
         let mut table = lock(&self.conns.table);
         if *state == State::Requested {
             // Leaving the previous client's count.
-            if let Some(entry) = table.get_mut(&*ip) {
-                entry.unauthenticated = entry.unauthenticated.saturating_sub(1);
-                if entry.unauthenticated == 0 && entry.authenticated == 0 {
-                    table.remove(&*ip);
-                }
-            }
+            give_back(&mut table, *ip, State::Requested);
             *state = State::Proxied;
         }
         let entry = table.entry(client).or_default();
         if entry.unauthenticated >= self.conns.limit {
-            if entry.unauthenticated == 0 && entry.authenticated == 0 {
+            if entry.is_empty() {
                 table.remove(&client);
             }
             return false;
@@ -172,6 +205,23 @@ impl Slot {
         *ip = client;
         *state = State::Requested;
         true
+    }
+
+    /// The request that began with [`Slot::from_client`] is over (its response sent, or its
+    /// stream ended) and the connection is not an upgraded WebSocket: a proxied connection
+    /// stops counting under that client until its next request names one. Nothing for any
+    /// other connection, which counts under its own peer for its whole life.
+    pub fn request_done(&self) {
+        if self.proxy.is_none() {
+            return;
+        }
+        let mut state = lock(&self.state);
+        if !matches!(*state, State::Requested | State::Authenticated) {
+            return;
+        }
+        let ip = *lock(&self.ip);
+        give_back(&mut lock(&self.conns.table), ip, *state);
+        *state = State::Proxied;
     }
 
     /// The connection sent a request: it is no longer idle, so no longer evictable.
@@ -214,11 +264,34 @@ impl Slot {
     }
 }
 
+/// Gives back the place a connection in `state` holds under `ip`.
+fn give_back(table: &mut HashMap<IpAddr, PerAddress>, ip: IpAddr, state: State) {
+    let Some(entry) = table.get_mut(&ip) else {
+        return;
+    };
+    match state {
+        State::Requested => entry.unauthenticated = entry.unauthenticated.saturating_sub(1),
+        State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
+        State::Waiting | State::Evicted | State::Proxied => return,
+    }
+    if entry.is_empty() {
+        table.remove(&ip);
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let state = *lock(&self.state);
         let ip = *lock(&self.ip);
         let mut table = lock(&self.conns.table);
+        if let Some(proxy) = self.proxy {
+            if let Some(entry) = table.get_mut(&proxy) {
+                entry.proxied = entry.proxied.saturating_sub(1);
+                if entry.is_empty() {
+                    table.remove(&proxy);
+                }
+            }
+        }
         let Some(entry) = table.get_mut(&ip) else {
             return;
         };
@@ -233,7 +306,7 @@ impl Drop for Slot {
             State::Authenticated => entry.authenticated = entry.authenticated.saturating_sub(1),
             State::Evicted | State::Proxied => {}
         }
-        if entry.unauthenticated == 0 && entry.authenticated == 0 {
+        if entry.is_empty() {
             table.remove(&ip);
         }
     }
@@ -249,7 +322,7 @@ mod tests {
 
     #[test]
     fn idle_strangers_are_evicted_for_a_newcomer() {
-        let conns = Connections::new(2);
+        let conns = Connections::new(2, 8);
         let a = conns.admit(ip()).expect("first");
         let b = conns.admit(ip()).expect("second");
         let c = conns.admit(ip()).expect("third evicts the oldest idle one");
@@ -268,7 +341,7 @@ mod tests {
 
     #[test]
     fn busy_connections_are_not_evicted() {
-        let conns = Connections::new(2);
+        let conns = Connections::new(2, 8);
         let a = conns.admit(ip()).expect("first");
         let b = conns.admit(ip()).expect("second");
         a.requested();
@@ -280,7 +353,7 @@ mod tests {
 
     #[test]
     fn authenticated_websockets_have_their_own_pool() {
-        let conns = Connections::new(1);
+        let conns = Connections::new(1, 8);
         let ws = conns.admit(ip()).expect("first");
         ws.requested();
         assert!(ws.authenticate());
@@ -298,11 +371,11 @@ mod tests {
 
     #[test]
     fn a_proxied_connection_counts_under_each_request_s_client() {
-        let conns = Connections::new(1);
+        let conns = Connections::new(1, 8);
         let proxy = ip();
         let a = IpAddr::from([192, 0, 2, 1]);
         let b = IpAddr::from([192, 0, 2, 2]);
-        let first = conns.admit_proxied(proxy);
+        let first = conns.admit_proxied(proxy).expect("under the proxy cap");
         assert_eq!(
             conns.count(proxy),
             (0, 0),
@@ -310,7 +383,7 @@ mod tests {
         );
         assert!(first.from_client(a));
         assert_eq!(conns.count(a), (1, 0));
-        let second = conns.admit_proxied(proxy);
+        let second = conns.admit_proxied(proxy).expect("under the proxy cap");
         assert!(!second.from_client(a), "a's one place is taken");
         assert!(second.from_client(b), "b is another client");
         // The next request on the first connection is b's: it moves, and b is full.
@@ -321,5 +394,47 @@ mod tests {
         assert_eq!(conns.count(a), (0, 1));
         drop((first, second));
         assert_eq!((conns.count(a), conns.count(b)), ((0, 0), (0, 0)));
+    }
+
+    #[test]
+    fn an_idle_proxied_connection_counts_under_nobody() {
+        let conns = Connections::new(1, 8);
+        let a = IpAddr::from([192, 0, 2, 1]);
+        let first = conns.admit_proxied(ip()).expect("under the proxy cap");
+        assert!(first.from_client(a));
+        first.request_done();
+        assert_eq!(conns.count(a), (0, 0), "its request is over");
+        let second = conns.admit_proxied(ip()).expect("under the proxy cap");
+        assert!(second.from_client(a), "a's place is free again");
+        assert!(second.authenticate());
+        second.request_done();
+        assert_eq!(conns.count(a), (0, 0), "its stream is over");
+        assert!(first.from_client(a));
+        assert!(
+            !second.from_client(a),
+            "while that request is live, a's place is taken"
+        );
+        assert_eq!(conns.count(a), (1, 0));
+        drop((first, second));
+        assert_eq!(conns.count(a), (0, 0));
+    }
+
+    #[test]
+    fn a_trusted_proxy_has_a_cap_of_its_own() {
+        let conns = Connections::new(1, 2);
+        let a = IpAddr::from([192, 0, 2, 1]);
+        let first = conns.admit_proxied(ip()).expect("first");
+        let second = conns.admit_proxied(ip()).expect("second");
+        assert!(
+            conns.admit_proxied(ip()).is_none(),
+            "the proxy's two are open"
+        );
+        // Its clients' counts are apart from it.
+        assert!(first.from_client(a));
+        assert_eq!(conns.count(a), (1, 0));
+        drop(first);
+        let third = conns.admit_proxied(ip()).expect("a place again");
+        drop((second, third));
+        assert!(lock(&conns.table).is_empty(), "nothing left counted");
     }
 }

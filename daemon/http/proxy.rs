@@ -166,6 +166,7 @@ mod tests {
     fn proxy(nets: &[&str]) -> ProxyConfig {
         ProxyConfig {
             trusted: nets.iter().map(|n| n.parse().unwrap()).collect(),
+            ..ProxyConfig::default()
         }
     }
 

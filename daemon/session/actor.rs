@@ -238,10 +238,15 @@ impl Session {
                     let _ = reply.send(Ok(join));
                 } else if self.drawn {
                     // Rendered on the screen thread once it has parsed up to here.
-                    self.snapshot_then(form, move |snapshot, offset| {
-                        join.snapshot = snapshot;
-                        join.offset = offset;
-                        let _ = reply.send(Ok(join));
+                    self.snapshot_then(form, move |drawn| {
+                        let _ = reply.send(match drawn {
+                            Ok((snapshot, offset)) => {
+                                join.snapshot = snapshot;
+                                join.offset = offset;
+                                Ok(join)
+                            }
+                            Err(failed) => Err(JoinError::Screen(failed)),
+                        });
                     });
                 } else {
                     let _ = reply.send(Ok(join));
@@ -330,8 +335,8 @@ impl Session {
                 }
                 self.apply_size();
             }
-            Command::Resync { form, reply } => self.snapshot_then(form, move |snapshot, offset| {
-                let _ = reply.send(Resync { snapshot, offset });
+            Command::Resync { form, reply } => self.snapshot_then(form, move |drawn| {
+                let _ = reply.send(drawn.map(|(snapshot, offset)| Resync { snapshot, offset }));
             }),
             Command::Chat {
                 viewer,
@@ -413,19 +418,22 @@ impl Session {
     /// Renders a snapshot of the screen as it stands after the output published so far, off
     /// the actor (on the screen thread), and hands it to `done` with the exact log offset it
     /// belongs to: the model has consumed every byte before it (bytes it holds back, an
-    /// incomplete escape sequence, are streamed instead).
+    /// incomplete escape sequence, are streamed instead). `done` is always called, with
+    /// [`ScreenFailed`] when the screen thread could not render it.
     pub(super) fn snapshot_then(
         &self,
         form: SnapshotForm,
-        done: impl FnOnce(Option<EncodedSnapshot>, u64) + Send + 'static,
+        done: impl FnOnce(Result<(Option<EncodedSnapshot>, u64), ScreenFailed>) + Send + 'static,
     ) {
         match &self.screen {
             Some(screen) => screen.snapshot(
                 self.log.head(),
                 form,
-                Box::new(move |snapshot, offset| done(Some(snapshot), offset)),
+                Box::new(move |drawn| {
+                    done(drawn.map(|(snapshot, offset)| (Some(snapshot), offset)))
+                }),
             ),
-            None => done(None, self.log.start()),
+            None => done(Ok((None, self.log.start()))),
         }
     }
 

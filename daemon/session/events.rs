@@ -276,6 +276,9 @@ pub enum JoinError {
     /// The session ended.
     #[error(transparent)]
     Gone(#[from] SessionGone),
+    /// The screen could not be drawn for the joiner.
+    #[error(transparent)]
+    Screen(#[from] super::screen_thread::ScreenFailed),
 }
 
 /// Why a rename did not happen.

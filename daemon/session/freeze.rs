@@ -88,14 +88,16 @@ impl Session {
                 screen.snapshot(
                     head,
                     SnapshotForm::plain(usize::MAX),
-                    Box::new(move |snapshot, offset| {
-                        let _ = tx.send((snapshot.bytes.to_vec(), offset));
+                    Box::new(move |drawn| {
+                        let _ = tx.send(
+                            drawn.map(|(snapshot, offset)| (snapshot.bytes.to_vec(), offset)),
+                        );
                     }),
                 );
                 match rx.await {
-                    Ok((bytes, offset)) => (Some(bytes), offset),
-                    Err(_) => {
-                        warn!(session = %self.id, "screen thread gone: frozen without a screen");
+                    Ok(Ok((bytes, offset))) => (Some(bytes), offset),
+                    Ok(Err(_)) | Err(_) => {
+                        warn!(session = %self.id, "screen could not be drawn: frozen without a screen");
                         (None, self.log.start())
                     }
                 }

@@ -56,7 +56,7 @@ pub(super) enum Command {
     },
     Resync {
         form: SnapshotForm,
-        reply: oneshot::Sender<Resync>,
+        reply: oneshot::Sender<Result<Resync, ScreenFailed>>,
     },
     Chat {
         viewer: ViewerId,
@@ -234,8 +234,12 @@ impl SessionHandle {
         self.send(Command::TakeSize { viewer, rows, cols }).await
     }
 
-    /// A fresh snapshot (packed as `form` asks) and the offset the stream resumes from.
-    pub async fn resync(&self, form: SnapshotForm) -> Result<Resync, SessionGone> {
+    /// A fresh snapshot (packed as `form` asks) and the offset the stream resumes from, or
+    /// why the screen could not be drawn.
+    pub async fn resync(
+        &self,
+        form: SnapshotForm,
+    ) -> Result<Result<Resync, ScreenFailed>, SessionGone> {
         let (reply, rx) = oneshot::channel();
         self.send(Command::Resync { form, reply }).await?;
         rx.await.map_err(|_| SessionGone)

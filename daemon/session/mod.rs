@@ -46,6 +46,7 @@ use output_log::SharedLog;
 pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
 use screen::ScreenModel;
+pub use screen_thread::ScreenFailed;
 use screen_thread::ScreenThread;
 pub use snapshot::{EncodedSnapshot, Packing, SnapshotForm};
 

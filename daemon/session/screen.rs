@@ -116,6 +116,11 @@ impl Parked {
         model.has_output = self.has_output;
         model
     }
+
+    /// (rows, cols) of the parked model.
+    pub fn size(&self) -> (u16, u16) {
+        (self.rows, self.cols)
+    }
 }
 
 impl Drop for Parked {

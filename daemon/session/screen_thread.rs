@@ -13,6 +13,10 @@
 //! joining an unchanged screen (a reconnect storm) cost one render between them, and requests
 //! queued together (viewers resynced during a flood) are served by one render at the last of
 //! their offsets.
+//!
+//! Every snapshot request is answered: with the snapshot, or with [`ScreenFailed`] when the
+//! thread panicked while it was queued (the model is then replaced by a blank one of the same
+//! size, which the output that follows draws on) or could not be started.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
-use tracing::warn;
+use tracing::error;
 
 use super::queries::Query;
 use super::screen::{Parked, ScreenModel};
@@ -51,8 +55,34 @@ const PARK_EVERY: Duration = Duration::from_secs(10);
 /// Snapshots kept for reuse while the model is unchanged: one per form in use.
 const MAX_CACHED_FORMS: usize = 4;
 
-/// Called on the screen thread with a snapshot and the log offset it belongs to.
-pub type SnapshotFn = Box<dyn FnOnce(EncodedSnapshot, u64) + Send>;
+/// Called with a snapshot and the log offset it belongs to, or with why there is none.
+pub type SnapshotFn = Box<dyn FnOnce(Result<(EncodedSnapshot, u64), ScreenFailed>) + Send>;
+
+/// The screen model could not render a snapshot: its thread panicked, or none could be
+/// started. The next request is served by a fresh model or thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the session's screen could not be drawn (its model failed); try again")]
+pub struct ScreenFailed;
+
+/// A snapshot request's reply, answered with [`ScreenFailed`] if it is dropped unanswered (a
+/// panic unwinding past it, a queue dropped): no waiter is ever left hanging.
+struct Waiter(Option<SnapshotFn>);
+
+impl Waiter {
+    fn answer(mut self, snapshot: EncodedSnapshot, offset: u64) {
+        if let Some(take) = self.0.take() {
+            take(Ok((snapshot, offset)));
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(take) = self.0.take() {
+            take(Err(ScreenFailed));
+        }
+    }
+}
 
 /// Work for the screen thread, in stream order.
 enum Job {
@@ -61,7 +91,7 @@ enum Job {
     Snapshot {
         head: u64,
         form: SnapshotForm,
-        take: SnapshotFn,
+        take: Waiter,
     },
 }
 
@@ -84,9 +114,11 @@ struct Shared {
     limit: usize,
     /// Whether a thread is running (or starting) to serve the jobs.
     running: AtomicBool,
-    /// Set if serving a job panicked: jobs are dropped from then on, so their reply channels
-    /// tell the waiting viewers.
-    dead: AtomicBool,
+    /// Test hooks: the next snapshot render panics; thread starts fail.
+    #[cfg(test)]
+    panic_at_snapshot: AtomicBool,
+    #[cfg(test)]
+    refuse_spawn: AtomicBool,
     /// The model and the jobs' receiving end: held by the running thread, parked in between.
     state: Mutex<State>,
     name: String,
@@ -137,7 +169,10 @@ impl ScreenThread {
             room: Notify::new(),
             limit: backlog_limit.max(1),
             running: AtomicBool::new(false),
-            dead: AtomicBool::new(false),
+            #[cfg(test)]
+            panic_at_snapshot: AtomicBool::new(false),
+            #[cfg(test)]
+            refuse_spawn: AtomicBool::new(false),
             state: Mutex::new(State {
                 model,
                 parked: None,
@@ -170,7 +205,11 @@ impl ScreenThread {
     /// `take` with the exact offset it belongs to (`head` less what the model holds back of an
     /// unfinished sequence), packed as `form` asks.
     pub fn snapshot(&self, head: u64, form: SnapshotForm, take: SnapshotFn) {
-        self.send(Job::Snapshot { head, form, take });
+        self.send(Job::Snapshot {
+            head,
+            form,
+            take: Waiter(Some(take)),
+        });
     }
 
     /// Whether more output may be queued now.
@@ -186,26 +225,48 @@ impl ScreenThread {
     }
 
     fn send(&self, job: Job) {
-        if self.shared.dead.load(Ordering::SeqCst) {
-            warn!("screen thread is gone: job dropped");
-            return;
-        }
         // The receiver lives in `shared`, as long as this sender: sending cannot fail.
         let _ = self.jobs.send(job);
         // Sent before the swap: a thread that stops running after this swap finds the job
         // (it stops running, then looks for jobs once more); one that stopped before it
         // leaves `running` false, and a new thread is started here.
         if !self.shared.running.swap(true, Ordering::SeqCst) {
-            let shared = self.shared.clone();
-            let started = std::thread::Builder::new()
-                .name(self.shared.name.clone())
-                .spawn(move || work(&shared));
-            if let Err(e) = started {
-                // Tried again at the next job; the jobs wait in order meanwhile.
-                warn!("screen thread could not start: {e}");
-                self.shared.running.store(false, Ordering::SeqCst);
+            if let Err(e) = self.spawn() {
+                error!(thread = %self.shared.name, "screen thread could not start: {e}");
+                self.refuse_snapshots();
             }
         }
+    }
+
+    fn spawn(&self) -> std::io::Result<()> {
+        #[cfg(test)]
+        if self.shared.refuse_spawn.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("refused by the test"));
+        }
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name(self.shared.name.clone())
+            .spawn(move || work(&shared))
+            .map(drop)
+    }
+
+    /// No thread could start for the queued jobs: their snapshot requests are answered
+    /// [`ScreenFailed`] now rather than when some later job gets a thread up (an idle session
+    /// may send none); output and resizes wait, in order, for that thread.
+    fn refuse_snapshots(&self) {
+        // No thread serves the jobs now (`running` was false); one winding down holds the
+        // lock only to finish its last job and park the model.
+        let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let State { jobs, ahead, .. } = &mut *state;
+        let kept: VecDeque<Job> = std::mem::take(ahead)
+            .into_iter()
+            .chain(jobs.try_iter())
+            // A snapshot request dropped here is answered by its `Waiter`.
+            .filter(|job| !matches!(job, Job::Snapshot { .. }))
+            .collect();
+        *ahead = kept;
+        // The next job tries to start a thread again.
+        self.shared.running.store(false, Ordering::SeqCst);
     }
 }
 
@@ -215,25 +276,36 @@ fn work(shared: &Shared) {
     // serves the jobs this one left, in order.
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(parked) = state.parked.take() {
-        state.model = parked.thaw();
         state.thawed_at = Some(Instant::now());
+        let thawed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parked.thaw()));
+        state.model = thawed.unwrap_or_else(|_| {
+            error!(thread = %shared.name, "screen model could not be brought back: the screen starts blank");
+            let (rows, cols) = parked.size();
+            ScreenModel::new(rows, cols, shared.max_scrollback)
+        });
     }
-    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    while let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         serve(&mut state, shared);
-    }));
-    if served.is_err() {
-        // Drop the queued jobs (and later ones, see `send`): their repliers learn it.
-        shared.dead.store(true, Ordering::SeqCst);
-        state.ahead.clear();
-        while state.jobs.try_recv().is_ok() {}
+    })) {
+        // The requests being served were answered `ScreenFailed` as the panic dropped them.
+        // The model may be half-updated: a blank one of the same size takes its place (the
+        // program's next output draws on it), and this thread goes on with the queued jobs,
+        // so none of them waits for another to arrive.
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        error!(thread = %shared.name, "screen model panicked ({why}): its snapshots were refused and the screen starts blank");
+        let (rows, cols) = state.model.size();
+        state.model = ScreenModel::new(rows, cols, shared.max_scrollback);
+        state.last.clear();
     }
     state.last.clear();
     state.last.shrink_to_fit();
-    if served.is_ok() {
-        if let Some(parked) = state.model.park() {
-            state.model = ScreenModel::new(1, 1, 0);
-            state.parked = Some(parked);
-        }
+    if let Some(parked) = state.model.park() {
+        state.model = ScreenModel::new(1, 1, 0);
+        state.parked = Some(parked);
     }
 }
 
@@ -416,7 +488,11 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                         snapshot
                     }
                 };
-                take(snapshot, offset);
+                #[cfg(test)]
+                if shared.panic_at_snapshot.swap(false, Ordering::SeqCst) {
+                    panic!("screen model panic forced by a test");
+                }
+                take.answer(snapshot, offset);
             }
         }
     }
@@ -447,11 +523,14 @@ mod tests {
         screen.snapshot(
             head,
             SnapshotForm::plain(1 << 20),
-            Box::new(move |snap, _| {
-                let _ = tx.send(snap.bytes);
+            Box::new(move |drawn| {
+                let _ = tx.send(drawn.map(|(snap, _)| snap.bytes));
             }),
         );
-        let bytes = rx.recv_timeout(Duration::from_secs(20)).expect("served");
+        let bytes = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("answered")
+            .expect("drawn");
         let mut vt = vt100::Parser::new(non_zero(24), non_zero(80), 0);
         vt.process(&bytes);
         vt.screen().contents()
@@ -515,8 +594,10 @@ mod tests {
                 screen.snapshot(
                     head,
                     form,
-                    Box::new(move |snap, offset| {
-                        let _ = tx.send((head, offset, snap));
+                    Box::new(move |drawn| {
+                        if let Ok((snap, offset)) = drawn {
+                            let _ = tx.send((head, offset, snap));
+                        }
                     }),
                 );
             }
@@ -538,5 +619,72 @@ mod tests {
                 "snapshot at {offset}"
             );
         }
+    }
+
+    /// Asks for a snapshot; the receiver gets its offset, or why there is none.
+    fn ask(screen: &ScreenThread, head: u64) -> std_mpsc::Receiver<Result<u64, ScreenFailed>> {
+        let (tx, rx) = std_mpsc::channel();
+        screen.snapshot(
+            head,
+            SnapshotForm::plain(1 << 20),
+            Box::new(move |drawn| {
+                let _ = tx.send(drawn.map(|(_, offset)| offset));
+            }),
+        );
+        rx
+    }
+
+    /// A panic cannot be provoked from outside honestly (the model is meant not to panic), so
+    /// a test hook forces one: the request being served is answered `ScreenFailed`, and the
+    /// next one is served by the same thread on a blank model that later output draws on.
+    #[test]
+    fn a_panicking_render_answers_its_waiters_and_the_next_request_is_served() {
+        let (screen, _answers) = ScreenThread::start(
+            ScreenModel::new(24, 80, 100),
+            100,
+            1 << 20,
+            "t-panic".into(),
+        );
+        screen.output(Bytes::from_static(b"before\r\n"));
+        assert!(contents(&screen, 8).contains("before"));
+        screen
+            .shared
+            .panic_at_snapshot
+            .store(true, Ordering::SeqCst);
+        let failed = ask(&screen, 8);
+        assert_eq!(
+            failed.recv_timeout(Duration::from_secs(20)),
+            Ok(Err(ScreenFailed)),
+            "the waiter of the panicking render is answered"
+        );
+        assert_eq!(
+            ask(&screen, 8).recv_timeout(Duration::from_secs(20)),
+            Ok(Ok(8)),
+            "the next request is served"
+        );
+        screen.output(Bytes::from_static(b"after"));
+        let now = contents(&screen, 13);
+        assert!(now.contains("after") && !now.contains("before"), "{now:?}");
+    }
+
+    /// A thread that cannot be started leaves no waiter hanging: snapshot requests are
+    /// answered `ScreenFailed` at once, output waits in order, and the next job that gets a
+    /// thread up serves it.
+    #[test]
+    fn a_thread_that_cannot_start_answers_its_waiters_and_keeps_the_output() {
+        let (screen, _answers) = ScreenThread::start(
+            ScreenModel::new(24, 80, 100),
+            100,
+            1 << 20,
+            "t-nospawn".into(),
+        );
+        screen.shared.refuse_spawn.store(true, Ordering::SeqCst);
+        screen.output(Bytes::from_static(b"kept\r\n"));
+        assert_eq!(
+            ask(&screen, 6).recv_timeout(Duration::from_secs(20)),
+            Ok(Err(ScreenFailed))
+        );
+        screen.shared.refuse_spawn.store(false, Ordering::SeqCst);
+        assert!(contents(&screen, 6).contains("kept"));
     }
 }

@@ -27,7 +27,13 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
+
+/// Close code of a viewer the screen could not be drawn for (its join, or a resync): the
+/// server's own failure (RFC 6455's "internal error"); joining again draws a fresh screen.
+pub const SCREEN_FAILED: u16 = 1011;
+/// Its close reason.
+pub const SCREEN_FAILED_WHY: &str = "the screen could not be drawn; join again";
 
 use crate::metrics::METRICS;
 
@@ -140,6 +146,11 @@ pub async fn run<D: Dialect>(
         }
         Err(JoinError::Gone(_)) => {
             let _ = writer.close_for(EndReason::Deleted).await;
+            return;
+        }
+        Err(JoinError::Screen(failed)) => {
+            warn!(session = %session.id(), "refused viewer: {failed}");
+            let _ = writer.sink.close(SCREEN_FAILED, SCREEN_FAILED_WHY).await;
             return;
         }
     };
@@ -333,11 +344,13 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
 
     /// What a pump or resync means for the connection: a session that is gone closes it.
     async fn after(&mut self, pumped: Pumped) -> Step {
-        if pumped == Pumped::Gone {
-            self.close_for(EndReason::Deleted).await?;
-            return Ok(true);
+        match pumped {
+            Pumped::Gone => self.close_for(EndReason::Deleted).await?,
+            // Logged where it happened.
+            Pumped::ScreenFailed => self.sink.close(SCREEN_FAILED, SCREEN_FAILED_WHY).await?,
+            Pumped::Idle | Pumped::Sent => return Ok(false),
         }
-        Ok(false)
+        Ok(true)
     }
 
     async fn write_loop(

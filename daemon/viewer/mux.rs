@@ -17,7 +17,7 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{broadcast, mpsc, Notify};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use super::live::Live;
@@ -395,6 +395,11 @@ impl<T: Transport> MuxWriter<T> {
                 return self.send_text(&msg).await;
             }
             Err(JoinError::Gone(_)) => return Ok(()),
+            Err(JoinError::Screen(failed)) => {
+                warn!(session = %info.id, "not carried: {failed}");
+                let msg = ServerMessage::error(Some(num.to_string()), failed.to_string());
+                return self.send_text(&msg).await;
+            }
         };
         self.table.lock().insert(
             num,
@@ -477,6 +482,13 @@ impl<T: Transport> MuxWriter<T> {
             Pumped::Idle => Ok(false),
             Pumped::Sent => Ok(true),
             Pumped::Gone => self.closed(num).await.map(|()| true),
+            // Logged where it happened; carrying it again draws a fresh screen.
+            Pumped::ScreenFailed => {
+                let why = crate::session::ScreenFailed.to_string();
+                self.send_text(&ServerMessage::error(Some(num.to_string()), why))
+                    .await?;
+                self.closed(num).await.map(|()| true)
+            }
         }
     }
 
@@ -493,8 +505,8 @@ impl<T: Transport> MuxWriter<T> {
                         .sub
                         .catch_up(&mut self.sink, &Tagged(num), offset, &mut self.scratch)
                         .await?;
-                    if pumped == Pumped::Gone {
-                        return self.closed(num).await.map(|()| false);
+                    if matches!(pumped, Pumped::Gone | Pumped::ScreenFailed) {
+                        return self.after(num, pumped).await.map(|_| false);
                     }
                 }
                 let msg = ServerMessage::Exit {

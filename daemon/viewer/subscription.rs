@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::live::Live;
 use super::transport::{Sink, Transport, WriteResult};
@@ -53,6 +53,9 @@ pub enum Pumped {
     Sent,
     /// The session is gone: it has nothing more to give this connection.
     Gone,
+    /// The screen could not be drawn for a resync (logged): the viewer cannot be brought
+    /// back in step, so its connection to the session ends and it may join again.
+    ScreenFailed,
 }
 
 /// Scratch buffers a driver lends its subscriptions, so that a connection carrying many
@@ -240,8 +243,13 @@ impl Subscription {
         framing: &impl Framing,
         why: &str,
     ) -> std::io::Result<Pumped> {
-        let Ok(resync) = self.session.resync(self.form).await else {
-            return Ok(Pumped::Gone);
+        let resync = match self.session.resync(self.form).await {
+            Ok(Ok(resync)) => resync,
+            Ok(Err(failed)) => {
+                warn!(session = %self.session.id(), why, "cannot resync viewer: {failed}");
+                return Ok(Pumped::ScreenFailed);
+            }
+            Err(_) => return Ok(Pumped::Gone),
         };
         if why == BEHIND && self.behind_logged.swap(true, Ordering::Relaxed) {
             // Routine for a viewer slower than a flood (many a second): logged once.

@@ -1227,6 +1227,11 @@ pub fn check_config(text: &str) {
             assert!(c.viewer.flow_budget_bytes >= 64 * 1024, "flow budget");
             assert!(c.viewer.upload_max_bytes >= 1, "upload limit");
             assert!(
+                (1..=1_000_000).contains(&c.proxy.max_connections),
+                "proxy connections {}",
+                c.proxy.max_connections
+            );
+            assert!(
                 c.viewer.max_message_bytes > c.viewer.upload_max_bytes,
                 "message limit leaves no room for an upload header"
             );
@@ -1275,6 +1280,7 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
     ("limits", "max_name_chars"),
     ("limits", "failed_auth_per_minute"),
     ("limits", "max_connections_per_ip"),
+    ("proxy", "max_connections"),
     ("limits", "max_execs"),
     ("assistants.x", "name"),
     ("assistants.x", "command"),
