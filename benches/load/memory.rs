@@ -165,6 +165,8 @@ async fn memory_run(
     daemon
         .wait_viewer_gauge(viewers as u64, STEP_TIMEOUT)
         .await?;
+    // What the joins allocated for a moment (snapshots, presence) is given back first.
+    tokio::time::sleep(ALLOCATOR_DECAY).await;
     let with_viewers = daemon.settled_memory().await?;
     let dropped = dropped.load(Ordering::Relaxed);
     if dropped > 0 {
@@ -190,6 +192,7 @@ async fn memory_run(
     daemon
         .wait_gauge("ptyhub_sse_streams", streams as u64, limit)
         .await?;
+    tokio::time::sleep(ALLOCATOR_DECAY).await;
     let with_streams = daemon.settled_memory().await?;
 
     drop(tasks);
