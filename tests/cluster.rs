@@ -217,13 +217,7 @@ async fn refusals_name_the_host_too() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
-    let mut refused = tokio::net::TcpStream::connect(d.addr).await.unwrap();
-    let mut answer = String::new();
-    tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
-        .await
-        .expect("an answer")
-        .expect("read");
-    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    let answer = common::refused_connection(d.addr).await;
     assert!(
         answer.contains("\r\nx-ptyhub-host: refuser\r\n"),
         "{answer}"

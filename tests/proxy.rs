@@ -547,7 +547,6 @@ async fn a_proxy_s_idle_keep_alive_connections_count_under_no_client() {
 /// one more is refused with a 429 before its request; one closing makes room again.
 #[tokio::test]
 async fn a_trusted_proxy_s_connections_have_a_cap() {
-    use tokio::io::AsyncReadExt;
     let d = start("[proxy]\ntrusted = [\"127.0.0.1/32\"]\nmax_connections = 3\n");
     let mut open = Vec::new();
     for client in ["198.51.100.1", "198.51.100.2", "198.51.100.3"] {
@@ -556,15 +555,7 @@ async fn a_trusted_proxy_s_connections_have_a_cap() {
         assert_eq!(c.get("/healthz", client).await.0, 200);
         open.push(c);
     }
-    let mut refused = tokio::net::TcpStream::connect(d.addr)
-        .await
-        .expect("connect");
-    let mut answer = String::new();
-    tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
-        .await
-        .expect("an answer")
-        .expect("read");
-    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    let answer = common::refused_connection(d.addr).await;
     assert!(
         answer.ends_with(r#"{"error":"too many connections from this address"}"#),
         "{answer}"

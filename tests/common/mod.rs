@@ -743,3 +743,17 @@ pub async fn share_token(d: &Daemon, token: &str, id: &str, role: &str) -> Strin
     let share: Value = resp.json().await.expect("json");
     share["token"].as_str().expect("token").to_owned()
 }
+
+/// What the daemon answers a connection it refuses before its request (a connection cap): the
+/// whole answer, checked to be a 429.
+pub async fn refused_connection(addr: SocketAddr) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut refused = TcpStream::connect(addr).await.expect("connect");
+    let mut answer = String::new();
+    tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
+        .await
+        .expect("an answer")
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    answer
+}
