@@ -70,6 +70,20 @@ fn the_packaged_unit_is_the_shipped_one_with_usr_bin() {
 }
 
 #[test]
+fn the_packaged_man_page_is_the_cli_s_own() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .arg("man")
+        .output()
+        .expect("ptyhub man");
+    assert!(out.status.success());
+    let packaged = std::fs::read(root().join("debian/ptyhub.1")).unwrap();
+    assert!(
+        packaged == out.stdout,
+        "debian/ptyhub.1 must be what `ptyhub man` prints: cargo run -- man > debian/ptyhub.1"
+    );
+}
+
+#[test]
 fn the_changelog_names_this_version() {
     let changelog = std::fs::read_to_string(root().join("debian/changelog")).unwrap();
     let first = changelog.lines().next().unwrap();
@@ -112,6 +126,7 @@ fn the_debian_package_has_its_files_and_passes_lintian() {
     entry("./usr/share/doc/ptyhub/copyright");
     entry("./usr/share/doc/ptyhub/README.md");
     entry("./usr/share/doc/ptyhub/changelog.Debian.gz");
+    entry("./usr/share/man/man1/ptyhub.1.gz");
 
     let info = run(Command::new("dpkg-deb").arg("--info").arg(&deb));
     for want in [
