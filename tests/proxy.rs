@@ -251,20 +251,11 @@ async fn base_path_puts_pages_routes_cookies_and_links_under_it() {
 /// The shipped nginx file.
 /// A test CA's certificate for 127.0.0.1, written to `dir`: (CA PEM, cert path, key path).
 pub fn test_cert(dir: &Path) -> (String, PathBuf, PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().expect("key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).expect("CA");
-    let key = KeyPair::generate().expect("key");
-    let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .expect("params");
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let leaf = params.signed_by(&key, &issuer).expect("cert");
+    let pki = common::pki::pki();
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert_path, leaf.pem()).expect("write");
-    std::fs::write(&key_path, key.serialize_pem()).expect("write");
-    (ca.pem(), cert_path, key_path)
+    std::fs::write(&cert_path, &pki.leaf_pem).expect("write");
+    std::fs::write(&key_path, &pki.key_pem).expect("write");
+    (pki.ca_pem, cert_path, key_path)
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::pki::{pki, Pki};
 use common::{eventually_async, Client, Daemon};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -17,35 +18,6 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use uuid::Uuid;
 
 const TOKEN: &str = "tls-test-token-0123456789abcdef";
-
-/// A CA of the test's own and a certificate it signed for 127.0.0.1.
-struct Pki {
-    ca: CertificateDer<'static>,
-    ca_pem: String,
-    leaf: CertificateDer<'static>,
-    leaf_pem: String,
-    key_pem: String,
-}
-
-fn pki() -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().expect("key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).expect("CA");
-    let key = KeyPair::generate().expect("key");
-    let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .expect("params");
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let leaf = params.signed_by(&key, &issuer).expect("cert");
-    Pki {
-        ca: ca.der().clone(),
-        ca_pem: ca.pem(),
-        leaf: leaf.der().clone(),
-        leaf_pem: leaf.pem(),
-        key_pem: key.serialize_pem(),
-    }
-}
 
 /// Writes the pair where `[tls]` points; returns (cert, key) paths.
 fn install(dir: &Path, p: &Pki) -> (PathBuf, PathBuf) {

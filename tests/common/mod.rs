@@ -6,6 +6,7 @@
 pub mod in_process;
 pub mod launcher;
 pub mod nginx;
+pub mod pki;
 pub mod sse;
 
 use std::io::Read;
