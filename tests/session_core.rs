@@ -35,6 +35,10 @@ fn config() -> Arc<ptyhub::config::Config> {
 name = "Lines"
 command = ["sh", "-c", "for i in 1 2 3 4 5; do echo line-$i; done; exec sleep 60"]
 
+[assistants.echo]
+name = "Echo"
+command = ["sh", "-c", "stty raw -echo && printf READY && exec cat"]
+
 [assistants.three]
 name = "Three"
 command = ["sh", "-c", "echo bye; exit 3"]
@@ -277,4 +281,129 @@ async fn a_subscription_pumps_the_log_through_any_transport() {
         Pumped::Gone,
         "an ended session has nothing more to give"
     );
+}
+
+/// A viewer that is always idle and caught up: takes every push, and catches up from the log
+/// (as a writer task would) when woken. Counts both.
+struct Taker {
+    log: Arc<session::output_log::SharedLog>,
+    got: std::sync::Mutex<Taken>,
+    arrived: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Taken {
+    offset: u64,
+    bytes: Vec<u8>,
+    deliveries: usize,
+}
+
+impl Taker {
+    fn new(handle: &SessionHandle) -> Arc<Taker> {
+        Arc::new(Taker {
+            log: handle.log().clone(),
+            got: Default::default(),
+            arrived: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn take(&self, from: u64, bytes: &[u8]) {
+        let mut got = self.got.lock().expect("lock");
+        got.offset = from + bytes.len() as u64;
+        got.bytes.extend_from_slice(bytes);
+        got.deliveries += 1;
+        self.arrived.notify_waiters();
+    }
+
+    /// Waits until `n` bytes have come; returns the number of deliveries they took.
+    async fn wait_for(&self, n: usize) -> usize {
+        let waited = tokio::time::timeout(WAIT, async {
+            loop {
+                let arrived = self.arrived.notified();
+                if let Some(d) = {
+                    let got = self.got.lock().expect("lock");
+                    (got.bytes.len() >= n).then_some(got.deliveries)
+                } {
+                    return d;
+                }
+                arrived.await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| panic!("{n} bytes did not come within {WAIT:?}"))
+    }
+}
+
+impl LiveOutput for Taker {
+    fn try_push(&self, start: u64, chunk: &[u8]) -> bool {
+        let offset = self.got.lock().expect("lock").offset;
+        let Some(lacking) = offset
+            .checked_sub(start)
+            .and_then(|skip| chunk.get(skip as usize..))
+        else {
+            return false;
+        };
+        if !lacking.is_empty() {
+            self.take(offset, lacking);
+        }
+        true
+    }
+    fn wake(&self) {
+        let offset = self.got.lock().expect("lock").offset;
+        let mut out = Vec::new();
+        if self.log.read(offset, usize::MAX, &mut out).is_ok() && !out.is_empty() {
+            self.take(offset, &out);
+        }
+    }
+}
+
+/// Keys typed back to back: the typist gets each echo as it comes, every other viewer gets
+/// the same bytes exactly (nothing lost or repeated), joined into at most one delivery per
+/// [`session::FANOUT_PACE`].
+#[tokio::test]
+async fn others_get_fast_output_joined_and_exact() {
+    const KEYS: usize = 300;
+    let handle = start("echo", true);
+    wait_for_output(&handle, "READY").await;
+    let mut takers = Vec::new();
+    let mut members = Vec::new();
+    for role in [Role::Writer, Role::Viewer, Role::Viewer] {
+        let taker = Taker::new(&handle);
+        let (events, _rx) = event_queue::channel(64, 1 << 20);
+        let (member, join) = handle
+            .join(role, events, taker.clone(), FORM)
+            .await
+            .expect("join");
+        taker.got.lock().expect("lock").offset = join.offset;
+        takers.push(taker);
+        members.push((member, _rx));
+    }
+    let typist = members[0].0.viewer();
+    let keys: Vec<u8> = (0..KEYS).map(|i| b'a' + (i % 26) as u8).collect();
+    let began = std::time::Instant::now();
+    for (i, key) in keys.iter().enumerate() {
+        handle
+            .input(typist, bytes::Bytes::copy_from_slice(&[*key]))
+            .await
+            .expect("input");
+        // Each key goes once the previous one has come back, as a fast typist's would.
+        takers[0].wait_for(i + 1).await;
+    }
+    for taker in &takers[1..] {
+        let deliveries = taker.wait_for(KEYS).await;
+        let took = began.elapsed();
+        let got = taker.got.lock().expect("lock").bytes.clone();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&keys)
+        );
+        // Rounds begin at least a pace apart, each delivering at most once to a viewer.
+        let rounds = (took.as_secs_f64() / session::FANOUT_PACE.as_secs_f64()) as usize + 2;
+        assert!(
+            deliveries <= rounds,
+            "{deliveries} deliveries of {KEYS} keys in {took:?}: not joined"
+        );
+    }
+    assert_eq!(takers[0].got.lock().expect("lock").bytes, keys);
+    handle.end(EndReason::Deleted).await.expect("ends");
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +26,8 @@ pub(super) struct ViewerEntry {
     pub(super) size: Option<(u16, u16)>,
     /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
     pub(super) expected: queries::Expected,
+    /// Whether it is in the fan-out's queue (see [`Fanout`]).
+    pub(super) queued: bool,
 }
 
 /// The program and its PTY, while there is one.
@@ -102,14 +104,33 @@ pub(super) struct Session {
     pub(super) presence: super::presence::Presence,
 }
 
-/// A chunk still to be handed to some viewers (see [`Session::fan_out_some`]).
+/// Output still to be handed to some viewers (see [`Session::fan_out_some`]).
+///
+/// When a chunk comes before the previous one has been handed to everyone (keys typed back to
+/// back, with many viewers), the two are joined: each viewer still queued is later sent what
+/// it lacks of both in one write, rather than one write per chunk or a wake-up of its task.
 #[derive(Default)]
 pub(super) struct Fanout {
-    /// The chunk's log offset.
+    /// The log offset of `chunk`.
     start: u64,
+    /// The output from `start` to the log's head.
     chunk: Bytes,
-    /// Viewers not handed it yet (the buffer is reused from chunk to chunk).
+    /// Viewers not handed all of it yet, served from the back (the buffer is reused).
     rest: Vec<ViewerId>,
+    /// When the hand-out may begin: rounds start at most every [`FANOUT_PACE`], so output
+    /// that comes faster (keys typed back to back) reaches the others joined, in fewer writes.
+    due: Option<Instant>,
+    /// When the latest round began (or will).
+    round_at: Option<Instant>,
+}
+
+/// Resolves when the pending fan-out's next slice may go: at `due`, else after a yield (so a
+/// key that came meanwhile is read off its socket and taken first).
+async fn fanout_turn(due: Option<Instant>) {
+    match due {
+        Some(at) if at > Instant::now() => tokio::time::sleep_until(at).await,
+        _ => tokio::task::yield_now().await,
+    }
 }
 
 pub(super) async fn read_pty(reader: &Option<PtyMaster>) -> std::io::Result<Bytes> {
@@ -184,8 +205,8 @@ impl Session {
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
                 _ = screen_room(&self.screen), if !self.parser_has_room() => {}
-                // A yield, so a key that came meanwhile is read off its socket and taken first.
-                _ = tokio::task::yield_now(), if !self.fanout.rest.is_empty() => {
+                _ = fanout_turn(self.fanout.due), if !self.fanout.rest.is_empty() => {
+                    self.fanout.due = None;
                     self.fan_out_some(FANOUT_SLICE)
                 }
                 Some(found) = recv_answers(&mut self.answers) => self.answer_queries(found),
@@ -260,6 +281,7 @@ impl Session {
                         role,
                         size: None,
                         expected: queries::Expected::default(),
+                        queued: false,
                     },
                 );
                 self.presence.join(viewer, role == Role::Writer);
@@ -455,13 +477,6 @@ impl Session {
         self.drawn = true;
         let start = self.log.head();
         self.log.append(chunk.clone());
-        // Viewers still owed the previous chunk copy both from the log on their own tasks.
-        let mut rest = std::mem::take(&mut self.fanout.rest);
-        for id in rest.drain(..) {
-            if let Some(v) = self.viewers.get(&id) {
-                v.live.wake();
-            }
-        }
         let typist = self
             .typist
             .filter(|(_, at)| at.elapsed() < TYPIST_WINDOW)
@@ -477,17 +492,58 @@ impl Session {
             screen.output(chunk.clone());
         }
         let typist = typist.map(|(id, _)| id);
-        rest.extend(self.viewers.keys().filter(|id| Some(**id) != typist));
-        self.fanout = Fanout { start, chunk, rest };
+        let mut rest = std::mem::take(&mut self.fanout.rest);
+        let (mut due, mut round_at) = (self.fanout.due, self.fanout.round_at);
+        let (start, chunk) =
+            if !rest.is_empty() && self.fanout.chunk.len() + chunk.len() <= FANOUT_JOIN_BYTES {
+                let mut both = BytesMut::with_capacity(self.fanout.chunk.len() + chunk.len());
+                both.extend_from_slice(&self.fanout.chunk);
+                both.extend_from_slice(&chunk);
+                (self.fanout.start, both.freeze())
+            } else {
+                // A new round: at once, or a pace after the last one began.
+                let now = Instant::now();
+                due = round_at.map(|at| at + FANOUT_PACE).filter(|at| *at > now);
+                round_at = Some(due.unwrap_or(now));
+                // Too much to join: those still owed the previous chunk copy both from the log on
+                // their own tasks.
+                for id in rest.drain(..) {
+                    if let Some(v) = self.viewers.get_mut(&id) {
+                        v.queued = false;
+                        v.live.wake();
+                    }
+                }
+                (start, chunk)
+            };
+        // Those already handed the previous chunk queue in front of those still owed it, who
+        // are served first (from the back).
+        let owed = std::mem::replace(&mut rest, Vec::with_capacity(self.viewers.len()));
+        for (id, v) in self.viewers.iter_mut() {
+            if !v.queued && Some(*id) != typist {
+                v.queued = true;
+                rest.push(*id);
+            }
+        }
+        rest.extend(owed);
+        self.fanout = Fanout {
+            start,
+            chunk,
+            rest,
+            due,
+            round_at,
+        };
     }
 
-    /// Hands the latest chunk to up to `n` more viewers: straight onto the socket of one that
-    /// is idle and caught up, else a wake-up for its task to copy it from the log.
+    /// Hands the pending output to up to `n` more viewers: straight onto the socket of one
+    /// that is idle and caught up, else a wake-up for its task to copy it from the log.
     pub(super) fn fan_out_some(&mut self, n: usize) {
-        let Fanout { start, chunk, rest } = &mut self.fanout;
+        let Fanout {
+            start, chunk, rest, ..
+        } = &mut self.fanout;
         let from = rest.len().saturating_sub(n);
         for id in rest.drain(from..) {
-            if let Some(v) = self.viewers.get(&id) {
+            if let Some(v) = self.viewers.get_mut(&id) {
+                v.queued = false;
                 if !v.live.try_push(*start, chunk) {
                     v.live.wake();
                 }

@@ -17,8 +17,9 @@ pub type ViewerId = u64;
 /// Writing from the actor spares a task wake-up per viewer per chunk, and lets the viewer
 /// that typed get its echo first. Implemented by each dialect's connection.
 pub trait LiveOutput: Send + Sync {
-    /// Sends `chunk`, which starts at log offset `start`, if the viewer is caught up to
-    /// `start`, idle, and its socket takes it without blocking. False when it did not.
+    /// Sends what the viewer lacks of `chunk`, which starts at log offset `start`, if the
+    /// viewer's position is within it, it is idle, and its socket takes it without blocking.
+    /// True when the viewer now has all of `chunk` (also when it already had).
     fn try_push(&self, start: u64, chunk: &[u8]) -> bool;
     /// Wakes the viewer's task to catch up from the log.
     fn wake(&self);

@@ -74,6 +74,12 @@ const PARSE_BACKLOG: usize = 16 << 20;
 /// Viewers handed a chunk between two looks at the command queue: a key waits behind at most
 /// this many non-blocking sends, not behind a whole fan-out (100 sends take 0.1–0.3 ms).
 const FANOUT_SLICE: usize = 8;
+/// Most output joined into one pending fan-out (see `actor::Fanout`): keys and short
+/// bursts; beyond it, viewers still owed output copy it from the log on their own tasks.
+const FANOUT_JOIN_BYTES: usize = 16 * 1024;
+/// Least time between the starts of two fan-out rounds to the viewers other than the typist
+/// (see `actor::Fanout`).
+pub const FANOUT_PACE: Duration = Duration::from_millis(1);
 /// How long after a viewer's input its output counts as that viewer's echo, delivered to it
 /// before anyone else.
 const TYPIST_WINDOW: Duration = Duration::from_millis(500);

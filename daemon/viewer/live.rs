@@ -117,8 +117,18 @@ impl LiveOutput for Live {
         let Ok(mut st) = self.state.try_lock() else {
             return false;
         };
+        // What the viewer lacks of the chunk: all of it, its end, or (already sent) nothing.
+        let Some(skip) = st.offset.checked_sub(start) else {
+            return false;
+        };
+        let Some(chunk) = usize::try_from(skip).ok().and_then(|s| chunk.get(s..)) else {
+            return false;
+        };
+        if chunk.is_empty() {
+            return true;
+        }
         let len = chunk.len() as u64;
-        if st.busy || st.offset != start || !st.leftover.is_empty() || st.budget_left(self) < len {
+        if st.busy || !st.leftover.is_empty() || st.budget_left(self) < len {
             return false;
         }
         let mut frames = std::mem::take(&mut st.scratch);
@@ -161,6 +171,36 @@ mod tests {
     use super::*;
     use crate::protocol::swe::Swe;
     use crate::viewer::transport::WebSocket;
+
+    /// A joined fan-out chunk: the viewer is sent only what it lacks of it.
+    #[tokio::test]
+    async fn a_push_sends_only_what_the_viewer_lacks() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let mut client = client.expect("connect");
+        let server = Arc::new(accepted.expect("accept").0);
+        let live = Live::new(Some(server), false, 0, push_output::<Swe, WebSocket>);
+        live.lock().busy = false;
+        assert!(live.try_push(0, b"abc"));
+        // Joined with what came next: only "de" goes.
+        assert!(live.try_push(0, b"abcde"));
+        // All of it sent already: nothing to do.
+        assert!(live.try_push(3, b"de"));
+        // A chunk the viewer is not yet at (or is past): its task must catch up.
+        assert!(!live.try_push(9, b"x"));
+        assert!(!live.try_push(0, b"ab"));
+        assert_eq!(live.lock().offset, 5);
+        let mut got = [0u8; 7];
+        client.read_exact(&mut got).await.expect("read");
+        assert_eq!(got, [0x82, 3, b'a', b'b', b'c', 0x82, 2]);
+        let mut rest = [0u8; 2];
+        client.read_exact(&mut rest).await.expect("read");
+        assert_eq!(&rest, b"de");
+    }
 
     #[test]
     fn frames_follow_the_output_rules() {
