@@ -357,9 +357,9 @@ impl LiveOutput for Taker {
     }
 }
 
-/// Keys typed back to back: the typist gets each echo as it comes, every other viewer gets
-/// the same bytes exactly (nothing lost or repeated), joined into at most one delivery per
-/// [`session::FANOUT_PACE`].
+/// Keys typed back to back with many viewers: the typist gets each echo as it comes, every
+/// other viewer gets the same bytes exactly (nothing lost or repeated), joined into at most
+/// one delivery per [`session::FANOUT_PACE`].
 #[tokio::test]
 async fn others_get_fast_output_joined_and_exact() {
     const KEYS: usize = 300;
@@ -367,7 +367,12 @@ async fn others_get_fast_output_joined_and_exact() {
     wait_for_output(&handle, "READY").await;
     let mut takers = Vec::new();
     let mut members = Vec::new();
-    for role in [Role::Writer, Role::Viewer, Role::Viewer] {
+    // Enough viewers for the rounds to be paced.
+    let roles = std::iter::once(Role::Writer).chain(std::iter::repeat_n(
+        Role::Viewer,
+        session::FANOUT_PACED_FROM,
+    ));
+    for role in roles {
         let taker = Taker::new(&handle);
         let (events, _rx) = event_queue::channel(64, 1 << 20);
         let (member, join) = handle
@@ -397,7 +402,8 @@ async fn others_get_fast_output_joined_and_exact() {
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&keys)
         );
-        // Rounds begin at least a pace apart, each delivering at most once to a viewer.
+        // A round begins at least a pace after the last one ended, and delivers at most once
+        // to a viewer.
         let rounds = (took.as_secs_f64() / session::FANOUT_PACE.as_secs_f64()) as usize + 2;
         assert!(
             deliveries <= rounds,

@@ -117,11 +117,12 @@ pub(super) struct Fanout {
     chunk: Bytes,
     /// Viewers not handed all of it yet, served from the back (the buffer is reused).
     rest: Vec<ViewerId>,
-    /// When the hand-out may begin: rounds start at most every [`FANOUT_PACE`], so output
-    /// that comes faster (keys typed back to back) reaches the others joined, in fewer writes.
+    /// When the hand-out may begin: a round starts [`FANOUT_PACE`] after the last one ended,
+    /// so output that comes faster (keys typed back to back) reaches the others joined, in
+    /// fewer writes, and the more a round costs (or the busier the machine) the fewer there are.
     due: Option<Instant>,
-    /// When the latest round began (or will).
-    round_at: Option<Instant>,
+    /// When the latest round ended.
+    ended_at: Option<Instant>,
 }
 
 /// Resolves when the pending fan-out's next slice may go: at `due`, else after a yield (so a
@@ -493,7 +494,7 @@ impl Session {
         }
         let typist = typist.map(|(id, _)| id);
         let mut rest = std::mem::take(&mut self.fanout.rest);
-        let (mut due, mut round_at) = (self.fanout.due, self.fanout.round_at);
+        let (mut due, ended_at) = (self.fanout.due, self.fanout.ended_at);
         let (start, chunk) =
             if !rest.is_empty() && self.fanout.chunk.len() + chunk.len() <= FANOUT_JOIN_BYTES {
                 let mut both = BytesMut::with_capacity(self.fanout.chunk.len() + chunk.len());
@@ -501,10 +502,11 @@ impl Session {
                 both.extend_from_slice(&chunk);
                 (self.fanout.start, both.freeze())
             } else {
-                // A new round: at once, or a pace after the last one began.
+                // A new round: at once, or (to many viewers) a pace after the last one ended.
                 let now = Instant::now();
-                due = round_at.map(|at| at + FANOUT_PACE).filter(|at| *at > now);
-                round_at = Some(due.unwrap_or(now));
+                due = ended_at
+                    .map(|at| at + FANOUT_PACE)
+                    .filter(|at| *at > now && self.viewers.len() > FANOUT_PACED_FROM);
                 // Too much to join: those still owed the previous chunk copy both from the log on
                 // their own tasks.
                 for id in rest.drain(..) {
@@ -530,7 +532,7 @@ impl Session {
             chunk,
             rest,
             due,
-            round_at,
+            ended_at,
         };
     }
 
@@ -538,7 +540,11 @@ impl Session {
     /// that is idle and caught up, else a wake-up for its task to copy it from the log.
     pub(super) fn fan_out_some(&mut self, n: usize) {
         let Fanout {
-            start, chunk, rest, ..
+            start,
+            chunk,
+            rest,
+            ended_at,
+            ..
         } = &mut self.fanout;
         let from = rest.len().saturating_sub(n);
         for id in rest.drain(from..) {
@@ -552,6 +558,7 @@ impl Session {
         if rest.is_empty() {
             // The chunk is in the log; nothing else needs this reference to it.
             *chunk = Bytes::new();
+            *ended_at = Some(Instant::now());
         }
     }
 

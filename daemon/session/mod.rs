@@ -77,9 +77,12 @@ const FANOUT_SLICE: usize = 8;
 /// Most output joined into one pending fan-out (see `actor::Fanout`): keys and short
 /// bursts; beyond it, viewers still owed output copy it from the log on their own tasks.
 const FANOUT_JOIN_BYTES: usize = 16 * 1024;
-/// Least time between the starts of two fan-out rounds to the viewers other than the typist
-/// (see `actor::Fanout`).
+/// Least time from the end of one fan-out round to the viewers other than the typist to the
+/// start of the next (see `actor::Fanout`).
 pub const FANOUT_PACE: Duration = Duration::from_millis(1);
+/// Viewers a session has before its fan-out rounds are paced: a round to fewer costs less
+/// than the timer wake-up that would delay it (and many sessions' timers fire together).
+pub const FANOUT_PACED_FROM: usize = 16;
 /// How long after a viewer's input its output counts as that viewer's echo, delivered to it
 /// before anyone else.
 const TYPIST_WINDOW: Duration = Duration::from_millis(500);
