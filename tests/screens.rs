@@ -206,21 +206,32 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
         })
         .await;
 
+    // The flood twice while it is stalled: a daemon that kept it for that viewer would hold 48
+    // MiB more, clear of what a busy machine adds anyway (see below).
     healthy
-        .type_str("cat big.txt; echo FLOOD-$((6*7))-OVER\r")
+        .type_str("cat big.txt big.txt; echo FLOOD-$((6*7))-OVER\r")
         .await;
     healthy
         .until("flood end", |c| {
             c.screen_text().contains("FLOOD-42-OVER\n$ ")
         })
         .await;
-    let rss_after = d.rss_kib();
-    // The stalled viewer must not make the daemon buffer the flood (24 MiB more): the output
-    // window is 4 MiB, and the second flood reuses what the first one allocated (it grew by
-    // 3 to 15 MiB over six runs here, with the parser's backlog).
+    // The stalled viewer must not make the daemon keep the floods for it (48 MiB more): the
+    // output window is 4 MiB. What the floods use for a moment (the parser's backlog, up to 16
+    // MiB, runs fuller on a loaded machine than in the first flood) is given back once parsed,
+    // by the allocator's background thread about 10 s later; a daemon holding the floods for
+    // the stalled viewer never gets back under the bound.
+    let settle_by = std::time::Instant::now() + std::time::Duration::from_secs(45);
+    let rss_after = loop {
+        let rss = d.rss_kib();
+        if rss < rss_before + 20 * 1024 || std::time::Instant::now() > settle_by {
+            break rss;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
     assert!(
         rss_after < rss_before + 20 * 1024,
-        "daemon RSS grew from {rss_before} KiB to {rss_after} KiB"
+        "daemon RSS grew from {rss_before} KiB to {rss_after} KiB and stayed there for 45 s"
     );
 
     stalled
