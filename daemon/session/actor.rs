@@ -123,6 +123,8 @@ pub(super) struct Fanout {
     due: Option<Instant>,
     /// When the latest round ended.
     ended_at: Option<Instant>,
+    /// An empty buffer kept for the next chunk's queue (the two are swapped, not allocated).
+    spare: Vec<ViewerId>,
 }
 
 /// Resolves when the pending fan-out's next slice may go: at `due`, else after a yield (so a
@@ -519,20 +521,21 @@ impl Session {
             };
         // Those already handed the previous chunk queue in front of those still owed it, who
         // are served first (from the back).
-        let owed = std::mem::replace(&mut rest, Vec::with_capacity(self.viewers.len()));
+        let mut owed = std::mem::replace(&mut rest, std::mem::take(&mut self.fanout.spare));
         for (id, v) in self.viewers.iter_mut() {
             if !v.queued && Some(*id) != typist {
                 v.queued = true;
                 rest.push(*id);
             }
         }
-        rest.extend(owed);
+        rest.append(&mut owed);
         self.fanout = Fanout {
             start,
             chunk,
             rest,
             due,
             ended_at,
+            spare: owed,
         };
     }
 
