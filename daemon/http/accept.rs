@@ -59,24 +59,41 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
         // together: a client on TLS holds a connection no longer than one on plain TCP.
         let first_request_by = tokio::time::Instant::now() + state.cfg.limits.header_timeout;
         state.tasks.spawn(async move {
-            let Some(acceptor) = acceptor else {
-                return serve(stream, peer, false, state2, slot, first_request_by).await;
-            };
-            // The handshake yields to eviction and shutdown like a request's head.
-            let evicted = slot.evicted();
-            let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(stream));
-            let tls_stream = tokio::select! {
-                done = handshake => match done {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => return debug!(%peer, "TLS handshake failed: {e}"),
-                    Err(_) => return debug!(%peer, "TLS handshake timed out"),
-                },
-                _ = evicted.cancelled() => return,
-                _ = state2.shutdown.cancelled() => return,
-            };
-            serve(tls_stream, peer, true, state2, slot, first_request_by).await
+            match acceptor {
+                None => serve(stream, peer, false, state2, slot, first_request_by).await,
+                // Boxed: a TLS connection's state is several times a plain one's, and a
+                // task is as big as its largest path.
+                Some(acceptor) => {
+                    let serving = serve_tls(acceptor, stream, peer, state2, slot, first_request_by);
+                    Box::pin(serving).await
+                }
+            }
         });
     }
+}
+
+/// The TLS handshake, then [`serve`] on the encrypted stream.
+async fn serve_tls(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    state: Arc<AppState>,
+    slot: super::connections::Slot,
+    first_request_by: tokio::time::Instant,
+) {
+    // The handshake yields to eviction and shutdown like a request's head.
+    let evicted = slot.evicted();
+    let handshake = tokio::time::timeout_at(first_request_by, acceptor.accept(stream));
+    let tls_stream = tokio::select! {
+        done = handshake => match done {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return debug!(%peer, "TLS handshake failed: {e}"),
+            Err(_) => return debug!(%peer, "TLS handshake timed out"),
+        },
+        _ = evicted.cancelled() => return,
+        _ = state.shutdown.cancelled() => return,
+    };
+    serve(tls_stream, peer, true, state, slot, first_request_by).await
 }
 
 /// Serves HTTP/1.1 (with upgrades) on one connection until it closes, it is evicted, the
@@ -101,11 +118,13 @@ async fn serve<I>(
     let service = service_fn(move |req| {
         let state = state.clone();
         let slot = slot.clone();
-        async move {
+        // Boxed: hyper keeps room for one request's future for the connection's whole life,
+        // and `route`'s is kilobytes; a box lives only while a request is being answered.
+        Box::pin(async move {
             let mut resp = route(req, peer, tls, &state, slot.clone()).await;
             cluster::stamp(&mut resp, &state);
             Ok::<_, Infallible>(until_sent(resp, slot))
-        }
+        })
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
