@@ -215,3 +215,47 @@ async fn the_log_is_clean_text_that_resumes_exactly_and_ends_with_exit() {
         .expect("GET");
     assert_eq!(resp.status(), 404);
 }
+
+/// `ptyhub_sse_streams` once it reads `n`.
+async fn wait_streams(d: &Daemon, n: u64) {
+    let start = std::time::Instant::now();
+    loop {
+        let text = reqwest::get(d.http("/metrics"))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        let now: Option<u64> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ptyhub_sse_streams ")?.trim().parse().ok());
+        if now == Some(n) {
+            return;
+        }
+        assert!(
+            start.elapsed() < common::TIMEOUT,
+            "ptyhub_sse_streams is {now:?}, not {n}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn follow_streams_are_counted_and_end_with_their_client_or_the_daemon() {
+    let mut d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut c = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    c.wait_screen("$ ").await;
+    let events = Sse::open(&d.http("/api/events?follow=1"), None).await;
+    let mut log = Sse::open(&d.http(&format!("/api/sessions/{id}/log?follow=1")), None).await;
+    wait_streams(&d, 2).await;
+    // A client that goes stops counting, and the other stream goes on.
+    drop(events);
+    wait_streams(&d, 1).await;
+    c.type_str("echo still-$((6*7))\r").await;
+    log.until("the echo", |e| e.iter().any(|e| e.data == "still-42"))
+        .await;
+    // At shutdown an open stream ends, so it holds up no one: the daemon exits cleanly.
+    assert!(d.terminate().success());
+    log.until_end().await;
+}

@@ -1,10 +1,10 @@
-//! Server-sent event streams (PROTOCOL.md section 14): the wire encoding, a streamed body fed
-//! by a task, `Last-Event-ID` resume, keep-alive comments, and the two streams: the daemon's
-//! lifecycle events and a session's output as text lines.
+//! Server-sent event streams (PROTOCOL.md section 14): the wire encoding, `Last-Event-ID`
+//! resume, keep-alive comments, and the two streams: the daemon's lifecycle events and a
+//! session's output as text lines.
 //!
-//! Each stream's task writes into a small channel that hyper drains as the client reads: a
-//! client that stops reading stalls its own task, never a session (the log stream reads the
-//! session's output log like any viewer, and is resynced with `reset` if it falls out of it).
+//! hyper polls each stream's body as the client reads: a client that stops reading stalls only
+//! its own stream, never a session (the log stream reads the session's output log like any
+//! viewer, and is resynced with `reset` if it falls out of it).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,8 +29,6 @@ use super::*;
 
 /// A comment line this often while a stream is quiet, so proxies keep it open.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// Events queued for a client before its stream's task waits for it to read.
-const QUEUE: usize = 16;
 /// Events sent when the client names no starting point.
 const DEFAULT_TAIL: usize = 100;
 /// Output read from the log per step.
@@ -95,35 +93,60 @@ pub(super) fn channel(queue: usize) -> (Sink, Response<Body>) {
         Some((Ok::<_, Infallible>(Frame::data(bytes)), rx))
     });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
+    event_stream_headers(&mut resp);
+    (Sink(tx), resp)
+}
+
+/// The headers every event stream's response carries.
+fn event_stream_headers(resp: &mut Response<Body>) {
     let headers = resp.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Tells proxies such as nginx not to buffer the stream.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    (Sink(tx), resp)
 }
 
-/// A `text/event-stream` response fed by the task `run` builds; the task is tracked for
-/// shutdown and ends when the daemon does or the client goes.
-fn stream<F, Fut>(state: &Arc<AppState>, slot: &Slot, run: F) -> Response<Body>
-where
-    F: FnOnce(Sink) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
+/// What a long-lived stream produces: its next piece of text, or `None` at its end.
+trait Follower: Send + 'static {
+    fn next(&mut self) -> impl std::future::Future<Output = Option<String>> + Send;
+}
+
+/// Counts a stream in `ptyhub_sse_streams` while it lives.
+struct Counted;
+
+impl Counted {
+    fn new() -> Counted {
+        crate::metrics::METRICS.sse_streams.add(1);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        crate::metrics::METRICS.sse_streams.sub(1);
+    }
+}
+
+/// A `text/event-stream` response whose body hyper polls straight from `follower` as the
+/// client reads: no task or queue of its own, so an idle follower costs only its state. It
+/// ends when the follower does, the daemon shuts down, or the client goes (hyper drops it).
+fn stream<F: Follower>(state: &Arc<AppState>, slot: &Slot, follower: F) -> Response<Body> {
     if let Err(e) = long_lived(slot) {
         return e.response();
     }
-    let (sink, resp) = channel(QUEUE);
-    let task = run(sink);
     let shutdown = state.shutdown.clone();
-    crate::metrics::METRICS.sse_streams.add(1);
-    state.tasks.spawn(async move {
-        tokio::select! {
-            _ = task => {}
-            _ = shutdown.cancelled() => {}
-        }
-        crate::metrics::METRICS.sse_streams.sub(1);
-    });
+    let start = (follower, shutdown, Counted::new());
+    let frames =
+        futures_util::stream::unfold(start, |(mut follower, shutdown, counted)| async move {
+            let text = tokio::select! {
+                text = follower.next() => text?,
+                _ = shutdown.cancelled() => return None,
+            };
+            let frame = Ok::<_, Infallible>(Frame::data(Bytes::from(text)));
+            Some((frame, (follower, shutdown, counted)))
+        });
+    let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
+    event_stream_headers(&mut resp);
     resp
 }
 
@@ -184,10 +207,40 @@ pub(super) fn events(
     };
     let journal = state.registry.journal().clone();
     let tail = q.tail.unwrap_or(DEFAULT_TAIL).min(KEPT);
-    stream(state, slot, move |sink| async move {
-        let mut since = journal.since(q.last_id, tail);
-        let mut last = q.last_id.unwrap_or(0);
+    let first = Some(journal.since(q.last_id, tail));
+    let follower = Events {
+        journal,
+        only,
+        follow: q.follow,
+        first,
+        last: q.last_id.unwrap_or(0),
+        done: false,
+    };
+    stream(state, slot, follower)
+}
+
+/// The lifecycle event stream's state between reads.
+struct Events {
+    journal: Arc<crate::journal::Journal>,
+    only: Option<Uuid>,
+    follow: bool,
+    /// What the request asked for, until it is sent.
+    first: Option<Since>,
+    /// The newest event id sent or skipped.
+    last: u64,
+    done: bool,
+}
+
+impl Follower for Events {
+    async fn next(&mut self) -> Option<String> {
         loop {
+            if self.done {
+                return None;
+            }
+            let since = match self.first.take() {
+                Some(first) => first,
+                None => self.journal.since(Some(self.last), KEPT),
+            };
             let mut out = String::new();
             let events = match since {
                 Since::Events(events) => events,
@@ -198,26 +251,24 @@ pub(super) fn events(
                 }
             };
             for e in events {
-                last = last.max(e.id);
-                if only.is_none_or(|s| e.session == Some(s)) {
+                self.last = self.last.max(e.id);
+                if self.only.is_none_or(|s| e.session == Some(s)) {
                     encode(&mut out, Some(e.id), Some(e.kind), &e.data.to_string());
                 }
             }
-            if !sink.send(out).await || !q.follow {
-                return;
+            self.done = !self.follow;
+            if !out.is_empty() {
+                return Some(out);
+            }
+            if self.done {
+                return None;
             }
             tokio::select! {
-                _ = journal.wait_past(last) => {}
-                _ = tokio::time::sleep(KEEP_ALIVE) => {
-                    if !sink.send(": keep-alive\n\n".to_owned()).await {
-                        return;
-                    }
-                }
-                _ = sink.closed() => return,
+                _ = self.journal.wait_past(self.last) => {}
+                _ = tokio::time::sleep(KEEP_ALIVE) => return Some(": keep-alive\n\n".to_owned()),
             }
-            since = journal.since(Some(last), KEPT);
         }
-    })
+    }
 }
 
 /// `GET /api/sessions/{id}/log`: the session's output as text lines (escape sequences removed,
@@ -236,79 +287,112 @@ pub(super) fn log(
     let Some(handle) = state.registry.get(&id) else {
         return error(StatusCode::NOT_FOUND, "no such session");
     };
-    stream(state, slot, move |sink| async move {
-        let log = handle.log().clone();
-        let mut info = handle.watch_info();
-        let ended = handle.ended();
-        let mut out = String::new();
-        // Where to start, and how many of the first lines to show.
-        let (mut at, mut keep) = match q.last_id {
-            Some(id) if id >= log.start() && id <= log.head() => (id, None),
-            Some(_) => {
-                let data = json!({"oldest": log.start()}).to_string();
-                encode(&mut out, None, Some("reset"), &data);
-                (log.start(), None)
-            }
-            None => (log.start(), Some(q.tail.unwrap_or(DEFAULT_TAIL))),
-        };
-        let mut lines = Lines::new();
-        let mut found: Vec<Line> = Vec::new();
+    let log = handle.log().clone();
+    let mut out = String::new();
+    // Where to start, and how many of the first lines to show.
+    let (at, keep) = match q.last_id {
+        Some(id) if id >= log.start() && id <= log.head() => (id, None),
+        Some(_) => {
+            let data = json!({"oldest": log.start()}).to_string();
+            encode(&mut out, None, Some("reset"), &data);
+            (log.start(), None)
+        }
+        None => (log.start(), Some(q.tail.unwrap_or(DEFAULT_TAIL))),
+    };
+    let follower = LogLines {
+        log,
+        info: handle.watch_info(),
+        ended: handle.ended(),
+        follow: q.follow,
+        out,
+        at,
+        keep,
+        lines: Lines::new(),
+        found: Vec::new(),
+        done: false,
+    };
+    stream(state, slot, follower)
+}
+
+/// The session log stream's state between reads.
+struct LogLines {
+    log: Arc<crate::session::output_log::SharedLog>,
+    info: tokio::sync::watch::Receiver<crate::session::SessionInfo>,
+    ended: tokio_util::sync::CancellationToken,
+    follow: bool,
+    /// Text not yet sent (a `reset`, a keep-alive comment).
+    out: String,
+    /// The stream offset read up to.
+    at: u64,
+    /// How many of the first lines to show (`tail`), until they are sent.
+    keep: Option<usize>,
+    lines: Lines,
+    found: Vec<Line>,
+    done: bool,
+}
+
+impl Follower for LogLines {
+    async fn next(&mut self) -> Option<String> {
         loop {
+            if self.done {
+                return None;
+            }
             // Everything the log holds past `at`, as lines. The buffer lives only while there
             // is output to read: an idle follower holds next to nothing.
             let mut buf = Vec::new();
             loop {
                 buf.clear();
-                let next = match log.read(at, LOG_BATCH, &mut buf) {
+                let next = match self.log.read(self.at, LOG_BATCH, &mut buf) {
                     Ok(next) => next,
                     Err(FellBehind) => {
                         // This reader was too slow for the window: start over at its oldest.
-                        let data = json!({"oldest": log.start()}).to_string();
-                        encode(&mut out, None, Some("reset"), &data);
-                        at = log.start();
-                        lines = Lines::new();
+                        let data = json!({"oldest": self.log.start()}).to_string();
+                        encode(&mut self.out, None, Some("reset"), &data);
+                        self.at = self.log.start();
+                        self.lines = Lines::new();
                         continue;
                     }
                 };
-                if next == at {
+                if next == self.at {
                     break;
                 }
-                lines.feed(&buf, at, &mut found);
-                at = next;
-                if keep.is_none() && !found.is_empty() {
-                    for line in found.drain(..) {
-                        encode(&mut out, Some(line.offset), None, &line.text);
+                self.lines.feed(&buf, self.at, &mut self.found);
+                self.at = next;
+                if self.keep.is_none() && !self.found.is_empty() {
+                    for line in self.found.drain(..) {
+                        encode(&mut self.out, Some(line.offset), None, &line.text);
                     }
-                    if !sink.send(std::mem::take(&mut out)).await {
-                        return;
-                    }
+                    return Some(std::mem::take(&mut self.out));
                 }
             }
-            if let Some(n) = keep.take() {
-                let skip = found.len().saturating_sub(n);
-                for line in found.drain(..).skip(skip) {
-                    encode(&mut out, Some(line.offset), None, &line.text);
+            if let Some(n) = self.keep.take() {
+                let skip = self.found.len().saturating_sub(n);
+                for line in self.found.drain(..).skip(skip) {
+                    encode(&mut self.out, Some(line.offset), None, &line.text);
                 }
             }
-            let now = info.borrow_and_update().clone();
-            if !now.alive || ended.is_cancelled() {
+            let now = self.info.borrow_and_update().clone();
+            if !now.alive || self.ended.is_cancelled() {
                 let data = json!({"exit_code": now.exit_code, "signal": now.exit_signal});
-                encode(&mut out, None, Some("exit"), &data.to_string());
-                let _ = sink.send(out).await;
-                return;
+                encode(&mut self.out, None, Some("exit"), &data.to_string());
+                self.done = true;
+                return Some(std::mem::take(&mut self.out));
             }
-            if !sink.send(std::mem::take(&mut out)).await || !q.follow {
-                return;
+            self.done = !self.follow;
+            if !self.out.is_empty() {
+                return Some(std::mem::take(&mut self.out));
+            }
+            if self.done {
+                return None;
             }
             tokio::select! {
-                _ = log.wait_past(at) => {}
-                _ = info.changed() => {}
-                _ = ended.cancelled() => {}
-                _ = tokio::time::sleep(KEEP_ALIVE) => out.push_str(": keep-alive\n\n"),
-                _ = sink.closed() => return,
+                _ = self.log.wait_past(self.at) => {}
+                _ = self.info.changed() => {}
+                _ = self.ended.cancelled() => {}
+                _ = tokio::time::sleep(KEEP_ALIVE) => self.out.push_str(": keep-alive\n\n"),
             }
         }
-    })
+    }
 }
 
 #[cfg(test)]
