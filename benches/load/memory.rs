@@ -1,5 +1,5 @@
-//! memory: the daemon's RSS idle, per idle session and per idle viewer, each read once it
-//! has settled.
+//! memory: the daemon's RSS idle, per idle session, per idle viewer and per idle log stream,
+//! each read once it has settled.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -47,8 +47,10 @@ pub(crate) struct MemoryRow {
     /// With the viewers' session up and nobody in it.
     before_viewers: MemSample,
     with_viewers: MemSample,
-    /// Idle `follow=1` log streams of the same session, after the viewers.
+    /// Idle `follow=1` log streams of one idle session, on a daemon of their own (after the
+    /// viewers' churn the allocator's state, not the streams, would set the figure).
     streams: usize,
+    before_streams: MemSample,
     with_streams: MemSample,
     /// Time to connect every viewer, `CONNECT_CONCURRENCY` at a time.
     connect_seconds: f64,
@@ -72,7 +74,7 @@ impl MemoryRow {
     fn per_stream_kib(&self) -> f64 {
         self.with_streams
             .rss_kib
-            .saturating_sub(self.with_viewers.rss_kib) as f64
+            .saturating_sub(self.before_streams.rss_kib) as f64
             / self.streams.max(1) as f64
     }
 
@@ -173,13 +175,43 @@ async fn memory_run(
         bail!("{dropped} idle viewers were dropped or sent an error");
     }
 
-    // Idle log followers of the same session, each on its own connection.
+    drop(tasks);
+    let daemon_resyncs = daemon.finish("memory", notes);
     let streams = (viewers / 5).max(1);
+    let (before_streams, with_streams) = streams_run(ctx, streams, notes).await?;
+    Ok(MemoryRow {
+        idle,
+        sessions,
+        with_sessions,
+        viewers,
+        before_viewers,
+        with_viewers,
+        streams,
+        before_streams,
+        with_streams,
+        connect_seconds,
+        daemon_resyncs,
+        idle_wakeups_per_s,
+    })
+}
+
+/// The memory of a fresh daemon with one idle session, then with `streams` idle `follow=1` log
+/// streams of it, each on its own connection; both once settled.
+async fn streams_run(
+    ctx: &Ctx,
+    streams: usize,
+    notes: &mut Vec<String>,
+) -> Result<(MemSample, MemSample)> {
+    let mut daemon = Daemon::start(ctx, "memory-streams")?;
+    let id = daemon.create_session("idle").await?;
+    daemon.wait_running(&[id], "sleep", STEP_TIMEOUT).await?;
+    let before = daemon.settled_memory().await?;
     let http = reqwest::Client::builder()
         .no_proxy()
         .build()
         .context("building the HTTP client")?;
     let url = format!("http://{}/api/sessions/{id}/log?follow=1", daemon.addr);
+    let mut tasks = Tasks::default();
     for _ in 0..streams {
         let request = http.get(&url).send();
         let task = ctx.pool.spawn(async move {
@@ -189,27 +221,15 @@ async fn memory_run(
         });
         tasks.0.push(task.abort_handle());
     }
+    let limit = STEP_TIMEOUT + Duration::from_millis(50 * streams as u64);
     daemon
         .wait_gauge("ptyhub_sse_streams", streams as u64, limit)
         .await?;
     tokio::time::sleep(ALLOCATOR_DECAY).await;
     let with_streams = daemon.settled_memory().await?;
-
     drop(tasks);
-    let daemon_resyncs = daemon.finish("memory", notes);
-    Ok(MemoryRow {
-        idle,
-        sessions,
-        with_sessions,
-        viewers,
-        before_viewers,
-        with_viewers,
-        streams,
-        with_streams,
-        connect_seconds,
-        daemon_resyncs,
-        idle_wakeups_per_s,
-    })
+    daemon.finish("memory-streams", notes);
+    Ok((before, with_streams))
 }
 
 /// Reads everything (status updates as others join), like an open browser tab; counts itself in
