@@ -135,7 +135,7 @@ async fn a_coloured_flood_skipped_unparsed_ends_on_the_exact_screen() {
     let id = Uuid::new_v4();
     let mut viewer = sized(&d, id, "?assistant=shell").await;
     viewer.wait_screen("$ ").await;
-    let before = metric(&d, "ptyhub_parse_skipped_bytes_total").await;
+    let before = d.metric("ptyhub_parse_skipped_bytes_total").await;
     viewer
         .type_str("cat colour.txt; printf '\\e[mCOLOUR-%s-OVER\\n' FLOOD\r")
         .await;
@@ -147,7 +147,7 @@ async fn a_coloured_flood_skipped_unparsed_ends_on_the_exact_screen() {
     let mut fresh = sized(&d, id, "").await;
     fresh.wait_json("ready").await;
     assert_same_screen(&viewer, &fresh, "viewer vs. the daemon's model");
-    let skipped = metric(&d, "ptyhub_parse_skipped_bytes_total").await - before;
+    let skipped = d.metric("ptyhub_parse_skipped_bytes_total").await - before;
     assert!(
         skipped > 1 << 20,
         "skipped only {skipped} bytes of the flood"
@@ -165,19 +165,6 @@ async fn a_coloured_flood_skipped_unparsed_ends_on_the_exact_screen() {
         fresh.term.screen().contents_formatted(),
         "oldest scrollback differs (colours included)"
     );
-}
-
-/// A counter from `/metrics`.
-async fn metric(d: &Daemon, name: &str) -> u64 {
-    let text = reqwest::get(d.http("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
 }
 
 #[tokio::test]
@@ -248,7 +235,7 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
     fresh.wait_json("ready").await;
     assert_same_screen(&healthy, &fresh, "healthy viewer vs. the daemon's model");
     // The model skipped most of the plain flood unparsed, and still has the same history.
-    let skipped = metric(&d, "ptyhub_parse_skipped_bytes_total").await;
+    let skipped = d.metric("ptyhub_parse_skipped_bytes_total").await;
     assert!(
         skipped > 1 << 20,
         "skipped only {skipped} bytes of the flood"
@@ -354,10 +341,10 @@ async fn an_idle_sessions_parked_screen_comes_back_exactly() {
     a.wait_screen("FULL-SCREEN-DRAWN").await;
     // Quiet now: the screen thread ends after a second and parks the model.
     common::eventually_async("the idle model parked", || async {
-        metric(&d, "ptyhub_screens_parked ").await >= 1
+        d.metric("ptyhub_screens_parked").await >= 1
     })
     .await;
-    assert!(metric(&d, "ptyhub_screens_parked_bytes ").await > 0);
+    assert!(d.metric("ptyhub_screens_parked_bytes").await > 0);
 
     let mut b = sized(&d, id, "").await;
     b.wait_json("ready").await;

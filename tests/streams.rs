@@ -216,25 +216,17 @@ async fn the_log_is_clean_text_that_resumes_exactly_and_ends_with_exit() {
     assert_eq!(resp.status(), 404);
 }
 
-/// `ptyhub_sse_streams` once it reads `n`.
+/// Waits until `ptyhub_sse_streams` reads `n`.
 async fn wait_streams(d: &Daemon, n: u64) {
     let start = std::time::Instant::now();
     loop {
-        let text = reqwest::get(d.http("/metrics"))
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
-        let now: Option<u64> = text
-            .lines()
-            .find_map(|l| l.strip_prefix("ptyhub_sse_streams ")?.trim().parse().ok());
-        if now == Some(n) {
+        let now = d.metric("ptyhub_sse_streams").await;
+        if now == n {
             return;
         }
         assert!(
             start.elapsed() < common::TIMEOUT,
-            "ptyhub_sse_streams is {now:?}, not {n}"
+            "ptyhub_sse_streams is {now}, not {n}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }

@@ -14,19 +14,6 @@ const VIEWERS: usize = 100;
 const KEYS: usize = 60;
 const KEY_GAP: Duration = Duration::from_millis(80);
 
-async fn resyncs(d: &Daemon) -> u64 {
-    let text = reqwest::get(d.http("/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .find_map(|l| l.strip_prefix("ptyhub_resyncs_total "))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("ptyhub_resyncs_total in /metrics")
-}
-
 /// The keys typed: letters, so a viewer's output is exactly them.
 fn keys() -> String {
     (0..KEYS).map(|i| (b'a' + (i % 26) as u8) as char).collect()
@@ -57,7 +44,7 @@ command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
         v.until("ready", |c| c.count("ready") == 1).await;
         viewers.push(v);
     }
-    let before = resyncs(&d).await;
+    let before = d.metric("ptyhub_resyncs_total").await;
     let want = keys();
     // Each viewer reads on its own task, as a browser tab would, until it has every key.
     let readers: Vec<_> = viewers
@@ -97,5 +84,9 @@ command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
             "a viewer got a snapshot besides its join"
         );
     }
-    assert_eq!(resyncs(&d).await, before, "resyncs while typing");
+    assert_eq!(
+        d.metric("ptyhub_resyncs_total").await,
+        before,
+        "resyncs while typing"
+    );
 }

@@ -192,6 +192,22 @@ impl Daemon {
         format!("ws://{}/ws/{}/raw{}", self.addr, id, query)
     }
 
+    /// The unlabelled sample `name` of `/metrics`; panics if it is missing.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = reqwest::get(self.http("/metrics"))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .find_map(|l| {
+                let (key, value) = l.split_once(' ')?;
+                (key == name).then(|| value.trim().parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+    }
+
     /// The binary's pid.
     pub fn pid(&self) -> u32 {
         self.process().pid().expect("running")
