@@ -123,6 +123,11 @@ impl Journal {
         self.push("exec", None, data);
     }
 
+    /// The id of the newest event (0 before the first).
+    pub fn newest(&self) -> u64 {
+        self.lock().next.saturating_sub(1)
+    }
+
     /// The events after `after` (the last id a reader has; `None`: the newest `tail`).
     pub fn since(&self, after: Option<u64>, tail: usize) -> Since {
         let ring = self.lock();

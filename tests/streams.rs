@@ -251,3 +251,36 @@ async fn follow_streams_are_counted_and_end_with_their_client_or_the_daemon() {
     assert!(d.terminate().success());
     log.until_end().await;
 }
+
+#[tokio::test]
+async fn a_follow_from_now_or_from_another_run_misses_no_new_event() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut c = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    c.wait_screen("$ ").await;
+    let mut before = Sse::open(&d.http("/api/events"), None).await;
+    before.until_end().await;
+    assert!(!before.events.is_empty());
+    // `tail=0`: nothing of the past, only what comes.
+    let mut now = Sse::open(&d.http("/api/events?tail=0&follow=1"), None).await;
+    // An id this daemon never gave (a client of an earlier run): reset, then everything.
+    let mut stale = Sse::open(&d.http("/api/events?follow=1"), Some("99999")).await;
+    stale
+        .until("the reset and what is kept", |e| {
+            e.len() > before.events.len()
+        })
+        .await;
+    assert_eq!(stale.events[0].event, "reset");
+    c.send_json(json!({"type": "rename_session", "name": "later"}))
+        .await;
+    let renamed = |e: &[Ev]| of(e, "rename").iter().any(|r| r["name"] == "later");
+    now.until("the rename", renamed).await;
+    assert_eq!(of(&now.events, "rename").len(), 1);
+    // Nothing from before it opened.
+    assert!(
+        now.events.iter().all(|e| !before.events.contains(e)),
+        "{:?}",
+        now.events
+    );
+    stale.until("the rename after the reset", renamed).await;
+}

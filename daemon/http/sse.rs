@@ -107,6 +107,9 @@ fn event_stream_headers(resp: &mut Response<Body>) {
 }
 
 /// What a long-lived stream produces: its next piece of text, or `None` at its end.
+///
+/// `next` keeps everything in `self` across its awaits, so dropping it at one (for a
+/// keep-alive comment, or at shutdown) loses nothing: the next call carries on.
 trait Follower: Send + 'static {
     fn next(&mut self) -> impl std::future::Future<Output = Option<String>> + Send;
 }
@@ -128,23 +131,29 @@ impl Drop for Counted {
 }
 
 /// A `text/event-stream` response whose body hyper polls straight from `follower` as the
-/// client reads: no task or queue of its own, so an idle follower costs only its state. It
-/// ends when the follower does, the daemon shuts down, or the client goes (hyper drops it).
+/// client reads: no task or queue of its own, so an idle follower costs only its state. A
+/// comment goes out after [`KEEP_ALIVE`] without anything sent. It ends when the follower
+/// does, the daemon shuts down, or the client goes (hyper drops it).
 fn stream<F: Follower>(state: &Arc<AppState>, slot: &Slot, follower: F) -> Response<Body> {
     if let Err(e) = long_lived(slot) {
         return e.response();
     }
     let shutdown = state.shutdown.clone();
-    let start = (follower, shutdown, Counted::new());
-    let frames =
-        futures_util::stream::unfold(start, |(mut follower, shutdown, counted)| async move {
-            let text = tokio::select! {
-                text = follower.next() => text?,
-                _ = shutdown.cancelled() => return None,
-            };
-            let frame = Ok::<_, Infallible>(Frame::data(Bytes::from(text)));
-            Some((frame, (follower, shutdown, counted)))
-        });
+    let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
+    let start = (follower, shutdown, Counted::new(), ping_at);
+    let frames = futures_util::stream::unfold(start, |state| async move {
+        let (mut follower, shutdown, counted, ping_at) = state;
+        // The follower first: what it has ready is sent, also while the daemon shuts down.
+        let text = tokio::select! {
+            biased;
+            text = follower.next() => text?,
+            _ = tokio::time::sleep_until(ping_at) => ": keep-alive\n\n".to_owned(),
+            _ = shutdown.cancelled() => return None,
+        };
+        let frame = Ok::<_, Infallible>(Frame::data(Bytes::from(text)));
+        let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
+        Some((frame, (follower, shutdown, counted, ping_at)))
+    });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
     event_stream_headers(&mut resp);
     resp
@@ -207,13 +216,16 @@ pub(super) fn events(
     };
     let journal = state.registry.journal().clone();
     let tail = q.tail.unwrap_or(DEFAULT_TAIL).min(KEPT);
+    // Read before `since`: what it returns is at least this new. Not the id asked for, which
+    // may be from another run of the daemon (reset) or past a `tail`.
+    let last = journal.newest();
     let first = Some(journal.since(q.last_id, tail));
     let follower = Events {
         journal,
         only,
         follow: q.follow,
         first,
-        last: q.last_id.unwrap_or(0),
+        last,
         done: false,
     };
     stream(state, slot, follower)
@@ -226,7 +238,7 @@ struct Events {
     follow: bool,
     /// What the request asked for, until it is sent.
     first: Option<Since>,
-    /// The newest event id sent or skipped.
+    /// The newest event id sent, skipped, or older than what the client asked for.
     last: u64,
     done: bool,
 }
@@ -263,10 +275,7 @@ impl Follower for Events {
             if self.done {
                 return None;
             }
-            tokio::select! {
-                _ = self.journal.wait_past(self.last) => {}
-                _ = tokio::time::sleep(KEEP_ALIVE) => return Some(": keep-alive\n\n".to_owned()),
-            }
+            self.journal.wait_past(self.last).await;
         }
     }
 }
@@ -320,7 +329,7 @@ struct LogLines {
     info: tokio::sync::watch::Receiver<crate::session::SessionInfo>,
     ended: tokio_util::sync::CancellationToken,
     follow: bool,
-    /// Text not yet sent (a `reset`, a keep-alive comment).
+    /// Text not yet sent (a `reset`).
     out: String,
     /// The stream offset read up to.
     at: u64,
@@ -350,6 +359,7 @@ impl Follower for LogLines {
                         encode(&mut self.out, None, Some("reset"), &data);
                         self.at = self.log.start();
                         self.lines = Lines::new();
+                        self.found.clear();
                         continue;
                     }
                 };
@@ -364,12 +374,16 @@ impl Follower for LogLines {
                     }
                     return Some(std::mem::take(&mut self.out));
                 }
+                // A tail of a full log reads megabytes: the thread is shared.
+                tokio::task::yield_now().await;
             }
             if let Some(n) = self.keep.take() {
                 let skip = self.found.len().saturating_sub(n);
                 for line in self.found.drain(..).skip(skip) {
                     encode(&mut self.out, Some(line.offset), None, &line.text);
                 }
+                // Every line of the log may have been here: its room is not kept.
+                self.found = Vec::new();
             }
             let now = self.info.borrow_and_update().clone();
             if !now.alive || self.ended.is_cancelled() {
@@ -389,7 +403,6 @@ impl Follower for LogLines {
                 _ = self.log.wait_past(self.at) => {}
                 _ = self.info.changed() => {}
                 _ = self.ended.cancelled() => {}
-                _ = tokio::time::sleep(KEEP_ALIVE) => self.out.push_str(": keep-alive\n\n"),
             }
         }
     }
