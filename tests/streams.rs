@@ -284,3 +284,32 @@ async fn a_follow_from_now_or_from_another_run_misses_no_new_event() {
     );
     stale.until("the rename after the reset", renamed).await;
 }
+
+#[tokio::test]
+async fn a_keep_alive_comment_comes_while_output_brings_no_whole_line() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut c = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    c.wait_screen("$ ").await;
+    let mut resp = reqwest::get(d.http(&format!("/api/sessions/{id}/log?follow=1&tail=0")))
+        .await
+        .expect("GET");
+    assert_eq!(resp.status(), 200);
+    // A dot every half second and no line end: the stream wakes often and has nothing to send.
+    c.type_str("for i in $(seq 80); do printf .; sleep 0.5; done\r")
+        .await;
+    let start = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains(": keep-alive") {
+        assert!(
+            start.elapsed() < common::TIMEOUT,
+            "no keep-alive comment in {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        match tokio::time::timeout(std::time::Duration::from_secs(1), resp.chunk()).await {
+            Ok(Ok(Some(bytes))) => seen.extend_from_slice(&bytes),
+            Ok(other) => panic!("stream ended: {other:?}"),
+            Err(_) => {}
+        }
+    }
+}
