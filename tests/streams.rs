@@ -218,18 +218,10 @@ async fn the_log_is_clean_text_that_resumes_exactly_and_ends_with_exit() {
 
 /// Waits until `ptyhub_sse_streams` reads `n`.
 async fn wait_streams(d: &Daemon, n: u64) {
-    let start = std::time::Instant::now();
-    loop {
-        let now = d.metric("ptyhub_sse_streams").await;
-        if now == n {
-            return;
-        }
-        assert!(
-            start.elapsed() < common::TIMEOUT,
-            "ptyhub_sse_streams is {now}, not {n}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    common::eventually_async(&format!("ptyhub_sse_streams at {n}"), || async {
+        d.metric("ptyhub_sse_streams").await == n
+    })
+    .await;
 }
 
 #[tokio::test]
