@@ -2,7 +2,7 @@
 //! other viewers keep working. The daemon runs in-process, but for the upload test, which
 //! checks the binary's working directory.
 
-mod common;
+use crate::common;
 
 use common::{Client, Daemon};
 use serde_json::json;

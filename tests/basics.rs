@@ -1,6 +1,6 @@
 //! Echo through a real bash, two viewers, the join snapshot, size policy, exit.
 
-mod common;
+use crate::common;
 
 use common::{Client, Daemon};
 use serde_json::json;

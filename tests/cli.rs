@@ -2,7 +2,7 @@
 //! `send-keys` types, `capture-pane` reads the screen; the other subcommands run as plain
 //! processes against a real daemon.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! Debian's nginx with the shipped `config/nginx/ptyhub-cluster.conf` in front of two daemons:
 //! each session's requests reach the host its uuid hashes to.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

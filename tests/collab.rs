@@ -1,7 +1,7 @@
 //! Collaboration and agent supervision: chat with history, rename, upload, YOLO restart,
 //! signals, and terminal queries answered once.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! the daemon stops (SIGKILL for one that ignores SIGTERM), a client that never reads stalling
 //! nothing else, share links refused, the running limit, metrics and the journal.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! (tests/basics.rs), SIGTERM of the daemon leaving no process behind (tests/rest.rs,
 //! tests/startup.rs), an unwritable uploads directory (tests/collab.rs).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! connect, sessions created later, input, resize, exit, close, errors, share links, a paste,
 //! and ten sockets on one session.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! operation is called, and each reply's status must be documented and its body valid against
 //! the document's schema (jsonschema), with no field the schema does not declare.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -6,7 +6,7 @@
 //! (Debian's package) in front of a daemon under `/ptyhub/`: pages, a WebSocket session, an
 //! upload, the event stream as it happens, and the client's own address in the rate limit.
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! `0x01` frames, control messages, exit, `create=0`, sizes, read-only links, bad frames, and
 //! many raw clients on one session.
 
-mod common;
+use crate::common;
 
 use common::{assert_same_screen, Client, Daemon};
 use futures_util::{SinkExt, StreamExt};

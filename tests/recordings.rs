@@ -5,7 +5,7 @@
 //! without touching the session; share links reach it only when made to; and
 //! the asciinema CLI reads it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

@@ -2,7 +2,7 @@
 //! sends or fails to read grows the daemon's memory, idle connections lock nobody out, and
 //! WebSocket protocol violations get a close frame.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

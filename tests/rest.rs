@@ -3,7 +3,7 @@
 //! of the binary is tested on the binary, and the in-process daemon's own end as well (every
 //! other test relies on it to leave nothing behind).
 
-mod common;
+use crate::common;
 
 use common::{Client, Daemon};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! `cols` and `rows` at creation, the scrollback endpoint, 405 with `Allow`, 429 on a full
 //! table, and what a share link may read.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

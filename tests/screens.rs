@@ -2,7 +2,7 @@
 //! the viewers that saw everything, and of the daemon's own model (what a fresh joiner's
 //! snapshot shows). Also the slow-viewer rules: a stalled socket and the flow=ack budget.
 
-mod common;
+use crate::common;
 
 use common::{assert_same_screen, Client, Daemon};
 use uuid::Uuid;

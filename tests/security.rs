@@ -1,7 +1,7 @@
 //! Security and service: the auth matrix, origin checks, share links, limits, systemd
 //! notification, start-up refusals, and a token that never reaches the log.
 
-mod common;
+use crate::common;
 
 use common::{Client, Daemon};
 use reqwest::StatusCode;

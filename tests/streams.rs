@@ -3,7 +3,7 @@
 //! as text lines (colours removed, progress bars at their last state, wide characters, split
 //! UTF-8) resuming exactly after `Last-Event-ID`, ending with `exit`.
 
-mod common;
+use crate::common;
 
 use common::sse::{Ev, Sse};
 use common::{Client, Daemon};

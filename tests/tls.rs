@@ -5,7 +5,7 @@
 //! stops with a clear error for a missing file or a key that does not match; a live upgrade
 //! keeps serving TLS.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

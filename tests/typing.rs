@@ -2,7 +2,7 @@
 //! WebSocket clients reading all the time) is never resynced, and every viewer gets every key
 //! once, in order (no byte lost or duplicated for a viewer that keeps up).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! (`{"type":"resize","follow":true}`), input held through a YOLO restart for the new
 //! program, and a shutdown told as one (close 1001), never as the program's exit.
 
-mod common;
+use crate::common;
 
 use common::{Client, Daemon};
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! recording; viewers are told 1012 and reconnect; nobody connecting is refused; a refused
 //! upgrade (bad config, missing binary) leaves the daemon as it was; nothing leaks.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -12,7 +12,8 @@ use ptyhub::protocol::swe::{ClientMessage, ServerMessage, Status};
 use ptyhub::session::queries::Query;
 use serde_json::{Map, Number, Value};
 
-use crate::invariants::{self as inv, ScreenOp};
+// A sibling both in the fuzz runner (crate root) and in the property tests (their module).
+use super::invariants::{self as inv, ScreenOp};
 
 /// One fuzz target.
 pub struct Target {

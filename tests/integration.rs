@@ -1,0 +1,32 @@
+//! Every integration test, one module per file in `tests/`, linked into one binary: a binary
+//! per file, each linking every dependency, cost gigabytes of disk and minutes of linking on a
+//! small CI machine. One file's tests: `cargo test --test integration streams::`.
+
+mod common;
+
+mod bad_input;
+mod basics;
+mod cli;
+mod cluster;
+mod collab;
+mod exec;
+mod faults;
+mod mux;
+mod openapi;
+mod package;
+mod properties;
+mod proxy;
+mod raw;
+mod recordings;
+mod reliability;
+mod rest;
+mod rest_api;
+mod screens;
+mod security;
+mod session_core;
+mod startup;
+mod streams;
+mod tls;
+mod typing;
+mod ui_states;
+mod upgrade;
