@@ -67,6 +67,8 @@ mod soak;
 mod stall;
 #[path = "load/upgrade.rs"]
 mod upgrade;
+#[path = "load/wire.rs"]
+mod wire;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -21,10 +21,11 @@ use tokio::sync::mpsc;
 use tokio::time::timeout_at;
 
 use crate::client::{contains, on_pool, tail, Tasks, STEP_TIMEOUT};
-use crate::echo::{echo_samples, ECHO_SCRIPT};
+use crate::echo::{echo_samples, Arrival, Samples, ECHO_SCRIPT};
 use crate::flood::MarkerScan;
 use crate::launcher::{wait_child, STOP_TIMEOUT};
 use crate::procfs::CpuTimes;
+use crate::wire::{Stamped, WireClock};
 use crate::Ctx;
 
 /// Starts `bash -c cmd` on a PTY of our own (24×80, the kernel's default line discipline, as a
@@ -121,13 +122,14 @@ async fn bare_echo_samples(
         .map_err(|e| anyhow!("registering the PTY master: {e}"))?;
     let ready = Instant::now() + STEP_TIMEOUT;
     read_until(async |buf| read_fd(&fd, buf).await, b"ECHO-READY", ready).await?;
-    let (rtt, _) = echo_samples(samples, pause, &mut [], async |i, byte, deadline| {
+    let rtt = echo_samples(samples, pause, &mut [], async |i, byte, deadline| {
         nix::unistd::write(fd.get_ref(), &[byte]).context("writing to the PTY")?;
         read_until(async |buf| read_fd(&fd, buf).await, &[byte], deadline)
             .await
             .with_context(|| format!("sample {i}"))
     })
-    .await?;
+    .await?
+    .rtt;
     Ok(rtt)
 }
 
@@ -171,13 +173,13 @@ pub(crate) async fn read_fd(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Result<usi
 /// run: the typist on a plain TCP connection (no WebSocket, no HTTP), one thread copying its
 /// bytes into the PTY, another copying the PTY's output to the typist and then to every idle
 /// viewer's socket, and the same raw-mode cat. That is the bare PTY plus two loopback hops and
-/// the fan-out. Returns the typist's round trips and the times to the last viewer, sorted.
+/// the fan-out, measured as the daemon's viewers are.
 pub(crate) async fn relay_echo(
     ctx: &Ctx,
     viewers: usize,
     samples: usize,
     pause: Duration,
-) -> Result<(Vec<Duration>, Vec<Duration>)> {
+) -> Result<Samples> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the relay")?;
     let addr = listener.local_addr()?;
     let (mut child, master) = spawn_on_pty(ECHO_SCRIPT)?;
@@ -249,7 +251,7 @@ async fn relay_echo_samples(
     viewers: usize,
     samples: usize,
     pause: Duration,
-) -> Result<(Vec<Duration>, Vec<Duration>)> {
+) -> Result<Samples> {
     let connect = |addr| async move {
         let conn = tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(addr))
             .await
@@ -263,9 +265,12 @@ async fn relay_echo_samples(
     for _ in 0..viewers {
         let conn = on_pool(&ctx.echo_pool, connect(addr)).await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        tasks
-            .0
-            .push(ctx.echo_pool.spawn(raw_viewer(conn, tx)).abort_handle());
+        let (conn, clock) = Stamped::new(conn)?;
+        tasks.0.push(
+            ctx.echo_pool
+                .spawn(raw_viewer(conn, clock, tx))
+                .abort_handle(),
+        );
         rxs.push(rx);
     }
     let ready = Instant::now() + STEP_TIMEOUT;
@@ -285,11 +290,19 @@ async fn relay_echo_samples(
     .await
 }
 
-/// A relay viewer: reads all the time and reports every read with its arrival time.
-async fn raw_viewer(mut conn: TcpStream, tx: mpsc::UnboundedSender<(Instant, Vec<u8>)>) {
+/// A relay viewer: reads all the time and reports every read with its arrival.
+async fn raw_viewer(
+    mut conn: Stamped,
+    clock: WireClock,
+    tx: mpsc::UnboundedSender<(Arrival, Vec<u8>)>,
+) {
     let mut buf = vec![0u8; 4096];
     while let Ok(n @ 1..) = conn.read(&mut buf).await {
-        if tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+        let at = Arrival {
+            read: Instant::now(),
+            wire: clock.arrival(),
+        };
+        if tx.send((at, buf[..n].to_vec())).is_err() {
             return;
         }
     }

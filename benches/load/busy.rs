@@ -170,7 +170,7 @@ async fn busy_run(
 
 /// `SAMPLES` echo round trips of the typist alone (no viewers of its session).
 async fn typist_samples(typist: &mut Conn) -> Result<Vec<Duration>> {
-    let (rtt, _) = echo_samples(SAMPLES, PAUSE, &mut [], async |i, byte, deadline| {
+    let rtt = echo_samples(SAMPLES, PAUSE, &mut [], async |i, byte, deadline| {
         typist.send(&[byte]).await?;
         loop {
             match timeout_at(deadline.into(), typist.ws.next()).await {
@@ -186,7 +186,8 @@ async fn typist_samples(typist: &mut Conn) -> Result<Vec<Duration>> {
             }
         }
     })
-    .await?;
+    .await?
+    .rtt;
     Ok(rtt)
 }
 

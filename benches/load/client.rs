@@ -8,12 +8,16 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::wire::{Stamped, WireClock};
 
 /// Connecting, joining, and waiting for a session to start.
 pub(crate) const STEP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -102,8 +106,9 @@ impl Snapshots {
 }
 
 /// A client while it sets up: joins, waits for text, types. Measuring loops read `ws` directly.
-pub(crate) struct Conn {
-    pub(crate) ws: Ws,
+/// `S` is the socket: TCP or TLS (`open`, `open_tls`), or TCP keeping wire times (`open_wire`).
+pub(crate) struct Conn<S = MaybeTlsStream<TcpStream>> {
+    pub(crate) ws: WebSocketStream<S>,
     url: String,
     ready: bool,
     /// Output and snapshot text seen so far (set-up only, so small).
@@ -129,6 +134,36 @@ impl Conn {
     ) -> Result<Conn> {
         let start = Instant::now();
         let ws = connect_tls(&url, tls).await?;
+        Conn::join(ws, url, start).await
+    }
+
+    /// `open` over a socket whose reads keep their kernel receive time, in the returned clock.
+    pub(crate) async fn open_wire(url: String) -> Result<(Conn<Stamped>, WireClock)> {
+        let start = Instant::now();
+        let request = url.as_str().into_client_request()?;
+        let authority = request
+            .uri()
+            .authority()
+            .with_context(|| format!("{url}: no host"))?
+            .to_string();
+        let connecting = async {
+            let tcp = TcpStream::connect(&authority).await?;
+            tcp.set_nodelay(true)?;
+            let (stamped, clock) = Stamped::new(tcp)?;
+            let (ws, _) = tokio_tungstenite::client_async(request, stamped).await?;
+            Ok::<_, anyhow::Error>((ws, clock))
+        };
+        let (ws, clock) = tokio::time::timeout(STEP_TIMEOUT, connecting)
+            .await
+            .map_err(|_| anyhow!("connecting to {url}: no answer within {STEP_TIMEOUT:?}"))?
+            .with_context(|| format!("connecting to {url}"))?;
+        Ok((Conn::join(ws, url, start).await?, clock))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// Reads until `ready`; the join time counts from `start`.
+    async fn join(ws: WebSocketStream<S>, url: String, start: Instant) -> Result<Conn<S>> {
         let mut conn = Conn {
             ws,
             url,
