@@ -15,7 +15,8 @@ use nix::sys::time::TimeSpec;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-/// The kernel's receive time of the newest bytes read, in ns since the Unix epoch (0: none yet).
+/// The kernel's receive time of the newest bytes read, in ns since the Unix epoch (0: none).
+/// A frame read with later bytes gets their time, so a wire figure errs late, never early.
 #[derive(Clone, Default)]
 pub(crate) struct WireClock(Arc<AtomicU64>);
 
@@ -64,11 +65,15 @@ impl Stamped {
             Some(&mut space),
             MsgFlags::MSG_DONTWAIT,
         )?;
+        // A read without a stamp clears the clock: an older stamp would flatter the figure.
+        let mut ns = 0;
         for cmsg in msg.cmsgs()? {
             if let ControlMessageOwned::ScmTimestampns(ts) = cmsg {
-                let ns = ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64;
-                self.clock.0.store(ns, Ordering::Relaxed);
+                ns = ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64;
             }
+        }
+        if msg.bytes > 0 {
+            self.clock.0.store(ns, Ordering::Relaxed);
         }
         Ok(msg.bytes)
     }
