@@ -413,3 +413,168 @@ async fn others_get_fast_output_joined_and_exact() {
     assert_eq!(takers[0].got.lock().expect("lock").bytes, keys);
     handle.end(EndReason::Deleted).await.expect("ends");
 }
+
+/// A viewer whose pushes can be held, to catch the fan-out in the middle of a round: once
+/// armed, the first push of the round waits for the test's word, and every later one notes
+/// whether the program had already been given the key typed meanwhile.
+struct Gated {
+    taker: Arc<Taker>,
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    /// Whether pushes are held.
+    armed: std::sync::atomic::AtomicBool,
+    /// Set by the test once its key is queued; the held first push then goes on.
+    state: std::sync::Mutex<GateState>,
+    changed: std::sync::Condvar,
+    /// The file the program creates once it has read the key.
+    marker: std::path::PathBuf,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// A push of the round has begun (the test may type).
+    round_began: bool,
+    /// The test's key is in the session's command queue.
+    key_queued: bool,
+    /// For each push after the first: whether the program had the key by then.
+    later_pushes: Vec<bool>,
+}
+
+impl Gate {
+    /// Waits (bounded) until `ready` holds of the state.
+    fn wait(&self, ready: impl Fn(&GateState) -> bool) {
+        let state = self.state.lock().expect("lock");
+        let _ = self
+            .changed
+            .wait_timeout_while(state, Duration::from_secs(10), |s| !ready(s))
+            .expect("lock");
+    }
+}
+
+impl LiveOutput for Gated {
+    fn try_push(&self, start: u64, chunk: &[u8]) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.gate.armed.load(Ordering::Acquire) {
+            let first = {
+                let mut state = self.gate.state.lock().expect("lock");
+                !std::mem::replace(&mut state.round_began, true)
+            };
+            if first {
+                self.gate.changed.notify_all();
+                self.gate.wait(|s| s.key_queued);
+            } else {
+                // The program needs a moment to read the key and create the file; a round that
+                // did not stop for the key never lets it, so one long wait is enough to tell.
+                let missed = self
+                    .gate
+                    .state
+                    .lock()
+                    .expect("lock")
+                    .later_pushes
+                    .contains(&false);
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while !missed && !self.gate.marker.exists() && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let had_key = self.gate.marker.exists();
+                self.gate
+                    .state
+                    .lock()
+                    .expect("lock")
+                    .later_pushes
+                    .push(had_key);
+            }
+        }
+        self.taker.try_push(start, chunk)
+    }
+    fn wake(&self) {
+        self.taker.wake()
+    }
+}
+
+/// A key typed while output is being handed to many viewers reaches the program before the
+/// rest of that round: the hand-out stops after the send during which the key came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round() {
+    const OTHERS: usize = 16;
+    let marker = std::env::temp_dir().join(format!("ptyhub-key-{}", Uuid::new_v4()));
+    let script = format!(
+        "stty raw -echo && printf READY && head -c1 >/dev/null && printf GO && head -c1 >/dev/null && : > '{}' && exec sleep 60",
+        marker.display()
+    );
+    let spec = CreateSpec {
+        id: Uuid::new_v4(),
+        assistant: "echo".to_owned(),
+        name: None,
+        cwd: Some(std::env::temp_dir()),
+        screen: true,
+        command: Some(vec!["sh".into(), "-c".into(), script]),
+        size: None,
+    };
+    let handle = session::start(config(), spec, Some(1), Box::new(|_| {})).expect("starts");
+    wait_for_output(&handle, "READY").await;
+    let gate = Arc::new(Gate {
+        marker: marker.clone(),
+        ..Default::default()
+    });
+    let typist = Taker::new(&handle);
+    let mut others = Vec::new();
+    let mut members = Vec::new();
+    for i in 0..=OTHERS {
+        let taker = Taker::new(&handle);
+        let (events, rx) = event_queue::channel(64, 1 << 20);
+        let (role, live): (_, Arc<dyn LiveOutput>) = if i == 0 {
+            (Role::Writer, typist.clone())
+        } else {
+            let gated = Gated {
+                taker: taker.clone(),
+                gate: gate.clone(),
+            };
+            (Role::Viewer, Arc::new(gated))
+        };
+        let (member, join) = handle.join(role, events, live, FORM).await.expect("join");
+        let joined = if i == 0 { &typist } else { &taker };
+        joined.got.lock().expect("lock").offset = join.offset;
+        if i > 0 {
+            others.push(taker);
+        }
+        members.push((member, rx));
+    }
+    let typist_id = members[0].0.viewer();
+    gate.armed.store(true, std::sync::atomic::Ordering::Release);
+    // The first key makes the program print, which starts a round to the others.
+    handle
+        .input(typist_id, bytes::Bytes::from_static(b"a"))
+        .await
+        .expect("input");
+    let round_began = {
+        let gate = gate.clone();
+        tokio::task::spawn_blocking(move || {
+            gate.wait(|s| s.round_began);
+            gate.state.lock().expect("lock").round_began
+        })
+    };
+    assert!(round_began.await.expect("waits"), "no round began");
+    // The second key comes while the round's first push is under way.
+    handle
+        .input(typist_id, bytes::Bytes::from_static(b"b"))
+        .await
+        .expect("input");
+    gate.state.lock().expect("lock").key_queued = true;
+    gate.changed.notify_all();
+    for taker in &others {
+        taker.wait_for(2).await;
+    }
+    let later = gate.state.lock().expect("lock").later_pushes.clone();
+    assert_eq!(later.len(), OTHERS - 1, "{later:?}");
+    assert!(
+        later.iter().all(|had| *had),
+        "pushes after the key came, before the program had it: {later:?}"
+    );
+    let _ = std::fs::remove_file(&marker);
+    handle.end(EndReason::Deleted).await.expect("ends");
+}

@@ -210,7 +210,7 @@ impl Session {
                 _ = screen_room(&self.screen), if !self.parser_has_room() => {}
                 _ = fanout_turn(self.fanout.due), if !self.fanout.rest.is_empty() => {
                     self.fanout.due = None;
-                    self.fan_out_some(FANOUT_SLICE)
+                    self.fan_out_some(FANOUT_SLICE, || !commands.is_empty())
                 }
                 Some(found) = recv_answers(&mut self.answers) => self.answer_queries(found),
                 status = wait_exit(&mut self.proc.exit) => self.on_child_exit(status),
@@ -540,8 +540,10 @@ impl Session {
     }
 
     /// Hands the pending output to up to `n` more viewers: straight onto the socket of one
-    /// that is idle and caught up, else a wake-up for its task to copy it from the log.
-    pub(super) fn fan_out_some(&mut self, n: usize) {
+    /// that is idle and caught up, else a wake-up for its task to copy it from the log. Stops
+    /// early once `input_waiting` says a command has come, so a key goes to the PTY before the
+    /// rest of the round.
+    pub(super) fn fan_out_some(&mut self, n: usize, input_waiting: impl Fn() -> bool) {
         let Fanout {
             start,
             chunk,
@@ -549,13 +551,18 @@ impl Session {
             ended_at,
             ..
         } = &mut self.fanout;
-        let from = rest.len().saturating_sub(n);
-        for id in rest.drain(from..) {
+        for _ in 0..n {
+            let Some(id) = rest.pop() else {
+                break;
+            };
             if let Some(v) = self.viewers.get_mut(&id) {
                 v.queued = false;
                 if !v.live.try_push(*start, chunk) {
                     v.live.wake();
                 }
+            }
+            if input_waiting() {
+                break;
             }
         }
         if rest.is_empty() {
