@@ -1,7 +1,9 @@
 //! busy: many sessions printing at once. 20 sessions (`--busy-sessions`) each print about
 //! 1 MB/s of base64 to 5 viewers each (`--busy-viewers`); meanwhile a typist measures echo in
 //! one more session, against the same typist on the same daemon before the load starts.
-//! Reports the daemon's CPU per MB delivered to the viewers and the typist's p50 both ways.
+//! Reports the daemon's CPU per MB delivered to the viewers and the typist's p50 both ways,
+//! beside the same echo on a bare PTY before and during the load: how much of the rise is the
+//! machine's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use serde_json::{json, Map, Value};
 use tokio::time::timeout_at;
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::bare::bare_echo;
 use crate::client::{is_snapshot_chunk, on_pool, Conn, Tasks};
 use crate::daemon::Daemon;
 use crate::echo::{echo_samples, ECHO_TIMEOUT};
@@ -42,6 +45,9 @@ pub(crate) struct BusyRow {
     /// The typist's round trips before the load and during it, sorted.
     idle_rtt: Vec<Duration>,
     busy_rtt: Vec<Duration>,
+    /// The same echo on a bare PTY before the load and during it, sorted.
+    bare_idle: Vec<Duration>,
+    bare_busy: Vec<Duration>,
     daemon_resyncs: usize,
 }
 
@@ -77,6 +83,9 @@ async fn busy_run(
         .await
         .context("waiting for the raw-mode cat")?;
     let idle_rtt = typist_samples(&mut typist).await.context("echo, idle")?;
+    let bare_idle = bare_echo(SAMPLES, PAUSE)
+        .await
+        .context("bare-PTY echo, idle")?;
 
     // The busy sessions, each with its viewers counting what they get.
     let mut tasks = Tasks::default();
@@ -135,6 +144,9 @@ async fn busy_run(
     let gen_before = process_cpu_seconds("self")?;
     let start = Instant::now();
     let busy_rtt = typist_samples(&mut typist).await.context("echo, busy")?;
+    let bare_busy = bare_echo(SAMPLES, PAUSE)
+        .await
+        .context("bare-PTY echo, busy")?;
     // At least a few seconds of load, whatever the echo took.
     let rest = Duration::from_secs(5).saturating_sub(start.elapsed());
     tokio::time::sleep(rest).await;
@@ -164,6 +176,8 @@ async fn busy_run(
         gen_cpu_s,
         idle_rtt,
         busy_rtt,
+        bare_idle,
+        bare_busy,
         daemon_resyncs,
     })
 }
@@ -196,11 +210,12 @@ pub(crate) fn print(rows: &[BusyRow], out: &mut Map<String, Value>) {
     println!();
     println!(
         "busy: sessions printing ~1 MB/s each to their viewers; a typist's echo (µs, {SAMPLES} \
-         samples {} ms apart) in one more session before the load and during it",
+         samples {} ms apart) in one more session before the load and during it; bare_*: the \
+         same echo on a bare PTY, before and during the load",
         PAUSE.as_millis()
     );
     println!(
-        "{:>8} {:>7} {:>9} {:>12} {:>12} {:>14} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}",
+        "{:>8} {:>7} {:>9} {:>12} {:>12} {:>14} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>10} {:>10} {:>7}",
         "sessions",
         "viewers",
         "printed",
@@ -212,6 +227,9 @@ pub(crate) fn print(rows: &[BusyRow], out: &mut Map<String, Value>) {
         "busy_p50",
         "busy_p99",
         "ratio",
+        "bare_idle50",
+        "bare_busy50",
+        "bare_ratio",
         "resyncs"
     );
     let mut json_rows = Vec::new();
@@ -220,12 +238,15 @@ pub(crate) fn print(rows: &[BusyRow], out: &mut Map<String, Value>) {
         let per_mb = r.daemon_cpu_s * 1000.0 / (r.delivered as f64 / 1e6);
         let (ip50, ip99) = (pct_us(&r.idle_rtt, 0.5), pct_us(&r.idle_rtt, 0.99));
         let (bp50, bp99) = (pct_us(&r.busy_rtt, 0.5), pct_us(&r.busy_rtt, 0.99));
-        let ratio = match (bp50, ip50) {
+        let ratio_of = |busy: Option<u64>, idle: Option<u64>| match (busy, idle) {
             (Some(b), Some(i)) if i > 0 => b as f64 / i as f64,
             _ => f64::NAN,
         };
+        let ratio = ratio_of(bp50, ip50);
+        let (bare_i50, bare_b50) = (pct_us(&r.bare_idle, 0.5), pct_us(&r.bare_busy, 0.5));
+        let bare_ratio = ratio_of(bare_b50, bare_i50);
         println!(
-            "{:>8} {:>7} {:>6.2}MB/s {:>8.1}MB/s {:>11.2}s {:>14.2} {:>9} {:>9} {:>9} {:>9} {:>6.2} {:>7}",
+            "{:>8} {:>7} {:>6.2}MB/s {:>8.1}MB/s {:>11.2}s {:>14.2} {:>9} {:>9} {:>9} {:>9} {:>6.2} {:>10} {:>10} {:>10.2} {:>7}",
             r.sessions,
             r.sessions * r.viewers,
             mb_s(r.printed),
@@ -237,6 +258,9 @@ pub(crate) fn print(rows: &[BusyRow], out: &mut Map<String, Value>) {
             bp50.unwrap_or(0),
             bp99.unwrap_or(0),
             ratio,
+            bare_i50.unwrap_or(0),
+            bare_b50.unwrap_or(0),
+            bare_ratio,
             r.daemon_resyncs
         );
         json_rows.push(json!({
@@ -253,6 +277,9 @@ pub(crate) fn print(rows: &[BusyRow], out: &mut Map<String, Value>) {
             "echo_busy_p50_us": bp50,
             "echo_busy_p99_us": bp99,
             "echo_p50_ratio": round3(ratio),
+            "bare_pty_idle_p50_us": bare_i50,
+            "bare_pty_busy_p50_us": bare_b50,
+            "bare_pty_p50_ratio": round3(bare_ratio),
             "daemon_resyncs": r.daemon_resyncs,
         }));
     }
