@@ -525,23 +525,21 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
     let mut others = Vec::new();
     let mut members = Vec::new();
     for i in 0..=OTHERS {
-        let taker = Taker::new(&handle);
-        let (events, rx) = event_queue::channel(64, 1 << 20);
-        let (role, live): (_, Arc<dyn LiveOutput>) = if i == 0 {
-            (Role::Writer, typist.clone())
+        // The first joins as the typist; the others' pushes go through the gate.
+        let (role, taker, live): (_, _, Arc<dyn LiveOutput>) = if i == 0 {
+            (Role::Writer, typist.clone(), typist.clone())
         } else {
+            let taker = Taker::new(&handle);
             let gated = Gated {
                 taker: taker.clone(),
                 gate: gate.clone(),
             };
-            (Role::Viewer, Arc::new(gated))
+            others.push(taker.clone());
+            (Role::Viewer, taker, Arc::new(gated))
         };
+        let (events, rx) = event_queue::channel(64, 1 << 20);
         let (member, join) = handle.join(role, events, live, FORM).await.expect("join");
-        let joined = if i == 0 { &typist } else { &taker };
-        joined.got.lock().expect("lock").offset = join.offset;
-        if i > 0 {
-            others.push(taker);
-        }
+        taker.got.lock().expect("lock").offset = join.offset;
         members.push((member, rx));
     }
     let typist_id = members[0].0.viewer();
