@@ -67,6 +67,9 @@ pub struct Metrics {
     /// Output bytes the screen model did not need to parse (plain text that scrolled away
     /// unseen while the parser was behind).
     pub parse_skipped: Counter,
+    /// Times a session printing a lot gave its worker back after a read, so that a key
+    /// typed into another session went first.
+    pub turns_given: Counter,
     /// Files saved by uploads.
     pub uploads: Counter,
     /// Uploads refused or failed.
@@ -210,6 +213,11 @@ impl Metrics {
                 "ptyhub_parse_skipped_bytes_total",
                 "Output bytes the screen model skipped: plain text that scrolled away unseen.",
                 &self.parse_skipped,
+            ),
+            (
+                "ptyhub_turns_given_total",
+                "Times a session printing a lot gave its worker back so a key typed elsewhere went first.",
+                &self.turns_given,
             ),
             (
                 "ptyhub_uploads_total",

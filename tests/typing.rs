@@ -1,6 +1,7 @@
-//! Interactive use with a crowd watching: a typist at human speed with 100 viewers (real
-//! WebSocket clients reading all the time) is never resynced, and every viewer gets every key
-//! once, in order (no byte lost or duplicated for a viewer that keeps up).
+//! Interactive use: a typist at human speed with 100 viewers (real WebSocket clients reading
+//! all the time) is never resynced, and every viewer gets every key once, in order (no byte
+//! lost or duplicated for a viewer that keeps up); a session printing a flood takes turns with
+//! a typist in another session, and only then.
 
 use crate::common;
 
@@ -89,4 +90,62 @@ command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
         before,
         "resyncs while typing"
     );
+}
+
+/// A session printing a flood gives its worker back after its long reads while someone types
+/// into another session (`ptyhub_turns_given_total` grows), and never while nobody does, so a
+/// flood alone keeps its worker as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_takes_turns_with_a_typist_elsewhere_and_only_then() {
+    let d = Daemon::start_with(&common::config(
+        r#"
+[assistants.echo]
+name = "Echo"
+command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
+
+[assistants.flood]
+name = "Flood"
+command = ["yes", "a line of plain text, printed as fast as the terminal takes it"]
+"#,
+    ));
+    // The flood runs on with nobody watching (reading it here would only slow the test).
+    let flood = Client::connect(&d.ws(Uuid::new_v4(), "?assistant=flood")).await;
+    flood.close().await;
+    common::eventually_async("4 MiB of the flood", || async {
+        let list: Vec<serde_json::Value> = reqwest::get(d.http("/api/sessions"))
+            .await
+            .expect("GET /api/sessions")
+            .json()
+            .await
+            .expect("the session list");
+        list.iter()
+            .any(|s| s["outputBytes"].as_u64().is_some_and(|n| n > 4 << 20))
+    })
+    .await;
+    assert_eq!(
+        d.metric("ptyhub_turns_given_total").await,
+        0,
+        "turns given with nobody typing"
+    );
+
+    let mut typist = Client::connect(&d.ws(Uuid::new_v4(), "?assistant=echo")).await;
+    typist.wait_screen("ECHO-READY").await;
+    typist.output.clear();
+    // A key at a time, each echoed, until the flood has given a turn.
+    let mut typed = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while d.metric("ptyhub_turns_given_total").await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no turn given in 30 s of typing ({} keys)",
+            typed.len()
+        );
+        let key = (b'a' + (typed.len() % 26) as u8) as char;
+        typed.push(key);
+        typist.type_str(&key.to_string()).await;
+        typist
+            .until("the echo", |c| c.output.len() >= typed.len())
+            .await;
+    }
+    assert_eq!(String::from_utf8_lossy(&typist.output), typed, "the echoes");
 }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::phase::Phase;
 use super::pty::PtyMaster;
+use super::turns;
 use super::*;
 use crate::config::{Assistant, Config};
 
@@ -204,7 +205,14 @@ impl Session {
                     None => self.begin_end(EndReason::Deleted, None),
                 },
                 read = read_pty(&self.proc.reader), if self.parser_has_room() => {
-                    self.on_read(read)
+                    let long = matches!(&read, Ok(chunk) if chunk.len() >= turns::LONG_READ);
+                    self.on_read(read);
+                    // Someone waits for an echo in another session: it goes before the rest
+                    // of this output (see `turns` for why only then).
+                    if long && turns::typing_elsewhere(self.id) {
+                        crate::metrics::METRICS.turns_given.inc();
+                        tokio::task::yield_now().await;
+                    }
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
                 _ = screen_room(&self.screen), if !self.parser_has_room() => {}

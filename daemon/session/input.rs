@@ -149,6 +149,7 @@ impl Session {
             Bytes::from(kept)
         };
         // After the filter: a terminal's answer to a query is not someone typing.
+        super::turns::typed(self.id);
         if self.presence.typed(viewer, previous, now) {
             self.broadcast_presence(Some(viewer));
         }

@@ -28,6 +28,7 @@ mod signal;
 pub mod size;
 pub mod snapshot;
 pub mod tap;
+mod turns;
 pub mod upload;
 mod viewers;
 
