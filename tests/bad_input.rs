@@ -163,11 +163,8 @@ async fn unknown_or_missing_assistant_gets_an_error_and_4002() {
             "{err}"
         );
     }
-    let list: Vec<serde_json::Value> = reqwest::get(d.http("/api/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(list.is_empty(), "failed creations leave no session");
+    assert!(
+        d.sessions().await.is_empty(),
+        "failed creations leave no session"
+    );
 }

@@ -112,13 +112,9 @@ command = ["yes", "a line of plain text, printed as fast as the terminal takes i
     let flood = Client::connect(&d.ws(Uuid::new_v4(), "?assistant=flood")).await;
     flood.close().await;
     common::eventually_async("4 MiB of the flood", || async {
-        let list: Vec<serde_json::Value> = reqwest::get(d.http("/api/sessions"))
+        d.sessions()
             .await
-            .expect("GET /api/sessions")
-            .json()
-            .await
-            .expect("the session list");
-        list.iter()
+            .iter()
             .any(|s| s["outputBytes"].as_u64().is_some_and(|n| n > 4 << 20))
     })
     .await;

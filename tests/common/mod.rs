@@ -208,6 +208,16 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
     }
 
+    /// `GET /api/sessions`: the session list, as JSON.
+    pub async fn sessions(&self) -> Vec<Value> {
+        reqwest::get(self.http("/api/sessions"))
+            .await
+            .expect("GET /api/sessions")
+            .json()
+            .await
+            .expect("the session list")
+    }
+
     /// The binary's pid.
     pub fn pid(&self) -> u32 {
         self.process().pid().expect("running")
