@@ -515,10 +515,18 @@ async fn a_proxy_s_idle_keep_alive_connections_count_under_no_client() {
         c.write(head.as_bytes()).await;
         c.write(&body.as_bytes()[..3]).await;
     }
-    // The daemon reads each head on its own task: wait until both hold their place.
-    third
-        .until_status(A, 429, "both of A's uploads hold a place")
-        .await;
+    // The daemon reads each head on its own task: wait until both hold their place (the log
+    // line follows the count). Asking as A before that would race them: a request of A's in
+    // flight on `third` would take a place and refuse the later upload.
+    let counted = format!("peer={A}:0 method=POST path=/api/sessions");
+    eventually("both of A's uploads hold a place", || {
+        d.log_text()
+            .lines()
+            .filter(|l| l.contains(&counted))
+            .count()
+            == 2
+    })
+    .await;
     let (status, refusal) = third.get("/healthz", A).await;
     assert_eq!(status, 429, "{refusal}");
     assert!(refusal.contains("too many connections"), "{refusal}");
