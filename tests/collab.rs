@@ -89,12 +89,7 @@ async fn rename_over_websocket_and_rest() {
         })
         .await;
     }
-    let list: Vec<serde_json::Value> = reqwest::get(d.http("/api/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = d.sessions().await;
     assert_eq!(list[0]["name"], "my-feature 2_x");
 
     for bad in ["bad/name", "émoji", &"n".repeat(33)] {

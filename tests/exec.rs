@@ -328,7 +328,7 @@ async fn a_vanished_client_leaves_no_process_even_one_ignoring_sigterm() {
         drop(p);
         group_gone(pid).await;
     }
-    let m = metrics(&d).await;
+    let m = d.metrics_text().await;
     assert!(
         m.contains("ptyhub_execs_total{outcome=\"signalled\"} 2"),
         "{m}"
@@ -451,7 +451,7 @@ async fn sse_timeout_kills_the_group_and_says_so() {
     assert_eq!(done["exit_code"], 143);
     assert!(done["duration_ms"].as_u64().is_some_and(|ms| ms >= 1000));
     group_gone(pid).await;
-    let m = metrics(&d).await;
+    let m = d.metrics_text().await;
     assert!(
         m.contains("ptyhub_execs_total{outcome=\"timed_out\"} 1"),
         "{m}"
@@ -526,7 +526,7 @@ async fn every_bad_request_is_answered_clearly() {
         .expect("DELETE");
     assert_eq!(resp.status(), 405);
     assert_eq!(resp.headers()["allow"], "GET, POST");
-    let m = metrics(&d).await;
+    let m = d.metrics_text().await;
     assert!(
         m.contains("ptyhub_execs_total{outcome=\"failed_to_start\"} 2"),
         "{m}"
@@ -538,15 +538,6 @@ fn http_status(e: tokio_tungstenite::tungstenite::Error) -> StatusCode {
         tokio_tungstenite::tungstenite::Error::Http(resp) => resp.status(),
         other => panic!("not an HTTP refusal: {other}"),
     }
-}
-
-async fn metrics(d: &Daemon) -> String {
-    reqwest::get(d.http("/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text")
 }
 
 // ---- limits, auth, journal, shutdown --------------------------------------------------------
@@ -609,7 +600,7 @@ async fn the_running_limit_answers_429_and_frees_places() {
     assert_eq!(over.status(), 429);
     let v: Value = over.json().await.expect("JSON");
     assert!(v["error"].as_str().expect("error").contains("max_execs"));
-    assert!(metrics(&d).await.contains("ptyhub_execs_running 2"));
+    assert!(d.metrics_text().await.contains("ptyhub_execs_running 2"));
     a.send(Message::Text(
         r#"{"type":"signal","signal":"SIGTERM"}"#.into(),
     ))

@@ -192,14 +192,19 @@ impl Daemon {
         format!("ws://{}/ws/{}/raw{}", self.addr, id, query)
     }
 
-    /// The unlabelled sample `name` of `/metrics`; panics if it is missing.
-    pub async fn metric(&self, name: &str) -> u64 {
-        let text = reqwest::get(self.http("/metrics"))
+    /// `GET /metrics`: the whole exposition text.
+    pub async fn metrics_text(&self) -> String {
+        reqwest::get(self.http("/metrics"))
             .await
             .expect("GET /metrics")
             .text()
             .await
-            .expect("metrics text");
+            .expect("metrics text")
+    }
+
+    /// The unlabelled sample `name` of `/metrics`; panics if it is missing.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self.metrics_text().await;
         text.lines()
             .find_map(|l| {
                 let (key, value) = l.split_once(' ')?;
