@@ -1,14 +1,18 @@
 //! The daemon as one object: built from a configuration and a token, served on a listener,
-//! and ended (every session signalled, every connection given time to close), or handed over
-//! to a new image of itself (a live upgrade) and adopted there. The binary only parses flags
-//! and calls it; tests hold it directly.
+//! run until a signal stops it (reloading its certificate on SIGHUP, upgrading itself on
+//! SIGUSR2), and ended (every session signalled, every connection given time to close), or
+//! handed over to a new image of itself (a live upgrade) and adopted there. The binary only
+//! parses flags and calls it; tests hold it directly.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -21,6 +25,8 @@ use crate::http::{self, AppState};
 use crate::registry::Registry;
 use crate::session::EndReason;
 use crate::shutdown::Shutdown;
+use crate::systemd;
+use crate::upgrade::{self, Handoff, Upgrades};
 
 /// How long open connections get to finish after every session has ended.
 const CONNECTION_DRAIN: Duration = Duration::from_secs(2);
@@ -43,9 +49,83 @@ const DETACH_WAIT: Duration = Duration::from_millis(300);
 /// How long recorders get to write what they have before the new image appends to their files.
 const RECORDERS_WAIT: Duration = Duration::from_secs(2);
 
+/// Why the daemon could not start, or could not go on after a live upgrade failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configured address cannot be bound.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving on the bound listener failed (its TLS files, most likely).
+    #[error("cannot start serving")]
+    Serve(#[source] std::io::Error),
+    /// The sessions a previous image handed over could not be taken on.
+    #[error("adopting the sessions handed over")]
+    Adopt(#[source] std::io::Error),
+    /// A live upgrade could not hand the sessions over.
+    #[error(transparent)]
+    HandOver(std::io::Error),
+    /// After a failed `execve`, this image could not take its own sessions back.
+    #[error("taking the sessions back after a failed upgrade")]
+    TakeBack(#[source] std::io::Error),
+}
+
+/// The signals the running daemon answers: SIGTERM and SIGINT end it, SIGHUP reloads its
+/// certificate, SIGUSR2 upgrades it live. The same ones `upgrade` holds across an `execve`.
+pub struct Signals {
+    term: Signal,
+    int: Signal,
+    usr2: Signal,
+    hup: Signal,
+}
+
+/// What a signal asks of the daemon.
+enum Request {
+    /// End, named by the signal that asked.
+    Stop(&'static str),
+    /// Re-read the TLS certificate and key.
+    ReloadTls,
+    /// Replace the binary in place.
+    Upgrade,
+}
+
+impl Signals {
+    /// Installs the handlers, then lets the signals through: any held since the process
+    /// started (or across the `execve` of a live upgrade) is handled now, not lost.
+    pub fn install() -> std::io::Result<Self> {
+        let signals = Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            usr2: signal(SignalKind::user_defined2())?,
+            hup: signal(SignalKind::hangup())?,
+        };
+        upgrade::release_signals();
+        Ok(signals)
+    }
+
+    /// The next request.
+    async fn next(&mut self) -> Request {
+        tokio::select! {
+            _ = self.term.recv() => Request::Stop("SIGTERM"),
+            _ = self.int.recv() => Request::Stop("SIGINT"),
+            _ = self.usr2.recv() => Request::Upgrade,
+            _ = self.hup.recv() => Request::ReloadTls,
+        }
+    }
+}
+
 impl Daemon {
     /// Builds the daemon's parts; `token: None` turns authentication off.
     pub fn new(cfg: Arc<Config>, token: Option<String>) -> Self {
+        Self::with_upgrades(cfg, token, Upgrades::default())
+    }
+
+    /// Builds the daemon's parts for an image that comes after `upgrades`.
+    fn with_upgrades(cfg: Arc<Config>, token: Option<String>, upgrades: Upgrades) -> Self {
         let auth = Arc::new(Auth::new(
             token,
             cfg.limits.failed_auth_per_minute,
@@ -70,6 +150,7 @@ impl Daemon {
             shutdown,
             tasks: TaskTracker::new(),
             execs,
+            upgrades,
         });
         Self {
             state,
@@ -83,6 +164,52 @@ impl Daemon {
     /// Binds the configured address.
     pub async fn bind(cfg: &Config) -> std::io::Result<TcpListener> {
         TcpListener::bind(cfg.listen).await
+    }
+
+    /// The daemon the binary runs, serving: the sessions a previous image handed over,
+    /// adopted on its listener, or a new daemon on the configured address.
+    pub async fn start(
+        cfg: Arc<Config>,
+        token: Option<String>,
+        handoff: Option<Handoff>,
+    ) -> Result<Self, DaemonError> {
+        if let Some(handoff) = handoff {
+            return Self::adopt(cfg, token, handoff).map_err(DaemonError::Adopt);
+        }
+        let listener = Self::bind(&cfg)
+            .await
+            .map_err(|source| DaemonError::Listen {
+                addr: cfg.listen,
+                source,
+            })?;
+        let mut daemon = Self::new(cfg, token);
+        daemon.serve(listener).map_err(DaemonError::Serve)?;
+        Ok(daemon)
+    }
+
+    /// Serves until SIGTERM or SIGINT, then ends: SIGHUP re-reads the certificate, SIGUSR2
+    /// replaces the binary in place ([`Daemon::live_upgrade`]) with `exe`, started with this
+    /// process's arguments. Tells systemd each step.
+    pub async fn run(mut self, mut signals: Signals, exe: &Path) -> Result<(), DaemonError> {
+        systemd::ready();
+        systemd::start_watchdog();
+        let args = upgrade::own_args();
+        let which = loop {
+            match signals.next().await {
+                Request::Stop(which) => break which,
+                Request::ReloadTls => match self.reload_tls() {
+                    Ok(true) => info!("TLS certificate and key reloaded"),
+                    Ok(false) => info!("SIGHUP: nothing to reload (no [tls])"),
+                    Err(e) => warn!("TLS reload failed, keeping the previous certificate: {e}"),
+                },
+                Request::Upgrade => self = self.live_upgrade(exe, &args).await?,
+            }
+        };
+        info!(signal = which, sessions = self.sessions(), "shutting down");
+        systemd::stopping();
+        self.end().await;
+        info!("bye");
+        Ok(())
     }
 
     /// Starts accepting connections on `listener` (in a task of its own), over TLS when the
@@ -135,11 +262,47 @@ impl Daemon {
         self.state.registry.len()
     }
 
+    /// A live upgrade to `exe`, started with `args`: the new binary checks the configuration
+    /// and the image format (`--check-config`), this image hands everything over and `execve`s
+    /// it, and the new image adopts the sessions. Does not return when that works: the process
+    /// is the new image. Returns the daemon that goes on otherwise: this one when the new
+    /// binary refused, or the one that took the sessions back when the `execve` failed; each
+    /// failure is reported by `/api/version`.
+    pub async fn live_upgrade(self, exe: &Path, args: &[OsString]) -> Result<Self, DaemonError> {
+        info!(sessions = self.sessions(), exe = %exe.display(), "live upgrade requested");
+        // A signal from here on is handled after the upgrade (or its refusal), not lost.
+        upgrade::hold_signals();
+        systemd::reloading();
+        if let Err(e) = upgrade::check(exe, args).await {
+            upgrade::release_signals();
+            warn!("live upgrade refused, going on as before: {e}");
+            self.state.upgrades.failed(e.to_string());
+            systemd::ready();
+            return Ok(self);
+        }
+        let cfg = self.state.cfg.clone();
+        let token = self.state.auth.token().map(str::to_owned);
+        let mut handoff = self.hand_over().await.map_err(DaemonError::HandOver)?;
+        info!(
+            sessions = handoff.image.sessions.len(),
+            "handing over to the new image"
+        );
+        let failed = handoff.exec(exe, args);
+        // Only reached when execve failed (or never ran): this image takes its own sessions
+        // back, and the signals held since the request.
+        upgrade::release_signals();
+        tracing::error!("live upgrade failed, resuming: {failed}");
+        handoff.last_error = Some((SystemTime::now(), failed.to_string()));
+        let daemon = Self::adopt(cfg, token, handoff).map_err(DaemonError::TakeBack)?;
+        systemd::ready();
+        Ok(daemon)
+    }
+
     /// Hands everything over for a live upgrade: stops accepting (connections wait in the
     /// backlog), tells every viewer to reconnect (close 1012) and gives them a moment to
     /// deliver what they typed, ends execs and event streams as a shutdown would, and freezes
     /// every session into the image. The programs run on, untouched.
-    pub async fn hand_over(mut self) -> std::io::Result<crate::upgrade::Handoff> {
+    pub async fn hand_over(mut self) -> std::io::Result<Handoff> {
         use crate::upgrade::image::{Blobs, Image};
         let st = self.state.clone();
         let listener = self
@@ -186,7 +349,7 @@ impl Daemon {
             sessions.push(image);
         }
         sessions.sort_by_key(|s| s.num);
-        let status = crate::upgrade::status();
+        let status = st.upgrades.status();
         let image = Image {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             upgrades: status.upgrades + 1,
@@ -197,11 +360,12 @@ impl Daemon {
             shares: st.auth.share_images(),
             journal: st.registry.journal().image(),
         };
-        Ok(crate::upgrade::Handoff {
+        Ok(Handoff {
             image,
             blobs,
             listener,
             ptys,
+            last_error: status.last_error,
         })
     }
 
@@ -211,15 +375,17 @@ impl Daemon {
     pub fn adopt(
         cfg: Arc<Config>,
         token: Option<String>,
-        handoff: crate::upgrade::Handoff,
+        handoff: Handoff,
     ) -> std::io::Result<Self> {
-        let crate::upgrade::Handoff {
+        let Handoff {
             image,
             blobs,
             listener,
             ptys,
+            last_error,
         } = handoff;
-        let mut daemon = Daemon::new(cfg.clone(), token);
+        let upgrades = Upgrades::new(image.upgrades, last_error);
+        let mut daemon = Daemon::with_upgrades(cfg.clone(), token, upgrades);
         let st = daemon.state.clone();
         st.auth.restore_shares(&image.shares);
         st.registry.journal().restore(&image.journal);
@@ -233,10 +399,9 @@ impl Daemon {
                 };
                 // On a thread of its own: it waits out the grace period for the programs.
                 let grace = cfg.session.kill_grace;
-                std::thread::spawn(move || crate::upgrade::abandon(&one, grace));
+                std::thread::spawn(move || upgrade::abandon(&one, grace));
             }
         }
-        crate::upgrade::image_started(image.upgrades);
         let listener = std::net::TcpListener::from(listener);
         listener.set_nonblocking(true)?;
         daemon.serve(TcpListener::from_std(listener)?)?;
@@ -283,5 +448,29 @@ impl Daemon {
         {
             info!("closing connections that did not finish");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn each_daemon_keeps_its_own_upgrade_status() {
+        let cfg = Arc::new(crate::config::from_toml_str("", "test").expect("config"));
+        let refused = Daemon::new(cfg.clone(), None);
+        let other = Daemon::new(cfg, None);
+        let refused = refused
+            .live_upgrade(Path::new("/nonexistent/ptyhub"), &[])
+            .await
+            .expect("a refused upgrade goes on as before");
+        let status = refused.state().upgrades.status();
+        let why = status.last_error.map(|(_, why)| why).unwrap_or_default();
+        assert!(
+            why.starts_with("cannot run the new binary /nonexistent/ptyhub"),
+            "{why}"
+        );
+        assert_eq!(status.upgrades, 0);
+        assert!(other.state().upgrades.status().last_error.is_none());
     }
 }

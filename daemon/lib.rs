@@ -23,6 +23,7 @@
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
 //! - [`upgrade`]: live upgrade: the session image, handing it to a new image of the binary
 //!   with `execve`, and adopting it there.
+//! - [`systemd`]: telling systemd the daemon is ready, reloading or stopping.
 //! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor, and
 //!   descriptors inherited from a previous image.
 
@@ -45,6 +46,7 @@ pub mod registry;
 pub mod session;
 pub mod shutdown;
 pub mod sys;
+pub mod systemd;
 pub mod term;
 pub mod upgrade;
 pub mod viewer;

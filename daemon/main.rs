@@ -1,5 +1,6 @@
-//! The `ptyhub` binary: the daemon (flags, configuration, logging and signals around
-//! [`ptyhub::daemon::Daemon`]) and the command-line client's subcommands ([`ptyhub::client`]).
+//! The `ptyhub` binary: the daemon (flags, configuration, the token and logging, then
+//! [`ptyhub::daemon::Daemon`] runs) and the command-line client's subcommands
+//! ([`ptyhub::client`]).
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -8,10 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand};
-use tokio::signal::unix::{signal, SignalKind};
 use tracing::{info, warn};
 
-use ptyhub::daemon::Daemon;
+use ptyhub::daemon::{Daemon, Signals};
 
 /// jemalloc rather than glibc's malloc: after large frees (multi-MiB uploads, pastes, floods)
 /// glibc keeps the pages, so RSS at rest grew 56% over a 30-minute soak; jemalloc's background
@@ -475,29 +475,6 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-/// Tells systemd (when it started us with `Type=notify`) how we are doing; a no-op otherwise.
-fn notify(state: sd_notify::NotifyState<'_>) {
-    if let Err(e) = sd_notify::notify(false, &[state]) {
-        warn!("could not notify systemd: {e}");
-    }
-}
-
-/// Tells systemd the daemon is reloading (a live upgrade): `systemctl reload` then waits for
-/// the next READY=1.
-fn notify_reloading() {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let usec = i128::from(now.tv_sec) * 1_000_000 + i128::from(now.tv_nsec) / 1000;
-    if let Err(e) = sd_notify::notify(
-        false,
-        &[
-            sd_notify::NotifyState::Reloading,
-            sd_notify::NotifyState::MonotonicUsec(usec),
-        ],
-    ) {
-        warn!("could not notify systemd: {e}");
-    }
-}
-
 async fn serve(
     cfg: Arc<ptyhub::config::Config>,
     token: TokenSource,
@@ -515,26 +492,9 @@ async fn serve(
         TokenSource::Generated(t) => (Some(t.clone()), true),
     };
     // Handlers first: a SIGTERM right after the URL is printed must shut down cleanly.
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut usr2 = signal(SignalKind::user_defined2())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    // Signals held over a live upgrade's exec arrive now, to the handlers above.
-    ptyhub::upgrade::release_signals();
+    let signals = Signals::install()?;
     let upgraded = handoff.is_some();
-    let mut daemon = match handoff {
-        Some(handoff) => Daemon::adopt(cfg.clone(), secret.clone(), handoff)
-            .context("adopting the sessions handed over")?,
-        None => {
-            let listener = Daemon::bind(&cfg)
-                .await
-                .with_context(|| format!("cannot listen on {}", cfg.listen))?;
-            let mut daemon = Daemon::new(cfg.clone(), secret.clone());
-            daemon.serve(listener).context("cannot start serving")?;
-            ptyhub::upgrade::image_started(0);
-            daemon
-        }
-    };
+    let daemon = Daemon::start(cfg.clone(), secret.clone(), handoff).await?;
     let addr = daemon
         .addr()
         .context("the daemon has no listening address")?;
@@ -564,66 +524,6 @@ async fn serve(
         let _ = writeln!(stdout, "ptyhub listening on {root}\n{open}");
         let _ = stdout.flush();
     }
-    notify(sd_notify::NotifyState::Ready);
-    let mut watchdog_usec = 0;
-    if sd_notify::watchdog_enabled(false, &mut watchdog_usec) {
-        let every = Duration::from_micros(watchdog_usec / 2);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                notify(sd_notify::NotifyState::Watchdog);
-            }
-        });
-    }
-
-    let args = ptyhub::upgrade::own_args();
-    let which = loop {
-        tokio::select! {
-            _ = term.recv() => break "SIGTERM",
-            _ = int.recv() => break "SIGINT",
-            _ = usr2.recv() => {}
-            _ = hup.recv() => {
-                match daemon.reload_tls() {
-                    Ok(true) => info!("TLS certificate and key reloaded"),
-                    Ok(false) => info!("SIGHUP: nothing to reload (no [tls])"),
-                    Err(e) => warn!("TLS reload failed, keeping the previous certificate: {e}"),
-                }
-                continue;
-            }
-        }
-        info!(sessions = daemon.sessions(), exe = %exe.display(), "live upgrade requested");
-        // A signal from here on is handled after the upgrade (or its refusal), not lost.
-        ptyhub::upgrade::hold_signals();
-        notify_reloading();
-        if let Err(e) = ptyhub::upgrade::check(&exe, &args).await {
-            ptyhub::upgrade::release_signals();
-            warn!("live upgrade refused, going on as before: {e}");
-            ptyhub::upgrade::failed(e.to_string());
-            notify(sd_notify::NotifyState::Ready);
-            continue;
-        }
-        let mut handoff = daemon.hand_over().await?;
-        info!(
-            sessions = handoff.image.sessions.len(),
-            "handing over to the new image"
-        );
-        let failed = handoff.exec(&exe, &args);
-        // Only reached when execve failed (or never ran): this image takes its own sessions
-        // back, and the signals held since the request.
-        ptyhub::upgrade::release_signals();
-        tracing::error!("live upgrade failed, resuming: {failed}");
-        ptyhub::upgrade::failed(failed.to_string());
-        daemon = Daemon::adopt(cfg.clone(), secret.clone(), handoff)
-            .context("taking the sessions back after a failed upgrade")?;
-        notify(sd_notify::NotifyState::Ready);
-    };
-    info!(
-        signal = which,
-        sessions = daemon.sessions(),
-        "shutting down"
-    );
-    notify(sd_notify::NotifyState::Stopping);
-    daemon.end().await;
-    info!("bye");
+    daemon.run(signals, &exe).await?;
     Ok(())
 }

@@ -1,18 +1,12 @@
 //! `[cluster]`: this host's name (the `X-Ptyhub-Host` header) and the peers whose session
-//! lists the home page and `GET /api/sessions?all=1` merge.
+//! lists the home page and `GET /api/sessions?all=1` merge: what each may be, and which peers
+//! are asked in the clear. The keys are in `keys`.
 
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-/// `[cluster]` as the daemon reads it.
-#[derive(Debug, Clone)]
-pub struct ClusterConfig {
-    /// This host's name: sent as `X-Ptyhub-Host` on every response, shown by the home page and
-    /// marked on each session of a merged list. Default: the machine's hostname.
-    pub host: String,
-    /// Base URLs (`http://10.0.0.2:1977`) of the other hosts, without a trailing slash.
-    pub peers: Vec<String>,
-}
+use super::values::Checked;
+use super::ClusterConfig;
 
 impl ClusterConfig {
     /// The peers asked over plain `http://` beyond this machine: the daemon's token goes to
@@ -41,36 +35,6 @@ fn loopback_host(url: &str) -> bool {
             .is_ok_and(|ip| super::canonical(ip).is_loopback())
 }
 
-/// `[cluster]` as written; every key optional.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawCluster {
-    host: Option<HostName>,
-    peers: Option<Vec<PeerUrl>>,
-}
-
-impl RawCluster {
-    /// `over` laid on `self` key by key.
-    pub(super) fn merge(self, over: RawCluster) -> RawCluster {
-        RawCluster {
-            host: over.host.or(self.host),
-            peers: over.peers.or(self.peers),
-        }
-    }
-
-    pub(super) fn finish(self) -> ClusterConfig {
-        ClusterConfig {
-            host: self.host.map_or_else(machine_hostname, |h| h.0),
-            peers: self
-                .peers
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| p.0)
-                .collect(),
-        }
-    }
-}
-
 /// Whether `name` may be a host name here: it goes into a response header and the page, so
 /// letters, digits, `.`, `-` and `_` only, 1 to 253 of them.
 fn valid_host(name: &str) -> bool {
@@ -81,7 +45,7 @@ fn valid_host(name: &str) -> bool {
 }
 
 /// The machine's hostname, or `localhost` when it has none fit for a header.
-fn machine_hostname() -> String {
+pub(super) fn machine_hostname() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
@@ -90,7 +54,7 @@ fn machine_hostname() -> String {
 }
 
 /// `cluster.host`.
-struct HostName(String);
+pub(super) struct HostName(String);
 
 impl<'de> Deserialize<'de> for HostName {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -104,9 +68,15 @@ impl<'de> Deserialize<'de> for HostName {
     }
 }
 
+impl Checked<String> for HostName {
+    fn into_value(self) -> String {
+        self.0
+    }
+}
+
 /// One of `cluster.peers`: an `http://` or `https://` base URL with a host and nothing after
 /// the path.
-struct PeerUrl(String);
+pub(super) struct PeerUrl(String);
 
 impl<'de> Deserialize<'de> for PeerUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -127,6 +97,12 @@ impl<'de> Deserialize<'de> for PeerUrl {
             return Err(bad("must have no query, fragment or user"));
         }
         Ok(PeerUrl(url.as_str().trim_end_matches('/').to_owned()))
+    }
+}
+
+impl Checked<String> for PeerUrl {
+    fn into_value(self) -> String {
+        self.0
     }
 }
 

@@ -1,5 +1,6 @@
-//! Deployment settings: `[server] base_path`, `[tls]` and `[proxy]` (`trusted`,
-//! `max_connections`), as written and as the daemon reads them.
+//! Deployment settings: `[tls]` as written and as the daemon reads it, and the values of
+//! `[server] base_path` and `[proxy] trusted` (whose keys are in `keys`), with what the daemon
+//! asks of a proxy address.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -8,13 +9,8 @@ use ipnet::IpNet;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-/// `[server]`: where the daemon is mounted.
-#[derive(Debug, Clone, Default)]
-pub struct ServerConfig {
-    /// The path prefix every route, asset, cookie and link lives under: empty, or `/name`
-    /// (no trailing slash), e.g. `/ptyhub` behind a proxy that serves `/ptyhub/`.
-    pub base_path: String,
-}
+use super::values::Checked;
+use super::ProxyConfig;
 
 /// `[tls]`: the daemon's own certificate, re-read on SIGHUP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,16 +19,6 @@ pub struct TlsConfig {
     pub cert: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
-}
-
-/// `[proxy]`: the reverse proxies in front of the daemon.
-#[derive(Debug, Clone, Default)]
-pub struct ProxyConfig {
-    /// Networks whose `X-Forwarded-For`, `-Proto` and `-Host` are believed.
-    pub trusted: Vec<IpNet>,
-    /// Most connections open at once from one trusted proxy address (its connections count
-    /// under their requests' clients, so the per-address limits do not bound the proxy).
-    pub max_connections: usize,
 }
 
 impl ProxyConfig {
@@ -56,31 +42,46 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawServer {
-    pub(super) base_path: Option<BasePath>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawTls {
-    pub(super) cert: Option<PathBuf>,
-    pub(super) key: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawProxy {
-    pub(super) trusted: Option<Vec<Trusted>>,
-    pub(super) max_connections: Option<super::values::ProxyMaxConnections>,
+impl RawTls {
+    /// `over` laid on `self`: cert and key go together, so a layer that sets either replaces
+    /// the whole table.
+    pub(super) fn merge(self, over: RawTls) -> RawTls {
+        if over.cert.is_some() || over.key.is_some() {
+            over
+        } else {
+            self
+        }
+    }
+
+    /// `[tls]` finished: both files or neither.
+    pub(super) fn finish(self) -> Result<Option<TlsConfig>, String> {
+        match (self.cert, self.key) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => Ok(Some(TlsConfig { cert, key })),
+            (Some(_), None) => Err("[tls] cert is set but key is not: set both or neither".into()),
+            (None, Some(_)) => Err("[tls] key is set but cert is not: set both or neither".into()),
+        }
+    }
 }
 
 /// A checked `base_path`.
-pub(super) struct BasePath(pub(super) String);
+pub(super) struct BasePath(String);
 
 impl<'de> Deserialize<'de> for BasePath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let p = String::deserialize(d)?;
         base_path_problem(&p).map_or(Ok(BasePath(p)), |why| Err(de::Error::custom(why)))
+    }
+}
+
+impl Checked<String> for BasePath {
+    fn into_value(self) -> String {
+        self.0
     }
 }
 
@@ -114,7 +115,7 @@ fn base_path_problem(p: &str) -> Option<String> {
 }
 
 /// One trusted network: a CIDR (`10.0.0.0/8`) or a single address.
-pub(super) struct Trusted(pub(super) IpNet);
+pub(super) struct Trusted(IpNet);
 
 impl<'de> Deserialize<'de> for Trusted {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -132,13 +133,9 @@ impl<'de> Deserialize<'de> for Trusted {
     }
 }
 
-/// `[tls]` finished: both files or neither.
-pub(super) fn tls(raw: RawTls) -> Result<Option<TlsConfig>, String> {
-    match (raw.cert, raw.key) {
-        (None, None) => Ok(None),
-        (Some(cert), Some(key)) => Ok(Some(TlsConfig { cert, key })),
-        (Some(_), None) => Err("[tls] cert is set but key is not: set both or neither".into()),
-        (None, Some(_)) => Err("[tls] key is set but cert is not: set both or neither".into()),
+impl Checked<IpNet> for Trusted {
+    fn into_value(self) -> IpNet {
+        self.0
     }
 }
 

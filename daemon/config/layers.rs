@@ -1,37 +1,40 @@
 //! Layering: each source (the embedded default, then the user's file) parsed into a raw layer
-//! whose every key is optional, laid over the one below key by key, and finished into a
-//! [`Config`]; spans are kept so that errors, even from checks made after parsing, name the
-//! file, line and column.
+//! whose every key is optional, the checks across keys, each layer laid over the one below key
+//! by key, and the result finished into a [`Config`]; spans are kept so that errors, even from
+//! checks made after parsing, name the file, line and column.
+//!
+//! The tables' keys are declared in `keys`; here are the top level (`listen` and the tables),
+//! `[assistants]`, and how the layers meet.
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::deploy::{self, RawProxy, RawServer, RawTls};
-use super::values::{
-    AnyDuration, Argv, AssistantKey, ChatHistory, Cols, DisplayName, EnvVars, FailedAuthPerMinute,
-    FlowBudgetBytes, Listen, MaxChatChars, MaxConnectionsPerIp, MaxExecs, MaxMessageBytes,
-    MaxNameChars, MaxSessions, MaxViewersPerSession, OutputLogBytes, PositiveDuration, Rows,
-    ScrollbackApiBytes, ScrollbackLines, Token, UploadMaxBytes,
+use super::deploy::RawTls;
+use super::keys::{
+    RawAuth, RawCluster, RawLimits, RawProxy, RawRecording, RawServer, RawSession, RawViewer,
 };
-use super::values::{KeepDays, RecordingBytes};
-use super::{
-    Assistant, AuthConfig, Config, ConfigError, LimitsConfig, RecordingConfig, SessionConfig,
-    ViewerConfig, DEFAULT_ORIGIN, DEFAULT_TOML,
-};
+use super::section::required;
+use super::values::{Argv, AssistantKey, DisplayName, EnvVars, Listen};
+use super::{Assistant, Config, ConfigError, DEFAULT_ORIGIN, DEFAULT_TOML};
 
 /// The embedded default, with the user layer `(text, origin)` laid over it when given.
 pub(super) fn build(user: Option<(&str, &str)>) -> Result<Config, ConfigError> {
-    let default = Layer::parse(DEFAULT_TOML, DEFAULT_ORIGIN)?;
-    let Some((text, origin)) = user else {
-        check_message_limits(&default, None)?;
-        return finish(default.raw, DEFAULT_ORIGIN.to_owned());
+    let mut layers = vec![Layer::parse(DEFAULT_TOML, DEFAULT_ORIGIN)?];
+    let source = match user {
+        None => DEFAULT_ORIGIN.to_owned(),
+        Some((text, origin)) => {
+            layers.push(Layer::parse(text, origin)?);
+            format!("{origin} over the {DEFAULT_ORIGIN}")
+        }
     };
-    let layer = Layer::parse(text, origin)?;
-    check_message_limits(&default, Some(&layer))?;
-    let merged = merge(default.raw, layer.raw);
-    finish(merged, format!("{origin} over the {DEFAULT_ORIGIN}"))
+    check_message_limits(&layers)?;
+    let merged = layers
+        .into_iter()
+        .fold(RawConfig::default(), |below, layer| below.merge(layer.raw));
+    finish(merged, source)
 }
 
 /// One parsed source, with its text kept so that checks made after parsing can still give a
@@ -47,19 +50,11 @@ struct Layer<'a> {
 
 impl<'a> Layer<'a> {
     fn parse(text: &'a str, origin: &'a str) -> Result<Self, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            // Syntax errors come as several lines ("invalid table header\nexpected ..."); a
-            // start-up error reads better, and logs better, as one.
-            let reason = e.message().trim().replace('\n', "; ");
-            match e.span() {
-                Some(span) => invalid_at(text, origin, span.start, reason),
-                None => ConfigError::Unplaced {
-                    origin: origin.to_owned(),
-                    reason,
-                },
-            }
-        })?;
-        let layer = Layer { text, origin, raw };
+        let layer = Layer {
+            text,
+            origin,
+            raw: parse(text, origin)?,
+        };
         for table in layer.raw.assistants.values() {
             let a = table.get_ref();
             if a.yolo.is_none() && !a.yolo_env.0.is_empty() {
@@ -75,6 +70,23 @@ impl<'a> Layer<'a> {
     fn error_at(&self, offset: usize, reason: impl Into<String>) -> ConfigError {
         invalid_at(self.text, self.origin, offset, reason.into())
     }
+}
+
+/// One source's text read as `R`; a syntax error, an unknown key or a bad value is placed at
+/// its line and column.
+pub(super) fn parse<R: DeserializeOwned>(text: &str, origin: &str) -> Result<R, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        // Syntax errors come as several lines ("invalid table header\nexpected ..."); a
+        // start-up error reads better, and logs better, as one.
+        let reason = e.message().trim().replace('\n', "; ");
+        match e.span() {
+            Some(span) => invalid_at(text, origin, span.start, reason),
+            None => ConfigError::Unplaced {
+                origin: origin.to_owned(),
+                reason,
+            },
+        }
+    })
 }
 
 fn invalid_at(text: &str, origin: &str, offset: usize, reason: String) -> ConfigError {
@@ -105,238 +117,47 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+// ---- checks across keys ----------------------------------------------------------------
+//
+// Made on the layers before they are merged, so that the error points at the value that
+// wins, in the file that holds it.
+
+/// The value of a key that wins (the one set by the highest layer that sets it), with the
+/// index of that layer.
+fn winning<'l, T>(
+    layers: &'l [Layer<'_>],
+    key: impl Fn(&'l RawConfig) -> Option<&'l Spanned<T>>,
+) -> Option<(usize, &'l Spanned<T>)> {
+    layers
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, layer)| key(&layer.raw).map(|value| (i, value)))
+}
+
 /// `max_message_bytes` must leave room for an upload frame's header, whichever layer set each
-/// of the two; the error points at the value the user wrote, if they wrote one.
-fn check_message_limits(default: &Layer<'_>, user: Option<&Layer<'_>>) -> Result<(), ConfigError> {
-    let user_viewer = user.map(|l| &l.raw.viewer);
-    let max = user_viewer
-        .and_then(|v| v.max_message_bytes.as_ref())
-        .or(default.raw.viewer.max_message_bytes.as_ref());
-    let upload = user_viewer
-        .and_then(|v| v.upload_max_bytes.as_ref())
-        .or(default.raw.viewer.upload_max_bytes.as_ref());
-    let (Some(max), Some(upload)) = (max, upload) else {
+/// of the two; the error points at the one set higher (the one the user wrote, if they wrote
+/// one), the message limit when both come from the same layer.
+fn check_message_limits(layers: &[Layer<'_>]) -> Result<(), ConfigError> {
+    let max = winning(layers, |r| r.viewer.max_message_bytes.as_ref());
+    let upload = winning(layers, |r| r.viewer.upload_max_bytes.as_ref());
+    let (Some((max_at, max)), Some((upload_at, upload))) = (max, upload) else {
         return Ok(()); // missing keys are reported by `finish`
     };
-    if max.get_ref().0 > upload.get_ref().0 {
+    let (max_bytes, upload_bytes) = (max.get_ref().0, upload.get_ref().0);
+    if max_bytes > upload_bytes {
         return Ok(());
     }
     let reason = format!(
-        "max_message_bytes ({}) must be more than upload_max_bytes ({}): an upload frame \
-         carries a header and the file name besides the file",
-        max.get_ref().0,
-        upload.get_ref().0
+        "max_message_bytes ({max_bytes}) must be more than upload_max_bytes ({upload_bytes}): \
+         an upload frame carries a header and the file name besides the file"
     );
-    let (layer, span) = match user {
-        Some(l) => match (
-            &l.raw.viewer.max_message_bytes,
-            &l.raw.viewer.upload_max_bytes,
-        ) {
-            (Some(m), _) => (l, m.span()),
-            (None, Some(u)) => (l, u.span()),
-            (None, None) => (default, max.span()),
-        },
-        None => (default, max.span()),
-    };
-    Err(layer.error_at(span.start, reason))
-}
-
-/// `over` laid on `base`: scalars key by key, assistants table by table.
-fn merge(base: RawConfig, over: RawConfig) -> RawConfig {
-    let (b, o) = (base.session, over.session);
-    let session = RawSession {
-        rows: o.rows.or(b.rows),
-        cols: o.cols.or(b.cols),
-        scrollback_lines: o.scrollback_lines.or(b.scrollback_lines),
-        output_log_bytes: o.output_log_bytes.or(b.output_log_bytes),
-        kill_grace: o.kill_grace.or(b.kill_grace),
-        reap_after_exit: o.reap_after_exit.or(b.reap_after_exit),
-        chat_history: o.chat_history.or(b.chat_history),
-        scrollback_api_bytes: o.scrollback_api_bytes.or(b.scrollback_api_bytes),
-    };
-    let (b, o) = (base.viewer, over.viewer);
-    let viewer = RawViewer {
-        stall_deadline: o.stall_deadline.or(b.stall_deadline),
-        flow_budget_bytes: o.flow_budget_bytes.or(b.flow_budget_bytes),
-        max_message_bytes: o.max_message_bytes.or(b.max_message_bytes),
-        upload_max_bytes: o.upload_max_bytes.or(b.upload_max_bytes),
-    };
-    let mut assistants = base.assistants;
-    assistants.extend(over.assistants);
-    let (b, o) = (base.auth, over.auth);
-    let auth = RawAuth {
-        token: o.token.or(b.token),
-        allowed_origins: o.allowed_origins.or(b.allowed_origins),
-    };
-    let (b, o) = (base.limits, over.limits);
-    let limits = RawLimits {
-        max_sessions: o.max_sessions.or(b.max_sessions),
-        max_viewers_per_session: o.max_viewers_per_session.or(b.max_viewers_per_session),
-        max_chat_chars: o.max_chat_chars.or(b.max_chat_chars),
-        max_name_chars: o.max_name_chars.or(b.max_name_chars),
-        failed_auth_per_minute: o.failed_auth_per_minute.or(b.failed_auth_per_minute),
-        max_connections_per_ip: o.max_connections_per_ip.or(b.max_connections_per_ip),
-        max_execs: o.max_execs.or(b.max_execs),
-        header_timeout: o.header_timeout.or(b.header_timeout),
-    };
-    let (b, o) = (base.recording, over.recording);
-    let recording = RawRecording {
-        enabled: o.enabled.or(b.enabled),
-        dir: o.dir.or(b.dir),
-        max_bytes_per_session: o.max_bytes_per_session.or(b.max_bytes_per_session),
-        keep_days: o.keep_days.or(b.keep_days),
-        input: o.input.or(b.input),
-    };
-    let server = RawServer {
-        base_path: over.server.base_path.or(base.server.base_path),
-    };
-    // Cert and key go together: a user file's `[tls]` replaces the default's whole.
-    let tls = if over.tls.cert.is_some() || over.tls.key.is_some() {
-        over.tls
+    let (at, span) = if upload_at > max_at {
+        (upload_at, upload.span())
     } else {
-        base.tls
+        (max_at, max.span())
     };
-    let proxy = RawProxy {
-        trusted: over.proxy.trusted.or(base.proxy.trusted),
-        max_connections: over.proxy.max_connections.or(base.proxy.max_connections),
-    };
-    RawConfig {
-        cluster: base.cluster.merge(over.cluster),
-        listen: over.listen.or(base.listen),
-        server,
-        tls,
-        proxy,
-        recording,
-        session,
-        viewer,
-        assistants,
-        auth,
-        limits,
-    }
-}
-
-/// Every key has a value once the embedded default is under the user's file; a missing one
-/// means the embedded default itself lacks it.
-fn need<T>(value: Option<T>, key: &str) -> Result<T, ConfigError> {
-    value.ok_or_else(|| ConfigError::Unplaced {
-        origin: DEFAULT_ORIGIN.to_owned(),
-        reason: format!("`{key}` is missing (the embedded default must set every key)"),
-    })
-}
-
-fn to_usize(v: u64) -> usize {
-    // Only reached with values validated to fit (the upper bound is usize::MAX).
-    usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-fn to_u16(v: u64) -> u16 {
-    // Only reached with values validated to at most 1000.
-    u16::try_from(v).unwrap_or(u16::MAX)
-}
-
-fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
-    let s = raw.session;
-    let session = SessionConfig {
-        rows: to_u16(need(s.rows, "session.rows")?.0),
-        cols: to_u16(need(s.cols, "session.cols")?.0),
-        scrollback_lines: to_usize(need(s.scrollback_lines, "session.scrollback_lines")?.0),
-        output_log_bytes: to_usize(need(s.output_log_bytes, "session.output_log_bytes")?.0),
-        kill_grace: need(s.kill_grace, "session.kill_grace")?.0,
-        reap_after_exit: need(s.reap_after_exit, "session.reap_after_exit")?.0,
-        chat_history: to_usize(need(s.chat_history, "session.chat_history")?.0),
-        scrollback_api_bytes: to_usize(
-            need(s.scrollback_api_bytes, "session.scrollback_api_bytes")?.0,
-        ),
-    };
-    let v = raw.viewer;
-    let viewer = ViewerConfig {
-        stall_deadline: need(v.stall_deadline, "viewer.stall_deadline")?.0,
-        flow_budget_bytes: need(v.flow_budget_bytes, "viewer.flow_budget_bytes")?.0,
-        max_message_bytes: to_usize(
-            need(v.max_message_bytes, "viewer.max_message_bytes")?
-                .into_inner()
-                .0,
-        ),
-        upload_max_bytes: to_usize(
-            need(v.upload_max_bytes, "viewer.upload_max_bytes")?
-                .into_inner()
-                .0,
-        ),
-    };
-    let assistants = raw
-        .assistants
-        .into_iter()
-        .map(|(key, table)| {
-            let a = table.into_inner();
-            let assistant = Assistant {
-                name: a.name.map_or_else(|| key.0.clone(), |n| n.0),
-                command: a.command.0,
-                resume: a.resume.map(|c| c.0),
-                yolo: a.yolo.map(|c| c.0),
-                env: a.env.0,
-                yolo_env: a.yolo_env.0,
-            };
-            (key.0, assistant)
-        })
-        .collect();
-    let l = raw.limits;
-    let limits = LimitsConfig {
-        max_sessions: to_usize(need(l.max_sessions, "limits.max_sessions")?.0),
-        max_viewers_per_session: to_usize(
-            need(l.max_viewers_per_session, "limits.max_viewers_per_session")?.0,
-        ),
-        max_chat_chars: to_usize(need(l.max_chat_chars, "limits.max_chat_chars")?.0),
-        max_name_chars: to_usize(need(l.max_name_chars, "limits.max_name_chars")?.0),
-        failed_auth_per_minute: to_usize(
-            need(l.failed_auth_per_minute, "limits.failed_auth_per_minute")?.0,
-        ),
-        max_connections_per_ip: to_usize(
-            need(l.max_connections_per_ip, "limits.max_connections_per_ip")?.0,
-        ),
-        max_execs: to_usize(need(l.max_execs, "limits.max_execs")?.0),
-        header_timeout: need(l.header_timeout, "limits.header_timeout")?.0,
-    };
-    let auth = AuthConfig {
-        token: raw.auth.token.map(|t| t.0),
-        allowed_origins: raw.auth.allowed_origins.unwrap_or_default(),
-    };
-    let r = raw.recording;
-    let recording = RecordingConfig {
-        enabled: need(r.enabled, "recording.enabled")?,
-        dir: r.dir.unwrap_or_else(super::default_recording_dir),
-        max_bytes_per_session: need(r.max_bytes_per_session, "recording.max_bytes_per_session")?.0,
-        keep: std::time::Duration::from_secs(need(r.keep_days, "recording.keep_days")?.0 * 86_400),
-        input: need(r.input, "recording.input")?,
-    };
-    let tls = deploy::tls(raw.tls).map_err(|reason| ConfigError::Unplaced {
-        origin: source.clone(),
-        reason,
-    })?;
-    Ok(Config {
-        cluster: raw.cluster.finish(),
-        listen: need(raw.listen, "listen")?.0,
-        server: super::ServerConfig {
-            base_path: raw.server.base_path.map(|p| p.0).unwrap_or_default(),
-        },
-        tls,
-        proxy: super::ProxyConfig {
-            trusted: raw
-                .proxy
-                .trusted
-                .unwrap_or_default()
-                .into_iter()
-                .map(|t| t.0)
-                .collect(),
-            max_connections: to_usize(need(raw.proxy.max_connections, "proxy.max_connections")?.0),
-        },
-        recording,
-        session,
-        viewer,
-        auth,
-        limits,
-        assistants,
-        source,
-    })
+    Err(layers[at].error_at(span.start, reason))
 }
 
 // ---- the file as written ---------------------------------------------------------------
@@ -348,7 +169,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    listen: Option<Listen>,
+    listen: Option<Spanned<Listen>>,
     #[serde(default)]
     server: RawServer,
     #[serde(default)]
@@ -368,63 +189,61 @@ struct RawConfig {
     #[serde(default)]
     recording: RawRecording,
     #[serde(default)]
-    cluster: super::cluster::RawCluster,
+    cluster: RawCluster,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawRecording {
-    enabled: Option<bool>,
-    /// Unset in the embedded default: it depends on the environment.
-    dir: Option<std::path::PathBuf>,
-    max_bytes_per_session: Option<RecordingBytes>,
-    keep_days: Option<KeepDays>,
-    input: Option<bool>,
+impl RawConfig {
+    /// `over` laid on `self`: keys one by one, assistants table by table, `[tls]` whole.
+    fn merge(self, over: RawConfig) -> RawConfig {
+        let mut assistants = self.assistants;
+        assistants.extend(over.assistants);
+        RawConfig {
+            listen: over.listen.or(self.listen),
+            server: self.server.merge(over.server),
+            tls: self.tls.merge(over.tls),
+            proxy: self.proxy.merge(over.proxy),
+            session: self.session.merge(over.session),
+            viewer: self.viewer.merge(over.viewer),
+            assistants,
+            auth: self.auth.merge(over.auth),
+            limits: self.limits.merge(over.limits),
+            recording: self.recording.merge(over.recording),
+            cluster: self.cluster.merge(over.cluster),
+        }
+    }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawAuth {
-    token: Option<Token>,
-    allowed_origins: Option<Vec<String>>,
+/// Every layer merged, as the daemon reads it; `source` says where it came from.
+fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
+    let tls = raw.tls.finish().map_err(|reason| ConfigError::Unplaced {
+        origin: source.clone(),
+        reason,
+    })?;
+    Ok(Config {
+        listen: required(raw.listen, "listen")?,
+        server: raw.server.finish()?,
+        tls,
+        proxy: raw.proxy.finish()?,
+        session: raw.session.finish()?,
+        viewer: raw.viewer.finish()?,
+        assistants: raw
+            .assistants
+            .into_iter()
+            .map(|(key, table)| {
+                let assistant = table.into_inner().finish(&key.0);
+                (key.0, assistant)
+            })
+            .collect(),
+        auth: raw.auth.finish()?,
+        limits: raw.limits.finish()?,
+        recording: raw.recording.finish()?,
+        cluster: raw.cluster.finish()?,
+        source,
+    })
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    max_sessions: Option<MaxSessions>,
-    max_viewers_per_session: Option<MaxViewersPerSession>,
-    max_chat_chars: Option<MaxChatChars>,
-    max_name_chars: Option<MaxNameChars>,
-    failed_auth_per_minute: Option<FailedAuthPerMinute>,
-    max_connections_per_ip: Option<MaxConnectionsPerIp>,
-    max_execs: Option<MaxExecs>,
-    header_timeout: Option<PositiveDuration>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawSession {
-    rows: Option<Rows>,
-    cols: Option<Cols>,
-    scrollback_lines: Option<ScrollbackLines>,
-    output_log_bytes: Option<OutputLogBytes>,
-    kill_grace: Option<AnyDuration>,
-    reap_after_exit: Option<AnyDuration>,
-    chat_history: Option<ChatHistory>,
-    scrollback_api_bytes: Option<ScrollbackApiBytes>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawViewer {
-    stall_deadline: Option<PositiveDuration>,
-    flow_budget_bytes: Option<FlowBudgetBytes>,
-    // Spanned: compared with each other after parsing, and the error must still point here.
-    max_message_bytes: Option<Spanned<MaxMessageBytes>>,
-    upload_max_bytes: Option<Spanned<UploadMaxBytes>>,
-}
-
+/// `[assistants.KEY]` as written: a user file's table replaces the default's of the same key
+/// whole, so only `command` is required and nothing is merged key by key.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAssistant {
@@ -436,6 +255,20 @@ struct RawAssistant {
     env: EnvVars,
     #[serde(default)]
     yolo_env: EnvVars,
+}
+
+impl RawAssistant {
+    /// The assistant of that key as the daemon reads it.
+    fn finish(self, key: &str) -> Assistant {
+        Assistant {
+            name: self.name.map_or_else(|| key.to_owned(), |n| n.0),
+            command: self.command.0,
+            resume: self.resume.map(|c| c.0),
+            yolo: self.yolo.map(|c| c.0),
+            env: self.env.0,
+            yolo_env: self.yolo_env.0,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,24 +7,30 @@
 //! file, line and column it was written at, and start-up stops there instead of running with a
 //! setting nobody asked for.
 //!
-//! This module owns the types the rest of the daemon reads and [`load`]; how the sources are
-//! parsed and laid over each other is in `layers`, what each value may be is in `values`, and
-//! how an assistant's command is resolved and found is in `assistants`.
+//! This module owns [`Config`] and [`load`]. Each table's keys are written once, in `keys`
+//! (the `section!` macro of `section` makes from them the struct the daemon reads, the table
+//! as written, the merge and the finish); how the sources are parsed and laid over each other,
+//! and the checks across keys, are in `layers`; what each value may be is in `values`; how an
+//! assistant's command is resolved and found is in `assistants`.
 
 mod assistants;
 mod cluster;
 mod deploy;
+mod keys;
 mod layers;
+mod section;
 mod values;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
-pub use cluster::ClusterConfig;
-pub use deploy::{canonical, ProxyConfig, ServerConfig, TlsConfig};
+pub use deploy::{canonical, TlsConfig};
+pub use keys::{
+    AuthConfig, ClusterConfig, LimitsConfig, ProxyConfig, RecordingConfig, ServerConfig,
+    SessionConfig, ViewerConfig,
+};
 use layers::build;
 
 /// The embedded default configuration, which is also the documented example.
@@ -66,89 +72,6 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
-}
-
-/// `[session]`: per-session settings.
-#[derive(Debug, Clone)]
-pub struct SessionConfig {
-    /// Terminal height before any viewer sends a size, rows (1..=500).
-    pub rows: u16,
-    /// Terminal width before any viewer sends a size, columns (1..=1000).
-    pub cols: u16,
-    /// Scrollback lines kept by the screen model and sent in snapshots.
-    pub scrollback_lines: usize,
-    /// Window of recent output kept per session, bytes (at least 64 KiB).
-    pub output_log_bytes: usize,
-    /// Time between SIGTERM and SIGKILL when processes are ended.
-    pub kill_grace: Duration,
-    /// An exited session with no viewer is removed this long after its exit.
-    pub reap_after_exit: Duration,
-    /// Chat messages kept per session.
-    pub chat_history: usize,
-    /// Most bytes of recent output `GET /api/sessions/{id}/scrollback` returns.
-    pub scrollback_api_bytes: usize,
-}
-
-/// `[viewer]`: per-connection settings.
-#[derive(Debug, Clone)]
-pub struct ViewerConfig {
-    /// A socket unwritable this long gets a snapshot instead of the backlog (never zero).
-    pub stall_deadline: Duration,
-    /// With `flow=ack`: most unacknowledged bytes per client (at least 64 KiB).
-    pub flow_budget_bytes: u64,
-    /// Largest WebSocket message accepted, bytes; larger closes with 1009. Always more than
-    /// `upload_max_bytes`.
-    pub max_message_bytes: usize,
-    /// Largest file upload, bytes (at least 1).
-    pub upload_max_bytes: usize,
-}
-
-/// `[auth]`: the daemon token and the origins allowed besides the server's own.
-#[derive(Debug, Clone, Default)]
-pub struct AuthConfig {
-    /// The token; `None` means one is generated at start (loopback listen only).
-    pub token: Option<String>,
-    /// Origins (`https://host:port`) accepted besides the Host itself, e.g. a reverse proxy's.
-    pub allowed_origins: Vec<String>,
-}
-
-/// `[limits]`: what one client, or all of them, may use.
-#[derive(Debug, Clone)]
-pub struct LimitsConfig {
-    /// Most sessions at once.
-    pub max_sessions: usize,
-    /// Most viewers of one session at once.
-    pub max_viewers_per_session: usize,
-    /// Longest chat message, characters after trimming.
-    pub max_chat_chars: usize,
-    /// Longest chat user name and session name, characters after trimming.
-    pub max_name_chars: usize,
-    /// Failed authentications per client address per minute before it gets 429.
-    pub failed_auth_per_minute: usize,
-    /// Most simultaneous not-yet-authenticated connections from one client address (and,
-    /// separately, most authenticated WebSockets from it).
-    pub max_connections_per_ip: usize,
-    /// Most exec processes running at once (`/api/exec`, both transports).
-    pub max_execs: usize,
-    /// How long a connection may take to send a request's headers (the first request's counted
-    /// from the accept, a TLS handshake included), and may stay idle between requests, before
-    /// it is closed.
-    pub header_timeout: Duration,
-}
-
-/// `[recording]`: every session recorded as asciicast v2.
-#[derive(Debug, Clone)]
-pub struct RecordingConfig {
-    /// Whether sessions are recorded.
-    pub enabled: bool,
-    /// Where the `.cast` files are kept.
-    pub dir: PathBuf,
-    /// Most bytes of one recording; past it the recording stops (the session goes on).
-    pub max_bytes_per_session: u64,
-    /// Recordings older than this are deleted (at start and daily).
-    pub keep: Duration,
-    /// Whether keystrokes are recorded too (they may hold passwords).
-    pub input: bool,
 }
 
 /// The recordings' directory when the config names none: `recordings` in [`state_dir`].
@@ -278,6 +201,8 @@ pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

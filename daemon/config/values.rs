@@ -1,6 +1,7 @@
 //! Values: one newtype per kind of setting that checks itself while it is deserialised (so the
-//! TOML parser attaches the position of a bad value for us), and every bound a setting is held
-//! to, in one place.
+//! TOML parser attaches the position of a bad value for us), and [`Checked`], which turns each
+//! into the type the daemon reads. The bound each key is held to is written at the key, in
+//! `keys`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,79 +11,45 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-// ---- the bounds of each setting ------------------------------------------------------------
-//
-// The limits, then one type per key naming its range, so `layers` never spells a number and
-// a bound is changed here only.
-
 /// Longest accepted duration (365 days): larger values are surely typos, and adding them to an
 /// `Instant` could overflow.
 const MAX_DURATION_MS: u64 = 365 * 24 * 3600 * 1000;
 
-/// Smallest output window, bytes (64 KiB): below it ordinary bursts of output would push every
-/// viewer into a snapshot resync.
-const MIN_OUTPUT_LOG_BYTES: u64 = 64 * 1024;
-
-/// Most scrollback lines (100 000): each costs the full terminal width in memory, so a larger
-/// value is far more likely a typo than a wish.
-const MAX_SCROLLBACK_LINES: u64 = 100_000;
-
-/// Smallest flow-control budget, bytes (512 KiB): twice the browser's acknowledgement interval
-/// of 256 KiB; a smaller one would wait for an acknowledgement that never comes, and resync the
-/// client by snapshot instead.
-const MIN_FLOW_BUDGET_BYTES: u64 = 512 * 1024;
-
-/// Largest reply of the scrollback endpoint, bytes of output (16 MiB): the reply is built in
-/// memory, a third larger again in base64, while the output log is locked for the copy.
-const MAX_SCROLLBACK_API_BYTES: u64 = 16 * 1024 * 1024;
-
 /// `usize::MAX` as a bound: sizes held in a `usize` can be no larger on this platform.
-const USIZE_MAX: u64 = usize::MAX as u64;
+pub(super) const USIZE_MAX: u64 = usize::MAX as u64;
 
-/// `session.rows`.
-pub(super) type Rows = Int<1, 500>;
-/// `session.cols`.
-pub(super) type Cols = Int<1, 1000>;
-/// `session.scrollback_lines`.
-pub(super) type ScrollbackLines = Int<0, MAX_SCROLLBACK_LINES>;
-/// `session.output_log_bytes`.
-pub(super) type OutputLogBytes = Int<MIN_OUTPUT_LOG_BYTES, USIZE_MAX>;
-/// `session.chat_history`.
-pub(super) type ChatHistory = Int<0, USIZE_MAX>;
-/// `viewer.flow_budget_bytes`.
-pub(super) type FlowBudgetBytes = Int<MIN_FLOW_BUDGET_BYTES, { u64::MAX }>;
-/// `viewer.max_message_bytes`: at least 2, since it must exceed `upload_max_bytes`.
-pub(super) type MaxMessageBytes = Int<2, USIZE_MAX>;
-/// `viewer.upload_max_bytes`.
-pub(super) type UploadMaxBytes = Int<1, USIZE_MAX>;
-/// `session.scrollback_api_bytes`.
-pub(super) type ScrollbackApiBytes = Int<1, MAX_SCROLLBACK_API_BYTES>;
-/// `limits.max_sessions`.
-pub(super) type MaxSessions = Int<1, 100_000>;
-/// `limits.max_viewers_per_session`.
-pub(super) type MaxViewersPerSession = Int<1, 100_000>;
-/// `limits.max_chat_chars`.
-pub(super) type MaxChatChars = Int<1, 100_000>;
-/// `limits.max_name_chars`.
-pub(super) type MaxNameChars = Int<1, 255>;
-/// `limits.failed_auth_per_minute`.
-pub(super) type FailedAuthPerMinute = Int<1, 1_000_000>;
-/// `limits.max_connections_per_ip`.
-pub(super) type MaxConnectionsPerIp = Int<1, 1_000_000>;
-/// `proxy.max_connections`.
-pub(super) type ProxyMaxConnections = Int<1, 1_000_000>;
-/// `limits.max_execs`: each exec is a process with three pipes, so thousands are surely a
-/// typo.
-pub(super) type MaxExecs = Int<1, 4096>;
-/// `recording.max_bytes_per_session`: at least 4 KiB (a header and a screenful).
-pub(super) type RecordingBytes = Int<4096, { u64::MAX }>;
-/// `recording.keep_days`: 1 day to 100 years.
-pub(super) type KeepDays = Int<1, 36_500>;
-/// A wait that may be zero (`session.kill_grace`, `session.reap_after_exit`).
-pub(super) type AnyDuration = Dur<0>;
-/// A deadline, which zero would make fire at once (`viewer.stall_deadline`,
-/// `limits.header_timeout`).
-pub(super) type PositiveDuration = Dur<1>;
+/// A value that checked itself while it was read, turned into the type the daemon reads (`T`,
+/// the type of the key's field in its section).
+pub(super) trait Checked<T> {
+    /// The value as the daemon reads it.
+    fn into_value(self) -> T;
+}
+
+/// A key that may be left unset (`#[unset = None]`) holds the checked value when it is set.
+impl<C: Checked<T>, T> Checked<Option<T>> for C {
+    fn into_value(self) -> Option<T> {
+        Some(self.into_value())
+    }
+}
+
+/// A list checks each of its items.
+impl<C: Checked<T>, T> Checked<Vec<T>> for Vec<C> {
+    fn into_value(self) -> Vec<T> {
+        self.into_iter().map(Checked::into_value).collect()
+    }
+}
+
+/// Types that any value of their kind is valid for: serde's own check (the TOML type) is all.
+macro_rules! unchecked {
+    ($($t:ty),*) => {$(
+        impl Checked<$t> for $t {
+            fn into_value(self) -> $t {
+                self
+            }
+        }
+    )*};
+}
+unchecked!(bool, String, std::path::PathBuf);
 
 /// An integer in `MIN..=MAX`.
 pub(super) struct Int<const MIN: u64, const MAX: u64>(pub(super) u64);
@@ -124,6 +91,47 @@ impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Int<MIN, MAX> {
     }
 }
 
+impl<const MIN: u64, const MAX: u64> Checked<u64> for Int<MIN, MAX> {
+    fn into_value(self) -> u64 {
+        self.0
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> Checked<usize> for Int<MIN, MAX> {
+    fn into_value(self) -> usize {
+        // Keys read as a usize are bounded by USIZE_MAX at most, so this always fits.
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> Checked<u16> for Int<MIN, MAX> {
+    fn into_value(self) -> u16 {
+        const { assert!(MAX <= u16::MAX as u64, "the key's bound does not fit a u16") };
+        u16::try_from(self.0).unwrap_or(u16::MAX)
+    }
+}
+
+/// A whole number of days in `MIN..=MAX`, read as a duration.
+pub(super) struct Days<const MIN: u64, const MAX: u64>(Int<MIN, MAX>);
+
+impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Days<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Int::deserialize(d).map(Days)
+    }
+}
+
+impl<const MIN: u64, const MAX: u64> Checked<Duration> for Days<MIN, MAX> {
+    fn into_value(self) -> Duration {
+        const {
+            assert!(
+                MAX <= u64::MAX / 86_400,
+                "the key's bound overflows a duration"
+            )
+        };
+        Duration::from_secs(self.0 .0 * 86_400)
+    }
+}
+
 /// A duration written as a string ("5s", "500ms", "1h30m"), at least `MIN_MS` milliseconds.
 pub(super) struct Dur<const MIN_MS: u64>(pub(super) Duration);
 
@@ -144,6 +152,12 @@ impl<'de, const MIN_MS: u64> Deserialize<'de> for Dur<MIN_MS> {
             }
         }
         d.deserialize_any(V::<MIN_MS>)
+    }
+}
+
+impl<const MIN_MS: u64> Checked<Duration> for Dur<MIN_MS> {
+    fn into_value(self) -> Duration {
+        self.0
     }
 }
 
@@ -220,6 +234,12 @@ impl<'de> Deserialize<'de> for Listen {
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+impl Checked<SocketAddr> for Listen {
+    fn into_value(self) -> SocketAddr {
+        self.0
     }
 }
 
@@ -307,6 +327,12 @@ impl<'de> Deserialize<'de> for Token {
             ));
         }
         Ok(Token(t))
+    }
+}
+
+impl Checked<String> for Token {
+    fn into_value(self) -> String {
+        self.0
     }
 }
 

@@ -62,4 +62,6 @@ pub struct AppState {
     pub connections: Arc<Connections>,
     /// Running execs: their limit, and their tasks for shutdown to wait for.
     pub execs: Arc<crate::exec::Execs>,
+    /// This image's live upgrades, for `/api/version`.
+    pub upgrades: crate::upgrade::Upgrades,
 }

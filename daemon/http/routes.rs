@@ -86,7 +86,7 @@ pub(super) struct UpgradeError {
 /// What `/api/version` says: the version, this image's start, the upgrades so far and the
 /// last one that failed.
 fn version(state: &AppState) -> Version {
-    let status = crate::upgrade::status();
+    let status = state.upgrades.status();
     let ms = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64)

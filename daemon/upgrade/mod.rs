@@ -5,8 +5,12 @@
 //!
 //! - [`image`]: the versioned format of what is handed over.
 //! - this module: checking the new binary, the sealed memfd, `execve`, reading the image back,
-//!   the status `/api/version` reports, and ending the sessions of an image that cannot be
-//!   adopted (never orphaning them).
+//!   the status `/api/version` reports ([`Upgrades`], one per daemon), holding the daemon's
+//!   signals across the `execve`, and ending the sessions of an image that cannot be adopted
+//!   (never orphaning them).
+//!
+//! The sequence itself (check, hand over, `execve`, and taking the sessions back when that
+//! fails) is [`crate::daemon::Daemon::live_upgrade`].
 
 pub mod image;
 
@@ -46,39 +50,53 @@ pub struct Status {
     pub last_error: Option<(SystemTime, String)>,
 }
 
-static STATUS: Mutex<Option<Status>> = Mutex::new(None);
-
-fn status_lock() -> std::sync::MutexGuard<'static, Option<Status>> {
-    // Each update is a plain assignment: a poisoned lock still holds a whole value.
-    STATUS.lock().unwrap_or_else(|e| e.into_inner())
+/// This image's live upgrades, owned by its daemon (so two daemons in one process never share
+/// them): when the image started, how many upgrades came before it, the last that failed.
+#[derive(Debug)]
+pub struct Upgrades {
+    /// When this image started.
+    image_started: SystemTime,
+    /// Upgrades before this image.
+    upgrades: u64,
+    /// The last upgrade that failed: when, and why.
+    last_error: Mutex<Option<(SystemTime, String)>>,
 }
 
-/// This image's status.
-pub fn status() -> Status {
-    status_lock().clone().unwrap_or(Status {
-        image_started: SystemTime::now(),
-        upgrades: 0,
-        last_error: None,
-    })
+impl Upgrades {
+    /// An image starting now, after `upgrades` upgrades, and the last failure it knows of.
+    pub fn new(upgrades: u64, last_error: Option<(SystemTime, String)>) -> Self {
+        Self {
+            image_started: SystemTime::now(),
+            upgrades,
+            last_error: Mutex::new(last_error),
+        }
+    }
+
+    /// What `/api/version` reports.
+    pub fn status(&self) -> Status {
+        Status {
+            image_started: self.image_started,
+            upgrades: self.upgrades,
+            last_error: self.last_error().clone(),
+        }
+    }
+
+    /// Records a failed upgrade (the daemon goes on as it was).
+    pub fn failed(&self, why: String) {
+        *self.last_error() = Some((SystemTime::now(), why));
+    }
+
+    fn last_error(&self) -> std::sync::MutexGuard<'_, Option<(SystemTime, String)>> {
+        // Each update is a plain assignment: a poisoned lock still holds a whole value.
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
-/// Records that this image started now, after `upgrades` upgrades.
-pub fn image_started(upgrades: u64) {
-    let mut st = status_lock();
-    let last_error = st.as_ref().and_then(|s| s.last_error.clone());
-    *st = Some(Status {
-        image_started: SystemTime::now(),
-        upgrades,
-        last_error,
-    });
-}
-
-/// Records a failed upgrade (the daemon goes on as it was).
-pub fn failed(why: String) {
-    let mut st = status_lock();
-    let mut now = st.clone().unwrap_or_else(status);
-    now.last_error = Some((SystemTime::now(), why));
-    *st = Some(now);
+impl Default for Upgrades {
+    /// A process's first image, starting now.
+    fn default() -> Self {
+        Self::new(0, None)
+    }
 }
 
 /// Why an upgrade did not happen.
@@ -217,6 +235,10 @@ pub struct Handoff {
     pub listener: OwnedFd,
     /// Each running session's PTY master, by session.
     pub ptys: Vec<(uuid::Uuid, OwnedFd)>,
+    /// The last failed upgrade, for the daemon that adopts this handoff to report. Kept when
+    /// an image takes its own sessions back after a failed `execve`; not part of the image, so
+    /// a new image starts without one.
+    pub last_error: Option<(SystemTime, String)>,
 }
 
 impl Handoff {
@@ -318,6 +340,7 @@ pub fn receive(fd: i32) -> Result<Handoff, ImageError> {
         blobs,
         listener,
         ptys,
+        last_error: None,
     })
 }
 
