@@ -23,7 +23,8 @@ use std::num::NonZeroU16;
 
 use crate::metrics::METRICS;
 use crate::session::queries::{Query, QueryHook};
-use crate::term::seq::{self, Scanner, State, Tail, ESC};
+use crate::term::pen;
+use crate::term::seq::{Scanner, State, Tail};
 
 /// Longest unfinished trailing sequence held back. Anything longer (a big OSC 52
 /// clipboard copy, a sixel image) is fed through; the snapshot then ends by
@@ -51,22 +52,6 @@ fn resume_prefix(state: State) -> &'static str {
         State::EscapeIntermediate => "\x1b ",
         State::Ground | State::Utf8 => "",
     }
-}
-
-/// The SGR sequences of pen text from its last reset on: what sets the pen as the text leaves
-/// it (SGR only sets the pen; a reset sets the default whatever came before).
-fn pen_at_end(text: &[u8]) -> Vec<u8> {
-    let mut sgr = Vec::new();
-    for e in memchr::memrchr_iter(ESC, text) {
-        if let Some(seq::PenSeq::Sgr { len, reset }) = seq::pen_seq(&text[e..]) {
-            sgr.push(&text[e..e + len]);
-            if reset {
-                break;
-            }
-        }
-    }
-    sgr.reverse();
-    sgr.concat()
 }
 
 fn non_zero(n: u16) -> NonZeroU16 {
@@ -200,7 +185,7 @@ impl ScreenModel {
         let skip = self.invisible_prefix(bytes, min_skip);
         if skip > 0 {
             // The pen the dropped part leaves set: its colour sequences from the last reset on.
-            let pen = pen_at_end(&bytes[..skip]);
+            let pen = pen::pen_at_end(&bytes[..skip]);
             self.process(&pen);
         }
         self.process(&bytes[skip..]);
@@ -211,7 +196,7 @@ impl ScreenModel {
     /// the pen, which the caller sets as the dropped part leaves it.
     ///
     /// Pen text (printable ASCII, CR, LF, TAB, SGR colour sequences and erases in the line,
-    /// see [`seq::pen_text_len`]) only sets the pen, moves the cursor, writes and erases cells
+    /// see [`pen::pen_text_len`]) only sets the pen, moves the cursor, writes and erases cells
     /// and scrolls. Say the run continues past a CR with at least `2 × rows + scrollback + 4`
     /// LFs. From that CR on, the cursor's column no longer depends on what came before, and
     /// once `rows` LFs have taken the cursor to the bottom, its row does not either. The LFs
@@ -224,7 +209,7 @@ impl ScreenModel {
         if !self.scanner.is_ground() || bytes.len() < min_skip {
             return 0;
         }
-        let plain = seq::pen_text_len(bytes);
+        let plain = pen::pen_text_len(bytes);
         let (rows, _) = self.size();
         let need = 2 * usize::from(rows) + self.scrollback_lines + 4;
         // Where the last `need` LFs of the run begin (no sequence holds an LF or a CR).
@@ -234,7 +219,7 @@ impl ScreenModel {
         let Some(cr) = memchr::memrchr(b'\r', &bytes[..tail]) else {
             return 0;
         };
-        if cr < min_skip || !seq::pen_text_prints(&bytes[cr..plain]) || !self.region_is_full() {
+        if cr < min_skip || !pen::pen_text_prints(&bytes[cr..plain]) || !self.region_is_full() {
             return 0;
         }
         cr
@@ -268,7 +253,7 @@ impl ScreenModel {
         // Only a sequence can change the scroll region; colours and erases cannot. One begun
         // in an earlier call (the scanner not at a boundary) may be anything.
         if self.full_region.is_some()
-            && !(self.scanner.is_ground() && seq::only_pen_sequences_so_far(bytes))
+            && !(self.scanner.is_ground() && pen::only_pen_sequences_so_far(bytes))
         {
             self.full_region = None;
         }
@@ -1871,20 +1856,6 @@ mod bulk_tests {
                 }
             }
         }
-    }
-
-    /// The pen a dropped part leaves: the SGRs from its last reset on, whatever the pen was.
-    #[test]
-    fn the_pen_is_carried_from_the_last_reset() {
-        let text = b"a\x1b[31m\x1b[Kb\x1b[0m\x1b[1mc\x1b[K\x1b[;4m\x1b[00;5md\r\n";
-        // `CSI ; 4 m` and `CSI 00 ; 5 m` reset too, but only `CSI m` and `CSI 0 m` are taken
-        // for resets (enough for what programs print).
-        assert_eq!(
-            pen_at_end(text),
-            b"\x1b[0m\x1b[1m\x1b[;4m\x1b[00;5m".to_vec()
-        );
-        assert_eq!(pen_at_end(b"x\x1b[7m\x1b[m"), b"\x1b[m".to_vec());
-        assert_eq!(pen_at_end(b"no pen\r\n"), Vec::<u8>::new());
     }
 
     proptest! {

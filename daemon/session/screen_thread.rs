@@ -32,7 +32,7 @@ use super::queries::Query;
 use super::screen::{Parked, ScreenModel};
 use super::snapshot::{self, EncodedSnapshot, SnapshotForm};
 use crate::metrics::METRICS;
-use crate::term::seq;
+use crate::term::{pen, seq};
 
 /// Most output gathered into one parse (a few hundred ms of parsing at worst; snapshot and
 /// resize jobs end a batch, so they wait no longer than before).
@@ -348,7 +348,7 @@ fn serve(state: &mut State, shared: &Shared) {
 /// Where the pen sequence `bytes` ends inside starts (its ESC), or `bytes.len()`.
 fn open_pen_start(bytes: &[u8]) -> usize {
     match memchr::memrchr(seq::ESC, bytes) {
-        Some(e) if seq::could_become_pen(&bytes[e..]) => e,
+        Some(e) if pen::could_become_pen(&bytes[e..]) => e,
         _ => bytes.len(),
     }
 }
@@ -389,7 +389,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
             // the model may lag a few milliseconds, as a snapshot request makes it parse
             // everything before its offset first.
             let mut len = chunk.len();
-            let mut plain = seq::only_pen_sequences_so_far(&chunk);
+            let mut plain = pen::only_pen_sequences_so_far(&chunk);
             // Where the next chunk's check starts: at a pen sequence `chunk` ends inside, so
             // that a sequence split between chunks is checked whole.
             let mut check_from = open_pen_start(&chunk);
@@ -412,7 +412,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                         batch.extend_from_slice(&more);
                         // Only the new bytes, with the open sequence before them.
                         let fresh = &batch[check_from..];
-                        plain = plain && seq::only_pen_sequences_so_far(fresh);
+                        plain = plain && pen::only_pen_sequences_so_far(fresh);
                         check_from += open_pen_start(fresh);
                         len += more.len();
                     }

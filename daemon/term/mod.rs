@@ -3,7 +3,10 @@
 //! stream and recordings.
 //!
 //! - [`seq`]: the one escape-sequence and UTF-8 boundary scanner.
+//! - [`pen`]: the pen grammar: plain text, colours and erases in the line, which the screen
+//!   model may skip in a flood.
 //! - [`lines`]: output as plain text lines, for the log stream.
 
 pub mod lines;
+pub mod pen;
 pub mod seq;
