@@ -14,7 +14,7 @@ mod targets;
 use invariants::{self as inv, ScreenOp};
 use proptest::prelude::*;
 use ptyhub::protocol::swe::ClientMessage;
-use ptyhub::session::queries::Query;
+use ptyhub::term::queries::Query;
 
 /// Terminal output: pieces of real output, random CSI sequences and raw bytes.
 fn term_bytes(max_pieces: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -472,13 +472,13 @@ fn replay(t: &targets::Target, seed: u64) {
 // Each is a real (minor) divergence; the checks in tests/fuzz/invariants.rs skip exactly these
 // cases so that the runner keeps looking for others. Remove the `#[ignore]` with the fix.
 
-/// The query detector (`session/queries.rs`, `QueryScan::scan`) finds exactly the queries
+/// The query detector (`term/queries.rs`, `QueryScan::scan`) finds exactly the queries
 /// vt100's hook answers, on the sequences the old hand-written scanner read differently (found
 /// by the `query_scan` fuzz target; fixed by the one scanner, `term/seq.rs`): bytes >= 0x80
 /// inside ESC/CSI, C0/DEL after ESC, intermediates, sub-parameters, three or more parameters.
 #[test]
 fn query_scanner_agrees_with_the_hook_on_odd_sequences() {
-    use ptyhub::session::queries::{QueryHook, QueryScan};
+    use ptyhub::term::queries::{QueryHook, QueryScan};
     let mut wrong = Vec::new();
     for s in [
         &b"\x1b[\xe2\x82\xacc"[..],

@@ -20,8 +20,8 @@ mod phase;
 pub mod presence;
 pub mod process;
 pub mod pty;
-pub mod queries;
 pub mod refusal;
+pub mod replies;
 pub mod screen;
 pub mod screen_thread;
 mod signal;
@@ -42,6 +42,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::term::queries;
 use event_queue::EventSender;
 use output_log::SharedLog;
 pub use process::ExitInfo;

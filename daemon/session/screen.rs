@@ -22,8 +22,8 @@ use std::fmt::Write as _;
 use std::num::NonZeroU16;
 
 use crate::metrics::METRICS;
-use crate::session::queries::{Query, QueryHook};
 use crate::term::pen;
+use crate::term::queries::{Query, QueryHook};
 use crate::term::seq::{Scanner, State, Tail};
 
 /// Longest unfinished trailing sequence held back. Anything longer (a big OSC 52

@@ -28,10 +28,10 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 use tracing::error;
 
-use super::queries::Query;
 use super::screen::{Parked, ScreenModel};
 use super::snapshot::{self, EncodedSnapshot, SnapshotForm};
 use crate::metrics::METRICS;
+use crate::term::queries::Query;
 use crate::term::{pen, seq};
 
 /// Most output gathered into one parse (a few hundred ms of parsing at worst; snapshot and

@@ -14,11 +14,12 @@ use ptyhub::protocol::swe::{
     self, ClientMessage, DecodeError, ServerMessage, MAX_OUTPUT_FRAME, MAX_SNAPSHOT_CHUNKS,
     MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_LIMIT,
 };
-use ptyhub::session::queries::{Expected, Query, QueryHook, QueryScan};
+use ptyhub::session::replies::Expected;
 use ptyhub::session::screen::ScreenModel;
 use ptyhub::session::snapshot;
 use ptyhub::session::upload;
 use ptyhub::term::pen;
+use ptyhub::term::queries::{Query, QueryHook, QueryScan};
 use ptyhub::term::seq::Scanner;
 use serde_json::{json, Value};
 
