@@ -15,12 +15,12 @@ use ptyhub::protocol::swe::{
     MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_LIMIT,
 };
 use ptyhub::session::replies::Expected;
-use ptyhub::session::screen::ScreenModel;
-use ptyhub::session::snapshot;
 use ptyhub::session::upload;
+use ptyhub::term::model::ScreenModel;
 use ptyhub::term::pen;
 use ptyhub::term::queries::{Query, QueryHook, QueryScan};
 use ptyhub::term::seq::Scanner;
+use ptyhub::term::snapshot;
 use serde_json::{json, Value};
 
 // ---- terminal output to feed the screen model --------------------------------------------
