@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 use divan::counter::BytesCount;
 use divan::Bencher;
-use ptyhub::session::screen::ScreenModel;
+use ptyhub::term::model::ScreenModel;
 
 fn main() {
     print_sizes();
@@ -242,7 +242,7 @@ fn print_sizes() {
     );
     for snap in SNAPSHOTS {
         let model = snap.model();
-        let encoded = ptyhub::session::snapshot::encode(
+        let encoded = ptyhub::term::snapshot::encode(
             &model,
             SCROLLBACK,
             ptyhub::protocol::swe::SNAPSHOT_LIMIT,
@@ -341,14 +341,14 @@ mod snapshot {
     #[divan::bench(args = SNAPSHOTS)]
     fn encode(bencher: Bencher, snap: Snap) {
         let model = snap.model();
-        let len = ptyhub::session::snapshot::encode(
+        let len = ptyhub::term::snapshot::encode(
             &model,
             SCROLLBACK,
             ptyhub::protocol::swe::SNAPSHOT_LIMIT,
         )
         .ansi_len;
         bencher.counter(BytesCount::new(len)).bench_local(|| {
-            ptyhub::session::snapshot::encode(
+            ptyhub::term::snapshot::encode(
                 black_box(&model),
                 SCROLLBACK,
                 ptyhub::protocol::swe::SNAPSHOT_LIMIT,

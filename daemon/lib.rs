@@ -12,7 +12,8 @@
 //!   model, the output log, the viewers and the session's metadata.
 //! - [`exec`]: one process per request on pipes, bound to its client (WebSocket or SSE).
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
-//! - [`term`]: terminal streams, pure: the one escape-sequence scanner.
+//! - [`term`]: the terminal, pure: the one escape-sequence scanner, the screen model, its ANSI
+//!   renderer and snapshots, terminal queries.
 //! - [`client`]: the command-line client (`ptyhub attach`, `exec`, `ls`, `new`, `kill`,
 //!   `share`) and its way to a daemon.
 //! - [`assets`]: the embedded browser UI.

@@ -14,7 +14,7 @@ mod targets;
 use invariants::{self as inv, ScreenOp};
 use proptest::prelude::*;
 use ptyhub::protocol::swe::ClientMessage;
-use ptyhub::session::queries::Query;
+use ptyhub::term::queries::Query;
 
 /// Terminal output: pieces of real output, random CSI sequences and raw bytes.
 fn term_bytes(max_pieces: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -472,13 +472,13 @@ fn replay(t: &targets::Target, seed: u64) {
 // Each is a real (minor) divergence; the checks in tests/fuzz/invariants.rs skip exactly these
 // cases so that the runner keeps looking for others. Remove the `#[ignore]` with the fix.
 
-/// The query detector (`session/queries.rs`, `QueryScan::scan`) finds exactly the queries
+/// The query detector (`term/queries.rs`, `QueryScan::scan`) finds exactly the queries
 /// vt100's hook answers, on the sequences the old hand-written scanner read differently (found
 /// by the `query_scan` fuzz target; fixed by the one scanner, `term/seq.rs`): bytes >= 0x80
 /// inside ESC/CSI, C0/DEL after ESC, intermediates, sub-parameters, three or more parameters.
 #[test]
 fn query_scanner_agrees_with_the_hook_on_odd_sequences() {
-    use ptyhub::session::queries::{QueryHook, QueryScan};
+    use ptyhub::term::queries::{QueryHook, QueryScan};
     let mut wrong = Vec::new();
     for s in [
         &b"\x1b[\xe2\x82\xacc"[..],
@@ -525,14 +525,14 @@ fn pong_echoes_float_data_exactly() {
 }
 
 /// REP (`CSI n b`) repeats the last printed character, which vt100 keeps across cursor moves;
-/// a snapshot (`session/screen.rs`, `snapshot_ansi`) does not carry it, so a joiner whose live
+/// a snapshot (`term/render.rs`, `snapshot_ansi`) does not carry it, so a joiner whose live
 /// stream starts with REP repeats another character. xterm.js forgets the character at the
 /// next control function, so the joiner's browser is unaffected; the model and a joiner's
 /// model differ.
 #[test]
 #[ignore = "a snapshot does not carry REP's last printed character (see comment)"]
 fn snapshot_keeps_the_character_rep_repeats() {
-    use ptyhub::session::screen::ScreenModel;
+    use ptyhub::term::model::ScreenModel;
     let nz = |n| std::num::NonZeroU16::new(n).unwrap();
     let mut model = ScreenModel::new(3, 20, 0);
     model.process(b"hello\x1b[1;1Hx\x1b[2;1H");
@@ -550,7 +550,7 @@ fn snapshot_keeps_the_character_rep_repeats() {
 #[test]
 #[ignore = "scrollback_len is stale under the alternate screen during an oversized sequence"]
 fn scrollback_len_is_current_under_an_oversized_sequence() {
-    use ptyhub::session::screen::ScreenModel;
+    use ptyhub::term::model::ScreenModel;
     let mut model = ScreenModel::new(1, 10, 100);
     let mut stream = b"a".repeat(25);
     stream.extend_from_slice(b"\x1b[?1049h\x1b]52;c;");

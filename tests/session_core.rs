@@ -24,8 +24,8 @@ impl LiveOutput for NoLive {
     fn wake(&self) {}
 }
 
-const FORM: ptyhub::session::SnapshotForm =
-    ptyhub::session::SnapshotForm::gzip(ptyhub::protocol::swe::SNAPSHOT_LIMIT);
+const FORM: ptyhub::term::snapshot::SnapshotForm =
+    ptyhub::term::snapshot::SnapshotForm::gzip(ptyhub::protocol::swe::SNAPSHOT_LIMIT);
 const LIMIT: usize = FORM.limit;
 const WAIT: Duration = Duration::from_secs(20);
 

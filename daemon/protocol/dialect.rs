@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use super::request::{Outcome, Request};
 use crate::session::presence::PresenceInfo;
-use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, SnapshotForm, StatusInfo, ViewerId};
+use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, StatusInfo, ViewerId};
+use crate::term::snapshot::SnapshotForm;
 
 /// One whole message from a client (fragments already joined).
 #[derive(Debug, Clone, PartialEq)]

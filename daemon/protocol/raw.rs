@@ -13,7 +13,8 @@ use serde_json::{Map, Value};
 
 use super::dialect::{refusal_code, Dialect, Inbound, Notice, Outbound};
 use super::request::{Outcome, Request};
-use crate::session::{EndReason, SnapshotForm};
+use crate::session::EndReason;
+use crate::term::snapshot::SnapshotForm;
 
 /// Largest binary frame of output or replay the server sends (a log batch fits in one).
 pub const MAX_OUTPUT_FRAME: usize = 64 * 1024;

@@ -533,8 +533,8 @@ impl Dialect for Swe {
         output_frame_ranges(data)
     }
 
-    fn snapshot_form(&self) -> crate::session::SnapshotForm {
-        crate::session::SnapshotForm::gzip(SNAPSHOT_LIMIT)
+    fn snapshot_form(&self) -> crate::term::snapshot::SnapshotForm {
+        crate::term::snapshot::SnapshotForm::gzip(SNAPSHOT_LIMIT)
     }
 
     fn snapshot(&self, gzip: &[u8]) -> Vec<Vec<u8>> {

@@ -26,7 +26,7 @@ pub(super) struct ViewerEntry {
     /// `(rows, cols)` as last sent, clamped; `None` until the viewer sends one.
     pub(super) size: Option<(u16, u16)>,
     /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
-    pub(super) expected: queries::Expected,
+    pub(super) expected: replies::Expected,
     /// Whether it is in the fan-out's queue (see [`Fanout`]).
     pub(super) queued: bool,
 }
@@ -291,7 +291,7 @@ impl Session {
                         live,
                         role,
                         size: None,
-                        expected: queries::Expected::default(),
+                        expected: replies::Expected::default(),
                         queued: false,
                     },
                 );

@@ -28,11 +28,11 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 use tracing::error;
 
-use super::queries::Query;
-use super::screen::{Parked, ScreenModel};
-use super::snapshot::{self, EncodedSnapshot, SnapshotForm};
 use crate::metrics::METRICS;
-use crate::term::seq;
+use crate::term::model::{Parked, ScreenModel};
+use crate::term::queries::Query;
+use crate::term::snapshot::{self, EncodedSnapshot, SnapshotForm};
+use crate::term::{pen, seq};
 
 /// Most output gathered into one parse (a few hundred ms of parsing at worst; snapshot and
 /// resize jobs end a batch, so they wait no longer than before).
@@ -131,7 +131,7 @@ struct State {
     /// The model; a 1×1 stand-in while `parked` holds it.
     model: ScreenModel,
     /// The model put away when the thread ended, to bring back when the next one starts.
-    parked: Option<Parked>,
+    parked: Option<ParkedScreen>,
     /// When the model was last brought back from `parked`.
     thawed_at: Option<Instant>,
     jobs: std_mpsc::Receiver<Job>,
@@ -141,6 +141,24 @@ struct State {
     last: Vec<(EncodedSnapshot, (u64, SnapshotForm))>,
     /// Jobs taken from the queue ahead of their turn, to run next, in order.
     ahead: VecDeque<Job>,
+}
+
+/// A parked model, counted in the parked-screen gauges for as long as it is kept.
+struct ParkedScreen(Parked);
+
+impl ParkedScreen {
+    fn new(parked: Parked) -> Self {
+        METRICS.screens_parked.add(1);
+        METRICS.screens_parked_bytes.add(parked.held_bytes() as u64);
+        ParkedScreen(parked)
+    }
+}
+
+impl Drop for ParkedScreen {
+    fn drop(&mut self) {
+        METRICS.screens_parked.sub(1);
+        METRICS.screens_parked_bytes.sub(self.0.held_bytes() as u64);
+    }
 }
 
 /// The actor's handle on its screen thread; dropping it ends the thread once its jobs are done.
@@ -277,10 +295,10 @@ fn work(shared: &Shared) {
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(parked) = state.parked.take() {
         state.thawed_at = Some(Instant::now());
-        let thawed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parked.thaw()));
+        let thawed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parked.0.thaw()));
         state.model = thawed.unwrap_or_else(|_| {
             error!(thread = %shared.name, "screen model could not be brought back: the screen starts blank");
-            let (rows, cols) = parked.size();
+            let (rows, cols) = parked.0.size();
             ScreenModel::new(rows, cols, shared.max_scrollback)
         });
     }
@@ -305,7 +323,7 @@ fn work(shared: &Shared) {
     state.last.shrink_to_fit();
     if let Some(parked) = state.model.park() {
         state.model = ScreenModel::new(1, 1, 0);
-        state.parked = Some(parked);
+        state.parked = Some(ParkedScreen::new(parked));
     }
 }
 
@@ -348,7 +366,7 @@ fn serve(state: &mut State, shared: &Shared) {
 /// Where the pen sequence `bytes` ends inside starts (its ESC), or `bytes.len()`.
 fn open_pen_start(bytes: &[u8]) -> usize {
     match memchr::memrchr(seq::ESC, bytes) {
-        Some(e) if seq::could_become_pen(&bytes[e..]) => e,
+        Some(e) if pen::could_become_pen(&bytes[e..]) => e,
         _ => bytes.len(),
     }
 }
@@ -389,7 +407,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
             // the model may lag a few milliseconds, as a snapshot request makes it parse
             // everything before its offset first.
             let mut len = chunk.len();
-            let mut plain = seq::only_pen_sequences_so_far(&chunk);
+            let mut plain = pen::only_pen_sequences_so_far(&chunk);
             // Where the next chunk's check starts: at a pen sequence `chunk` ends inside, so
             // that a sequence split between chunks is checked whole.
             let mut check_from = open_pen_start(&chunk);
@@ -412,7 +430,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                         batch.extend_from_slice(&more);
                         // Only the new bytes, with the open sequence before them.
                         let fresh = &batch[check_from..];
-                        plain = plain && seq::only_pen_sequences_so_far(fresh);
+                        plain = plain && pen::only_pen_sequences_so_far(fresh);
                         check_from += open_pen_start(fresh);
                         len += more.len();
                     }

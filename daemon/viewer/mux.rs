@@ -33,9 +33,9 @@ use crate::protocol::{Inbound, Outbound};
 use crate::registry::Registry;
 use crate::session::event_queue;
 use crate::session::{
-    EndReason, JoinError, Membership, Role, SessionGone, SessionHandle, SnapshotForm, ViewerEvent,
-    ViewerId,
+    EndReason, JoinError, Membership, Role, SessionGone, SessionHandle, ViewerEvent, ViewerId,
 };
+use crate::term::snapshot::SnapshotForm;
 
 type Io = TokioIo<Upgraded>;
 /// Events of all sessions waiting for the writer, each small (bounded by its session's queue).

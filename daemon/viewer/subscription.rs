@@ -18,7 +18,8 @@ use super::live::Live;
 use super::transport::{Sink, Transport, WriteResult};
 use crate::metrics::METRICS;
 use crate::session::output_log::FellBehind;
-use crate::session::{SessionHandle, SnapshotForm};
+use crate::session::SessionHandle;
+use crate::term::snapshot::SnapshotForm;
 
 /// Bytes of output copied from the log per write batch.
 pub const BATCH_BYTES: usize = 64 * 1024;

@@ -14,11 +14,13 @@ use ptyhub::protocol::swe::{
     self, ClientMessage, DecodeError, ServerMessage, MAX_OUTPUT_FRAME, MAX_SNAPSHOT_CHUNKS,
     MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_LIMIT,
 };
-use ptyhub::session::queries::{Expected, Query, QueryHook, QueryScan};
-use ptyhub::session::screen::ScreenModel;
-use ptyhub::session::snapshot;
+use ptyhub::session::replies::Expected;
 use ptyhub::session::upload;
-use ptyhub::term::seq::{self, Scanner};
+use ptyhub::term::model::ScreenModel;
+use ptyhub::term::pen;
+use ptyhub::term::queries::{Query, QueryHook, QueryScan};
+use ptyhub::term::seq::Scanner;
+use ptyhub::term::snapshot;
 use serde_json::{json, Value};
 
 // ---- terminal output to feed the screen model --------------------------------------------
@@ -530,7 +532,7 @@ pub fn build_flood(lines: &[Vec<u8>], min_bytes: usize, min_lfs: usize) -> Vec<u
             let mut out = Vec::with_capacity(l.len());
             let mut i = 0;
             while i < l.len() {
-                if let Some(pen) = seq::pen_seq(&l[i..]) {
+                if let Some(pen) = pen::pen_seq(&l[i..]) {
                     out.extend_from_slice(&l[i..i + pen.byte_len()]);
                     i += pen.byte_len();
                 } else {

@@ -9,7 +9,7 @@
 
 use arbtest::arbitrary::{Result, Unstructured};
 use ptyhub::protocol::swe::{ClientMessage, ServerMessage, Status};
-use ptyhub::session::queries::Query;
+use ptyhub::term::queries::Query;
 use serde_json::{Map, Number, Value};
 
 // A sibling both in the fuzz runner (crate root) and in the property tests (their module).

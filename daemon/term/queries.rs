@@ -1,23 +1,17 @@
-//! Terminal queries answered once: the program's questions to its terminal (cursor position,
-//! device attributes) are answered by the daemon from the screen model at the exact point of
-//! the stream, and the same answers coming from viewers' terminals are dropped.
+//! Terminal queries: the program's questions to its terminal (cursor position, device
+//! attributes, status), found in the output and answered from the screen as it is at that
+//! point of the stream, and what a terminal's reply to each looks like.
 //!
-//! Every browser's xterm.js answers too, but a reply must reach the program exactly once. A
-//! viewer's reply is dropped only while a query it was sent awaits that viewer's answer (one
-//! per query, within [`REPLY_WINDOW`]): Shift+F3 is `ESC[1;2R`, which looks like a cursor
-//! report, and at any other time it is a keystroke and passes.
+//! The daemon answers every query once, itself: [`QueryHook`] computes the answer while the
+//! model parses, [`QueryScan`] finds the same queries in the raw output before it is published,
+//! and [`find_reply`] picks out the replies viewers' terminals send too (which the session
+//! drops, see `session/replies.rs`).
 
-use std::collections::VecDeque;
-use std::time::Duration;
+use super::seq::{Params, Perform, Scanner};
 
-use tokio::time::Instant;
-
-use crate::term::seq::{Params, Perform, Scanner};
-
-/// How long a viewer's reply to a query is expected (and dropped when it comes).
-pub const REPLY_WINDOW: Duration = Duration::from_secs(3);
-/// Most queries remembered per viewer; a flood of queries cannot grow memory.
-const MAX_PENDING: usize = 64;
+/// Most queries kept between two takes of [`QueryHook::found`]; a flood of queries cannot grow
+/// memory.
+const MAX_FOUND: usize = 64;
 
 /// A question the program asked its terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +55,7 @@ impl vt100::Callbacks for QueryHook {
             Query::SecondaryAttributes => b"\x1b[>0;276;0c".to_vec(),
             Query::Status => b"\x1b[0n".to_vec(),
         };
-        if self.found.len() < MAX_PENDING {
+        if self.found.len() < MAX_FOUND {
             self.found.push((query, answer));
         }
     }
@@ -101,7 +95,7 @@ fn classify<'a>(
 /// The screen model parses on its own thread, possibly behind the live stream, but a viewer
 /// can only reply to a query it has been sent: the actor scans each chunk before publishing
 /// it and marks the replies as expected, so no reply can arrive before its expectation. It
-/// reads the stream with the daemon's one scanner ([`crate::term::seq`], which reads it as
+/// reads the stream with the daemon's one scanner ([`super::seq`], which reads it as
 /// vte does) and passes each CSI sequence on as vt100 passes the ones it leaves unhandled to
 /// `QueryHook`; state carries across chunks.
 #[derive(Debug, Default)]
@@ -144,48 +138,9 @@ impl Perform for Found {
     }
 }
 
-/// Replies still expected from one viewer, oldest first.
-#[derive(Debug, Default)]
-pub struct Expected {
-    pending: VecDeque<(Query, Instant)>,
-}
-
-impl Expected {
-    /// The viewer was sent `query` now.
-    pub fn expect(&mut self, query: Query, now: Instant) {
-        if self.pending.len() == MAX_PENDING {
-            self.pending.pop_front();
-        }
-        self.pending.push_back((query, now + REPLY_WINDOW));
-    }
-
-    /// Removes from `input` the replies this viewer owed (one per pending query), and returns
-    /// what is left for the program.
-    pub fn filter(&mut self, input: &[u8], now: Instant) -> Vec<u8> {
-        self.pending.retain(|&(_, deadline)| deadline > now);
-        let mut out = input.to_vec();
-        let mut i = 0;
-        while i < self.pending.len() {
-            let query = self.pending[i].0;
-            match find_reply(&out, query) {
-                Some(range) => {
-                    out.drain(range);
-                    self.pending.remove(i);
-                }
-                None => i += 1,
-            }
-        }
-        out
-    }
-
-    /// Whether any reply is still expected.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-}
-
-/// The byte range of the first reply to `query` in `input`.
-fn find_reply(input: &[u8], query: Query) -> Option<std::ops::Range<usize>> {
+/// The byte range of the first reply to `query` in `input`: what a terminal answers to it
+/// (parameters of digits and `;` only, a cursor report with exactly two numbers).
+pub fn find_reply(input: &[u8], query: Query) -> Option<std::ops::Range<usize>> {
     let (prefix, fin): (&[u8], u8) = match query {
         Query::CursorPosition => (b"\x1b[", b'R'),
         Query::PrimaryAttributes => (b"\x1b[?", b'c'),
@@ -325,7 +280,7 @@ mod tests {
             prop_assert_eq!(&split, &whole);
             let hooked: Vec<Query> = parse(&bytes).into_iter().map(|(q, _)| q).collect();
             // The hook keeps the first 64 between takes.
-            prop_assert_eq!(&hooked[..], &whole[..whole.len().min(MAX_PENDING)]);
+            prop_assert_eq!(&hooked[..], &whole[..whole.len().min(MAX_FOUND)]);
         }
     }
 
@@ -351,38 +306,6 @@ mod tests {
             let hooked: Vec<Query> = parse(s).into_iter().map(|(q, _)| q).collect();
             assert_eq!(QueryScan::default().scan(s), hooked, "{}", s.escape_ascii());
         }
-    }
-
-    #[test]
-    fn drops_one_expected_reply_per_query() {
-        let now = Instant::now();
-        let mut e = Expected::default();
-        e.expect(Query::CursorPosition, now);
-        assert_eq!(e.filter(b"\x1b[5;9R", now), b"");
-        // The same bytes again are a keystroke (Shift+F3 in xterm).
-        assert_eq!(e.filter(b"\x1b[1;2R", now), b"\x1b[1;2R");
-    }
-
-    #[test]
-    fn keeps_surrounding_input_and_other_replies() {
-        let now = Instant::now();
-        let mut e = Expected::default();
-        e.expect(Query::PrimaryAttributes, now);
-        e.expect(Query::CursorPosition, now);
-        assert_eq!(e.filter(b"ab\x1b[3;4Rcd\x1b[?1;2cef", now), b"abcdef");
-        assert!(e.is_empty());
-        e.expect(Query::SecondaryAttributes, now);
-        assert_eq!(e.filter(b"\x1b[?1;2c", now), b"\x1b[?1;2c");
-        assert_eq!(e.filter(b"\x1b[>0;276;0c", now), b"");
-    }
-
-    #[test]
-    fn expectations_expire() {
-        let now = Instant::now();
-        let mut e = Expected::default();
-        e.expect(Query::CursorPosition, now);
-        let later = now + REPLY_WINDOW + Duration::from_millis(1);
-        assert_eq!(e.filter(b"\x1b[1;2R", later), b"\x1b[1;2R");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::session::screen::ScreenModel;
+use super::model::ScreenModel;
+use super::render;
 
 /// Compressions tried when trimming scrollback, on top of the first two.
 const MAX_TRIM_TRIES: usize = 6;
@@ -139,13 +140,13 @@ pub fn encode_as(
 /// 500 x 1000 screen of random true colour): its text without attributes,
 /// or failing that, only the cursor and input modes.
 fn fallback(model: &ScreenModel, form: SnapshotForm) -> (usize, Vec<u8>) {
-    let plain = model.snapshot_ansi_plain();
+    let plain = render::plain_snapshot(model.screen());
     let len = plain.len();
     let packed = form.pack(plain);
     if packed.len() <= form.limit {
         return (len, packed);
     }
-    let minimal = model.snapshot_ansi_minimal();
+    let minimal = render::minimal_snapshot(model.screen());
     (minimal.len(), form.pack(minimal))
 }
 
@@ -159,9 +160,15 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::swe::{MAX_SNAPSHOT_CHUNKS, SNAPSHOT_LIMIT as LIMIT};
     use std::io::Read as _;
     use std::num::NonZeroU16;
+
+    /// The browser dialect's limit (`protocol::swe::SNAPSHOT_LIMIT`: 255 chunks of 8 KiB),
+    /// written out: the terminal model knows no dialect.
+    const LIMIT: usize = MAX_CHUNKS * CHUNK;
+    /// Most chunks, and bytes per chunk, of a snapshot in the browser dialect.
+    const MAX_CHUNKS: usize = 255;
+    const CHUNK: usize = 8 * 1024;
 
     fn gunzip(gz: &[u8]) -> Vec<u8> {
         let mut ansi = Vec::new();
@@ -171,11 +178,9 @@ mod tests {
         ansi
     }
 
-    /// How many chunks the browser dialect cuts this snapshot into.
+    /// How many chunks the browser dialect cuts this snapshot into (one at least).
     fn chunks(encoded: &EncodedSnapshot) -> usize {
-        crate::protocol::swe::snapshot_frames(&encoded.bytes)
-            .expect("fits in 255 chunks")
-            .len()
+        encoded.bytes.len().div_ceil(CHUNK).max(1)
     }
 
     fn parser(rows: u16, cols: u16, bytes: &[u8]) -> vt100::Parser {
@@ -279,7 +284,7 @@ mod tests {
         let t = std::time::Instant::now();
         let encoded = encode(&model, usize::MAX, LIMIT);
         let took = t.elapsed();
-        assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
+        assert!(chunks(&encoded) <= MAX_CHUNKS);
         assert!(encoded.bytes.len() <= LIMIT);
         assert!(
             encoded.scrollback_lines > 0 && encoded.scrollback_lines < all,
@@ -325,7 +330,7 @@ mod tests {
         stream.extend_from_slice(b"\x1b[?2004h\x1b[7;9H");
         model.process(&stream);
         let encoded = encode(&model, usize::MAX, LIMIT);
-        assert!(chunks(&encoded) <= MAX_SNAPSHOT_CHUNKS);
+        assert!(chunks(&encoded) <= MAX_CHUNKS);
         assert_eq!(encoded.scrollback_lines, 0);
         let got = parser(rows, cols, &gunzip(&encoded.bytes));
         assert_eq!(got.screen().contents(), model.screen().contents());
