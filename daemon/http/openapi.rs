@@ -14,9 +14,9 @@ use serde::Serialize;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-use crate::auth::{Role, ShareInfo};
+use crate::auth::ShareInfo;
 use crate::record::RecordingInfo;
-use crate::session::SessionInfo;
+use crate::session::{Role, SessionInfo};
 
 use super::cluster::SessionList;
 use super::*;

@@ -10,7 +10,9 @@ use uuid::Uuid;
 
 use super::request::{Outcome, Request};
 use crate::session::presence::PresenceInfo;
-use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, SnapshotForm, StatusInfo, ViewerId};
+use crate::session::{
+    ChatLine, EndReason, ExitInfo, Refusal, Role, SnapshotForm, StatusInfo, ViewerId,
+};
 
 /// One whole message from a client (fragments already joined).
 #[derive(Debug, Clone, PartialEq)]
@@ -41,8 +43,8 @@ pub enum Notice<'a> {
         info: &'a StatusInfo,
         /// The session's id.
         session: Uuid,
-        /// Whether this viewer joined read-only.
-        read_only: bool,
+        /// The role this viewer joined with.
+        role: Role,
     },
     /// The program ended.
     Exit(&'a ExitInfo),

@@ -39,6 +39,7 @@ use super::dialect::{Dialect, Inbound, Notice, Outbound};
 use super::request::Outcome;
 /// The browser dialect decodes into the domain requests every dialect shares.
 pub use super::request::Request as ClientMessage;
+use crate::session::Role;
 
 /// Why a client frame could not be decoded. Each variant maps to one reply
 /// ([`DecodeError::reply`]); the connection always stays open.
@@ -509,8 +510,8 @@ impl Dialect for Swe {
             Notice::Status {
                 info,
                 session,
-                read_only,
-            } => status(info, session, read_only),
+                role,
+            } => status(info, session, role),
             Notice::Exit(info) => ServerMessage::Exit {
                 exit_code: info.code,
                 signal: info.signal.clone(),
@@ -587,7 +588,7 @@ fn presence(
 }
 
 /// The `status` message for one viewer.
-fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, read_only: bool) -> ServerMessage {
+fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, role: Role) -> ServerMessage {
     let uuid = id.to_string();
     ServerMessage::Status(Status {
         viewers: s.viewers,
@@ -600,7 +601,7 @@ fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, read_only: bool) -> Se
         work_dir: s.work_dir.clone(),
         yolo_mode: s.yolo_mode,
         yolo_supported: s.yolo_supported,
-        read_only,
+        read_only: role == Role::Viewer,
         restarting: s.restarting,
     })
 }

@@ -51,12 +51,13 @@ type Io = TokioIo<Upgraded>;
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// How this viewer connected.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ViewerOptions {
     /// `?flow=ack`: the client acknowledges drawn bytes and the server bounds what is unacknowledged.
     pub flow_ack: bool,
-    /// The viewer may watch and chat but not change the session.
-    pub read_only: bool,
+    /// What the viewer may do: a [`Role::Viewer`] watches and chats but does not change the
+    /// session.
+    pub role: Role,
     /// Cancelled when the share link it connected with is revoked.
     pub revoked: Option<CancellationToken>,
     /// When the share link it connected with expires.
@@ -127,13 +128,8 @@ pub async fn run<D: Dialect>(
     // Cancelled when this viewer lets what is addressed to it pile up (session events or its
     // own replies): it is closed rather than buffered for.
     let overrun = events.overrun();
-    let role = if opts.read_only {
-        Role::Viewer
-    } else {
-        Role::Writer
-    };
     let (membership, join) = match session
-        .join(role, events_tx, live, dialect.snapshot_form())
+        .join(opts.role, events_tx, live, dialect.snapshot_form())
         .await
     {
         Ok(joined) => joined,
@@ -452,11 +448,11 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 if self.catch_up(offset).await? {
                     return Ok(true);
                 }
-                let (session, read_only) = (self.session().id(), self.opts.read_only);
+                let (session, role) = (self.session().id(), self.opts.role);
                 self.notice(Notice::Status {
                     info: &info,
                     session,
-                    read_only,
+                    role,
                 })
                 .await?;
             }

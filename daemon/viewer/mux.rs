@@ -42,12 +42,12 @@ type Io = TokioIo<Upgraded>;
 const EVENTS_QUEUE: usize = 256;
 
 /// Who connected, and what the connection may reach.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MuxOptions {
     /// A share link's connection: only this session.
     pub only: Option<Uuid>,
-    /// Read-only: input, resize and close are refused.
-    pub read_only: bool,
+    /// What it may do: as a [`Role::Viewer`], input, resize and close are refused.
+    pub role: Role,
     /// Cancelled when the share link is revoked.
     pub revoked: Option<CancellationToken>,
     /// When the share link expires.
@@ -93,7 +93,7 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
     let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let messages = MuxMessages {
         table: table.clone(),
-        may_end: opts.only.is_none() && !opts.read_only,
+        may_end: opts.only.is_none() && opts.role == Role::Writer,
     };
     let read_task = tokio::spawn(read_loop(
         halves.read,
@@ -112,11 +112,7 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
         wake: Arc::new(Notify::new()),
         events_tx,
         overrun: overrun.clone(),
-        role: if opts.read_only {
-            Role::Viewer
-        } else {
-            Role::Writer
-        },
+        role: opts.role,
         only: opts.only,
         untagged: std::collections::HashSet::new(),
         stall_deadline: cfg.viewer.stall_deadline,
