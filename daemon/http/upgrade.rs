@@ -13,7 +13,7 @@ use super::connections::Slot;
 use crate::auth::Access;
 use crate::protocol::raw::Raw;
 use crate::protocol::swe::Swe;
-use crate::protocol::{Dialect, Notice};
+use crate::protocol::{Closing, Dialect};
 use crate::registry::Found;
 use crate::session::{CreateSpec, Role};
 use crate::viewer::mux::MuxOptions;
@@ -121,9 +121,9 @@ pub(super) fn accept_upgrade(
 
 /// Why a connection was refused after the upgrade.
 enum Refused {
-    /// The session could not be created (close 4002).
+    /// The session could not be created.
     CreateFailed(String),
-    /// `create=0` and no such session (close 4004).
+    /// `create=0` and no such session.
     NotFound,
 }
 
@@ -182,8 +182,8 @@ pub(super) fn websocket(
         Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
     };
     let opts = ViewerOptions {
-        // Only the browser dialect has an `ack` message.
-        flow_ack: q.flow_ack && dialect == WsDialect::Browser,
+        // Honoured if the dialect has acknowledgements (`Dialect::flow_ack`).
+        flow_ack: q.flow_ack,
         // A client may ask for less than its token allows, never more.
         role: match q.role {
             Some(Role::Viewer) => Role::Viewer,
@@ -213,7 +213,7 @@ pub(super) fn websocket(
 
 /// Runs the viewer, or tells it why it was refused.
 async fn serve<D: Dialect>(
-    ws: fastwebsockets::WebSocket<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
+    ws: crate::ws::Accepted,
     id: Uuid,
     session: Result<crate::session::SessionHandle, Refused>,
     cfg: Arc<crate::config::Config>,
@@ -224,19 +224,11 @@ async fn serve<D: Dialect>(
         Ok(handle) => viewer::run(ws, handle, cfg, opts, dialect).await,
         Err(Refused::CreateFailed(message)) => {
             info!(session = %id, "refused WebSocket: {message}");
-            let notice = Notice::CreateFailed(&message);
-            viewer::refuse(ws, &dialect, 4002, notice, &message).await;
+            viewer::refuse(ws, &dialect, Closing::CreateFailed(&message)).await;
         }
         Err(Refused::NotFound) => {
             debug!(session = %id, "no such session to join (create=0)");
-            viewer::refuse(
-                ws,
-                &dialect,
-                4004,
-                Notice::NoSuchSession,
-                "session not found",
-            )
-            .await;
+            viewer::refuse(ws, &dialect, Closing::NoSuchSession).await;
         }
     }
 }
