@@ -191,8 +191,8 @@ pub(super) enum Lookup<'p> {
         /// Who reads their answers.
         audience: Audience,
     },
-    /// A path under `/api/` or `/ws` that no route answers: 404 (once the guard let the
-    /// caller in, so that which endpoints exist is no secret only to those with a token).
+    /// A path under `/api/` or `/ws` that no route answers: 404, once the guard let the
+    /// caller in (without a token, a caller learns nothing of which endpoints exist).
     NoEndpoint,
     /// Anything else: the browser UI's files.
     Asset,
@@ -552,6 +552,14 @@ mod tests {
             for hole in route.pattern.split('/').filter(|s| s.starts_with('{')) {
                 assert!(matches!(hole, "{id}" | "{share}"), "{}", route.pattern);
             }
+            // Public routes, and only they, have a handler that sees no caller.
+            let public_handler = matches!(route.handler, Handler::Public(_));
+            assert_eq!(
+                route.callers == Callers::Public,
+                public_handler,
+                "{}",
+                route.pattern
+            );
             // The page routes, and only they, answer people.
             let page = route.methods == PAGE_METHODS;
             assert_eq!(
