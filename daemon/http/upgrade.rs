@@ -247,19 +247,15 @@ pub(super) fn multiplexed(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let opts = match &access {
-        Access::Full => MuxOptions {
-            only: None,
-            role: Role::Writer,
-            revoked: None,
-            expires: None,
-        },
-        Access::Share(s) => MuxOptions {
-            only: Some(s.session),
-            role: s.role,
-            revoked: Some(s.revoked.clone()),
-            expires: s.expires_at,
-        },
+    let (only, revoked, expires) = match &access {
+        Access::Full => (None, None, None),
+        Access::Share(s) => (Some(s.session), Some(s.revoked.clone()), s.expires_at),
+    };
+    let opts = MuxOptions {
+        only,
+        role: access.role(),
+        revoked,
+        expires,
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
     state.tasks.spawn(async move {

@@ -34,6 +34,7 @@ use crate::session::{
 };
 use crate::ws::reader::{read_loop, Gone, Local, OnMessage, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
+
 /// Events of all sessions waiting for the writer, each small (bounded by its session's queue).
 const EVENTS_QUEUE: usize = 256;
 
