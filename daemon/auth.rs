@@ -11,10 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hyper::header::{HeaderMap, AUTHORIZATION, COOKIE, HOST, ORIGIN};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+use crate::session::Role;
 
 /// The cookie that carries a token after a page was opened with `?token=`.
 pub const COOKIE_NAME: &str = "ptyhub_token";
@@ -22,16 +24,6 @@ pub const COOKIE_NAME: &str = "ptyhub_token";
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Query parameters that carry a token.
 pub const TOKEN_PARAMS: [&str; 2] = ["token", "access_token"];
-
-/// What a share link lets its holder do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Watch and chat; no input, resize, upload, rename, YOLO or signal.
-    Viewer,
-    /// Everything a daemon-token holder may do, on this one session.
-    Writer,
-}
 
 /// A session-scoped token.
 #[derive(Debug)]
@@ -121,6 +113,14 @@ impl Access {
         match self {
             Access::Full => true,
             Access::Share(s) => s.session == session && s.role == Role::Writer,
+        }
+    }
+
+    /// The role its connections join a session with (a share link's only on its session).
+    pub fn role(&self) -> Role {
+        match self {
+            Access::Full => Role::Writer,
+            Access::Share(s) => s.role,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! - [`http`]: the listener, routing, REST API and the WebSocket upgrade.
 //! - [`viewer`]: one WebSocket connection; decodes frames into session commands and writes
 //!   the session's output from the viewer's own position in the output log.
+//! - [`ws`]: WebSocket plumbing every WebSocket shares (viewers, exec): the socket's halves,
+//!   the reader task, RFC 6455's frame rules, server frames.
 //! - [`registry`]: session uuid → [`session::SessionHandle`].
 //! - [`session`]: one actor task per session owning the process and its PTY, the screen
 //!   model, the output log, the viewers and the session's metadata.
@@ -51,3 +53,4 @@ pub mod systemd;
 pub mod term;
 pub mod upgrade;
 pub mod viewer;
+pub mod ws;

@@ -11,7 +11,7 @@ use ptyhub::session::{
 };
 use ptyhub::viewer::live::Live;
 use ptyhub::viewer::subscription::{Framing, Pumped, Scratch, Subscription};
-use ptyhub::viewer::transport::{Kind, Sink, Transport};
+use ptyhub::viewer::transport::{MessageKind as Kind, Sink, Transport};
 use uuid::Uuid;
 
 /// Output reaches the test through the log; a viewer's live pushes are not needed here.

@@ -10,9 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastwebsockets::{Frame, OpCode, WebSocket};
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::TokioIo;
+use fastwebsockets::{Frame, OpCode};
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
@@ -27,12 +25,10 @@ use crate::config::Config;
 use crate::metrics::METRICS;
 use crate::protocol::pipe::{self, PipeRequest, ServerMessage};
 use crate::protocol::{Inbound, Outbound};
-use crate::session::{ExitInfo, SessionGone};
-use crate::viewer::reader::{read_loop, Local, OnMessage, Replies};
-use crate::viewer::transport::{push_frame, push_head};
-use crate::viewer::{socket, CLOSE_GRACE};
-
-type Io = TokioIo<Upgraded>;
+use crate::session::ExitInfo;
+use crate::ws::frame::{push_frame, push_head};
+use crate::ws::reader::{read_loop, Gone, Local, OnMessage, Replies};
+use crate::ws::{socket, Accepted, CLOSE_GRACE};
 
 /// Signals from the reader waiting for the writer, which owns the process.
 const SIGNAL_QUEUE: usize = 8;
@@ -40,7 +36,7 @@ const SIGNAL_QUEUE: usize = 8;
 const PEER_CHECK: Duration = Duration::from_secs(1);
 
 /// Tells the client its program could not start (`error`), then closes with 4002.
-pub async fn refuse(mut ws: WebSocket<Io>, why: &str) {
+pub async fn refuse(mut ws: Accepted, why: &str) {
     METRICS.error("exec_failed");
     let error = ServerMessage::error("exec_failed", why).to_json();
     let _ = ws.write_frame(Frame::text(error.into_bytes().into())).await;
@@ -63,7 +59,7 @@ enum End {
 /// Serves one pipe-mode exec until the program ends or the client goes; either way the
 /// process group is ended and reaped before this returns.
 pub async fn run(
-    ws: WebSocket<Io>,
+    ws: Accepted,
     mut child: ExecChild,
     permit: Permit,
     cfg: Arc<Config>,
@@ -224,7 +220,7 @@ struct PipeMessages {
 }
 
 impl PipeMessages {
-    async fn reply(replies: &Replies, msg: ServerMessage) -> Result<(), SessionGone> {
+    async fn reply(replies: &Replies, msg: ServerMessage) -> Result<(), Gone> {
         if let ServerMessage::Error { code, .. } = &msg {
             METRICS.error(code);
         }
@@ -235,7 +231,7 @@ impl PipeMessages {
 }
 
 impl OnMessage for PipeMessages {
-    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), SessionGone> {
+    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), Gone> {
         match pipe::decode(message) {
             Ok(PipeRequest::Stdin(bytes)) => {
                 let Some(stdin) = self.stdin.as_mut() else {
@@ -255,9 +251,7 @@ impl OnMessage for PipeMessages {
                 self.stdin = None;
                 Ok(())
             }
-            Ok(PipeRequest::Signal(signal)) => {
-                self.signals.send(signal).await.map_err(|_| SessionGone)
-            }
+            Ok(PipeRequest::Signal(signal)) => self.signals.send(signal).await.map_err(|_| Gone),
             Ok(PipeRequest::Resize) => Ok(()),
             Err(bad) => Self::reply(replies, bad.into()).await,
         }

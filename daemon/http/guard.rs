@@ -9,8 +9,8 @@ use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::reply::{refuse, token_redirect};
-use super::routes::{query_pairs, Kind};
-use super::{AppState, Body};
+use super::routes::Audience;
+use super::{query_pairs, AppState, Body};
 use crate::auth::{self, Access, Denied};
 
 /// Who the caller is, if the request may go on; else the reply that refuses it (or, for a page
@@ -19,7 +19,7 @@ pub(super) fn check(
     req: &Request<Incoming>,
     peer: SocketAddr,
     state: &Arc<AppState>,
-    kind: Kind,
+    audience: Audience,
     path: &str,
 ) -> Result<Access, Box<Response<Body>>> {
     let method = req.method().clone();
@@ -28,7 +28,7 @@ pub(super) fn check(
         return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             "without authentication only loopback host names are served (DNS rebinding)",
-            kind,
+            audience,
             peer,
             path,
         )));
@@ -44,7 +44,7 @@ pub(super) fn check(
         return Err(Box::new(refuse(
             StatusCode::FORBIDDEN,
             "cross-site request refused (Origin does not match)",
-            kind,
+            audience,
             peer,
             path,
         )));
@@ -58,11 +58,17 @@ pub(super) fn check(
                 Denied::RateLimited(_) => refuse(
                     StatusCode::TOO_MANY_REQUESTS,
                     &denied.reason(),
-                    kind,
+                    audience,
                     peer,
                     path,
                 ),
-                _ => refuse(StatusCode::UNAUTHORIZED, &denied.reason(), kind, peer, path),
+                _ => refuse(
+                    StatusCode::UNAUTHORIZED,
+                    &denied.reason(),
+                    audience,
+                    peer,
+                    path,
+                ),
             };
             if let Denied::RateLimited(secs) = denied {
                 if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
@@ -73,7 +79,7 @@ pub(super) fn check(
         }
     };
     // A page opened with a token in its URL: keep the token in a cookie, drop it from the URL.
-    if kind == Kind::Page
+    if audience == Audience::Person
         && query
             .iter()
             .any(|(k, _)| auth::TOKEN_PARAMS.contains(&k.as_str()))

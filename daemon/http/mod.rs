@@ -1,5 +1,6 @@
-//! The HTTP side: the accept loop and connection places, the guard (host, origin, token, rate
-//! limit), the routes, the REST API, the WebSocket upgrade to a dialect, exec, and replies.
+//! The HTTP side: the accept loop and connection places, the route table and the routing
+//! (lookup, the guard: host, origin, token, rate limit, then the route's callers; handler), the
+//! REST API, the WebSocket upgrade to a dialect, exec, and replies.
 
 mod accept;
 mod cluster;
@@ -11,14 +12,18 @@ pub mod proxy;
 mod recordings;
 mod reply;
 mod rest;
-mod routes;
+mod router;
+pub mod routes;
 mod sse;
 pub mod tls;
 mod upgrade;
+mod version;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::Request;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::Auth;
@@ -30,7 +35,7 @@ use connections::Connections;
 pub use accept::run;
 use reply::*;
 use rest::*;
-use routes::*;
+use router::route;
 pub use sse::encode as sse_encode;
 use upgrade::*;
 
@@ -44,6 +49,14 @@ type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infa
 fn full(bytes: impl Into<Bytes>) -> Body {
     use http_body_util::BodyExt;
     http_body_util::Full::new(bytes.into()).boxed_unsync()
+}
+
+/// The request's query, decoded.
+fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
+    let raw = req.uri().query().unwrap_or("");
+    form_urlencoded::parse(raw.as_bytes())
+        .into_owned()
+        .collect()
 }
 
 /// What every request handler shares.

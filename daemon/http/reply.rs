@@ -10,24 +10,26 @@ use serde::Serialize;
 use tracing::info;
 use uuid::Uuid;
 
+use super::routes::Audience;
 use crate::auth::{self};
 use crate::registry::{Registry, ResolveError};
 
 use super::*;
 
-/// Logs a refused request once, with its reason, and answers it in the resource's kind.
+/// Logs a refused request once, with its reason, and answers it as its audience reads:
+/// JSON for a program, the login page for a person.
 pub(super) fn refuse(
     status: StatusCode,
     reason: &str,
-    kind: Kind,
+    audience: Audience,
     peer: SocketAddr,
     path: &str,
 ) -> Response<Body> {
     info!(%peer, %path, status = status.as_u16(), reason, "refused request");
     crate::metrics::METRICS.refused(status.as_u16());
-    match kind {
-        Kind::Api => error(status, reason),
-        Kind::Page => login_page(status, reason),
+    match audience {
+        Audience::Program => error(status, reason),
+        Audience::Person => login_page(status, reason),
     }
 }
 

@@ -14,10 +14,10 @@ use serde_json::Value;
 use tracing::info;
 use uuid::Uuid;
 
-use crate::auth::{self, Role};
+use crate::auth;
 use crate::config::Config;
 use crate::registry::Found;
-use crate::session::{CreateError, CreateSpec, EndReason, RenameError, CUSTOM_ASSISTANT};
+use crate::session::{CreateError, CreateSpec, EndReason, RenameError, Role, CUSTOM_ASSISTANT};
 
 use super::*;
 

@@ -1,11 +1,16 @@
-//! The routing table: which path and method reach which handler, behind the guard.
+//! The route table: every method and path the daemon answers, who may call it, and its
+//! handler, as data. The match ([`lookup`]), the 405s' `Allow` lists and the check of the
+//! OpenAPI document (`openapi.rs`) all read [`ROUTES`]; [`Callers`] is the one place that says
+//! what a share link may do.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use tracing::{debug, info};
+use tracing::info;
 use uuid::Uuid;
 
 use super::connections::Slot;
@@ -13,263 +18,450 @@ use crate::auth::Access;
 
 use super::*;
 
-/// What kind of resource a request is for: decides how a refusal is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    /// An HTML page: a refusal is the login page.
-    Page,
-    /// REST, metrics or WebSocket: a refusal is JSON.
-    Api,
-}
-
-pub(super) fn query_pairs(req: &Request<Incoming>) -> Vec<(String, String)> {
-    let raw = req.uri().query().unwrap_or("");
-    form_urlencoded::parse(raw.as_bytes())
-        .into_owned()
-        .collect()
-}
+/// A route's methods: `*` stands for every method (a health check answers whatever asks).
+pub const ANY_METHOD: &str = "*";
 
 /// What a page or an embedded asset answers.
-const PAGE_METHODS: &[&str] = &["GET", "HEAD"];
+pub(super) const PAGE_METHODS: &[&str] = &["GET", "HEAD"];
 
-/// The methods each known path answers, for a 405's `Allow`; `None` for an unknown path.
-/// Which of them a share link may use is decided by the route itself (403).
-pub(super) fn allowed_methods(segments: &[&str]) -> Option<&'static [&'static str]> {
-    Some(match segments {
-        [""] | ["session", _] | ["replay", _] => PAGE_METHODS,
-        ["metrics"] | ["ws"] | ["ws", _] | ["ws", _, "raw"] | ["api", "assistants"] => &["GET"],
-        ["api", "sessions"] => &["GET", "POST"],
-        ["api", "sessions", _] => &["GET", "PATCH", "DELETE"],
-        ["api", "sessions", _, "scrollback"] | ["api", "sessions", _, "log"] => &["GET"],
-        ["api", "events"] => &["GET"],
-        ["api", "exec"] => &["GET", "POST"],
-        ["api", "sessions", _, "share"] => &["GET", "POST"],
-        ["api", "sessions", _, "share", _] => &["DELETE"],
-        ["api", "sessions", _, "recording"] | ["api", "recordings"] => &["GET"],
-        ["api", "recordings", _] => &["GET", "DELETE"],
-        _ => return None,
-    })
+/// One route: the methods and the path it answers, who may call it, and what answers.
+pub struct Route {
+    /// The methods, in the order a 405's `Allow` lists them ([`ANY_METHOD`]: all).
+    pub methods: &'static [&'static str],
+    /// The path under the base path, as OpenAPI writes it: `/api/sessions/{id}`. A `{...}`
+    /// stands for one segment: `{id}` for a session (see [`PathId`]), `{share}` for a share
+    /// link's id.
+    pub pattern: &'static str,
+    /// Who may call it.
+    pub callers: Callers,
+    /// Who reads its answers, so how a refusal is answered.
+    pub audience: Audience,
+    pub(super) handler: Handler,
 }
 
-/// `GET /api/version` reply.
-#[derive(serde::Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Version {
-    /// The daemon's version.
-    version: &'static str,
-    /// Its process id (the same across live upgrades).
-    pid: u32,
-    /// When the running image started, RFC 3339.
-    image_started: String,
-    /// The same, milliseconds since the Unix epoch.
-    image_started_ms: u64,
-    /// Live upgrades so far.
-    upgrades: u64,
-    /// Sessions now.
-    sessions: usize,
-    /// The last upgrade that failed, if any.
-    last_upgrade_error: Option<UpgradeError>,
+/// Who reads a route's answers: decides how a refusal is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// A person, in a browser, on an HTML page: a refusal is the login page.
+    Person,
+    /// A program (REST, metrics, a WebSocket, a page's scripts): a refusal is JSON.
+    Program,
 }
 
-/// A failed live upgrade.
-#[derive(serde::Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct UpgradeError {
-    /// When, RFC 3339.
-    at: String,
-    /// When, milliseconds since the Unix epoch.
-    at_ms: u64,
-    /// What went wrong.
-    message: String,
+/// Who may call a route once the guard has checked the host, the origin and the token: the
+/// one place that says what a share link may do. The daemon token's holder may call anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Callers {
+    /// Everyone, without a token: the answer is the same for every installation of this
+    /// version, or says nothing secret. The guard does not look at these.
+    Public,
+    /// The daemon token's holder only: a share link gets 403.
+    Owner,
+    /// Any token, a share link's too: the answer is the same for everyone (`/api/assistants`)
+    /// or its handler scopes it to the link's session (`/ws`, `/api/events`).
+    AnyToken,
+    /// A share link of the session the path names.
+    Session,
+    /// A writer's share link of the session the path names.
+    SessionWriter,
+    /// A share link of the session the path names, made with `record`.
+    SessionRecording,
 }
 
-/// What `/api/version` says: the version, this image's start, the upgrades so far and the
-/// last one that failed.
-fn version(state: &AppState) -> Version {
-    let status = state.upgrades.status();
-    let ms = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+impl Callers {
+    /// Whether `access` may call a route of these callers about session `id` (the path's).
+    pub fn admit(self, access: &Access, id: Option<Uuid>) -> bool {
+        let on = |check: fn(&Access, Uuid) -> bool| id.is_some_and(|id| check(access, id));
+        match self {
+            Callers::Public | Callers::AnyToken => true,
+            Callers::Owner => matches!(access, Access::Full),
+            Callers::Session => on(Access::reaches),
+            Callers::SessionWriter => on(Access::may_write),
+            Callers::SessionRecording => on(Access::may_record),
+        }
+    }
+
+    /// Whether `access` is told that a session number names no session (404). A share link
+    /// is refused it (403) as it is refused any session not its own, so it cannot probe
+    /// which numbers exist.
+    pub fn told_missing(access: &Access) -> bool {
+        matches!(access, Access::Full)
+    }
+}
+
+/// What a path's `{id}` is, and how a bad one is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathId {
+    /// A session: its uuid (it may not exist, or not yet), or its number on this host. 400 for
+    /// anything else, 404 for a number no session has (see [`Callers::told_missing`]).
+    Session,
+    /// A uuid (a recording's session may have ended long ago): 400 for anything else.
+    Uuid,
+    /// A uuid in a page's address: anything else is no such page (the 404 page, status 400,
+    /// for a browser; JSON otherwise).
+    PageUuid,
+}
+
+/// A handler's answer still to come: it reads a body, or waits on a session.
+pub(super) type Pending<'a> = Pin<Box<dyn Future<Output = Response<Body>> + Send + 'a>>;
+
+/// What answers a route.
+pub(super) enum Handler {
+    /// A public route: there is no caller to speak of.
+    Public(fn(&Request<Incoming>, &Arc<AppState>) -> Response<Body>),
+    /// Answers at once.
+    Now(fn(Call<'_>) -> Response<Body>),
+    /// Answers once it has read a body or heard from a session.
+    Later(for<'a> fn(Call<'a>) -> Pending<'a>),
+    /// Answers at once, about the session the path's `{id}` names.
+    NowOn(PathId, fn(Call<'_>, Uuid) -> Response<Body>),
+    /// Answers later, about the session the path's `{id}` names.
+    LaterOn(PathId, for<'a> fn(Call<'a>, Uuid) -> Pending<'a>),
+}
+
+/// A request the guard let in, with what its handler may use.
+pub(super) struct Call<'a> {
+    /// The request.
+    pub req: Request<Incoming>,
+    /// What the caller may reach.
+    pub access: Access,
+    /// The client (behind a trusted proxy, the forwarded one).
+    pub peer: SocketAddr,
+    /// The path's `{share}`, on the route that has one.
+    pub share: Option<&'a str>,
+    /// The daemon.
+    pub state: &'a Arc<AppState>,
+    /// The connection's place: a WebSocket or a stream keeps it as long as it lives.
+    pub slot: Arc<Slot>,
+}
+
+/// The `{...}` segments of a path a route matched.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Params<'p> {
+    /// `{id}`.
+    pub id: Option<&'p str>,
+    /// `{share}`.
+    pub share: Option<&'p str>,
+}
+
+impl Route {
+    /// Whether it answers `method`.
+    pub fn answers(&self, method: &str) -> bool {
+        self.methods
+            .iter()
+            .any(|m| *m == ANY_METHOD || *m == method)
+    }
+
+    /// How its `{id}` is read, if its path has one.
+    pub fn path_id(&self) -> Option<PathId> {
+        match self.handler {
+            Handler::NowOn(id, _) | Handler::LaterOn(id, _) => Some(id),
+            Handler::Public(_) | Handler::Now(_) | Handler::Later(_) => None,
+        }
+    }
+
+    /// The `{...}` segments, if `segments` is this route's path.
+    fn matches<'p>(&self, segments: &[&'p str]) -> Option<Params<'p>> {
+        let pattern = self.pattern.trim_matches('/').split('/');
+        if pattern.clone().count() != segments.len() {
+            return None;
+        }
+        let mut params = Params::default();
+        for (want, got) in pattern.zip(segments) {
+            match want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
+                Some("share") => params.share = Some(got),
+                Some(_) => params.id = Some(got),
+                None if want == *got => {}
+                None => return None,
+            }
+        }
+        Some(params)
+    }
+}
+
+/// What a method on a path comes to.
+pub(super) enum Lookup<'p> {
+    /// A route answers it.
+    Route(&'static Route, Params<'p>),
+    /// Routes answer the path but not the method: 405 (once the guard let the caller in)
+    /// with the methods they answer.
+    WrongMethod {
+        /// Their methods, for `Allow`.
+        allow: Vec<&'static str>,
+        /// Who reads their answers.
+        audience: Audience,
+    },
+    /// A path under `/api/` or `/ws` that no route answers: 404, once the guard let the
+    /// caller in (without a token, a caller learns nothing of which endpoints exist).
+    NoEndpoint,
+    /// Anything else: the browser UI's files.
+    Asset,
+}
+
+/// The route for `method` on `segments` (the path under the base path, split at `/`).
+pub(super) fn lookup<'p>(method: &Method, segments: &[&'p str]) -> Lookup<'p> {
+    let method = method.as_str();
+    let on_path = || {
+        ROUTES
+            .iter()
+            .filter_map(|r| Some((r, r.matches(segments)?)))
     };
-    Version {
-        version: env!("CARGO_PKG_VERSION"),
-        pid: std::process::id(),
-        image_started: crate::session::rfc3339(status.image_started),
-        image_started_ms: ms(status.image_started),
-        upgrades: status.upgrades,
-        sessions: state.registry.len(),
-        last_upgrade_error: status.last_error.map(|(at, message)| UpgradeError {
-            at: crate::session::rfc3339(at),
-            at_ms: ms(at),
-            message,
+    if let Some((route, params)) = on_path().find(|(r, _)| r.answers(method)) {
+        return Lookup::Route(route, params);
+    }
+    // A public route's other methods are its namespace's: `POST /api/version` is no endpoint.
+    let mut guarded = on_path().filter(|(r, _)| r.callers != Callers::Public);
+    if let Some((first, _)) = guarded.next() {
+        let mut allow = first.methods.to_vec();
+        allow.extend(guarded.flat_map(|(r, _)| r.methods.iter().copied()));
+        let audience = first.audience;
+        return Lookup::WrongMethod { allow, audience };
+    }
+    match segments {
+        ["api", ..] | ["ws", ..] => Lookup::NoEndpoint,
+        _ => Lookup::Asset,
+    }
+}
+
+/// Every route. Routes of one path are listed together, in the order `Allow` lists their
+/// methods.
+pub static ROUTES: &[Route] = &[
+    // ---- public: answered before the guard, to anyone -------------------------------------
+    Route {
+        methods: &[ANY_METHOD],
+        pattern: "/healthz",
+        callers: Callers::Public,
+        audience: Audience::Program,
+        handler: Handler::Public(|_, _| with_type(StatusCode::OK, b"ok\n".to_vec(), "text/plain")),
+    },
+    // `ptyhub upgrade` and monitoring read it; no secret in it.
+    Route {
+        methods: &["GET"],
+        pattern: "/api/version",
+        callers: Callers::Public,
+        audience: Audience::Program,
+        handler: Handler::Public(|_, state| json(StatusCode::OK, &version::version(state))),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/openapi.json",
+        callers: Callers::Public,
+        audience: Audience::Program,
+        handler: Handler::Public(|_, _| openapi::document()),
+    },
+    // ---- pages --------------------------------------------------------------------------
+    Route {
+        methods: PAGE_METHODS,
+        pattern: "/",
+        callers: Callers::Owner,
+        audience: Audience::Person,
+        handler: Handler::Now(|c| static_file("index.html", &c.req)),
+    },
+    Route {
+        methods: PAGE_METHODS,
+        pattern: "/session/{id}",
+        callers: Callers::Session,
+        audience: Audience::Person,
+        handler: Handler::NowOn(PathId::PageUuid, |c, _| {
+            static_file("terminal.html", &c.req)
         }),
-    }
-}
+    },
+    // Whoever may download a recording may watch it: the page fetches the same endpoint.
+    Route {
+        methods: PAGE_METHODS,
+        pattern: "/replay/{id}",
+        callers: Callers::SessionRecording,
+        audience: Audience::Person,
+        handler: Handler::NowOn(PathId::Uuid, |c, _| static_file("replay.html", &c.req)),
+    },
+    // ---- metrics and WebSockets ---------------------------------------------------------
+    Route {
+        methods: &["GET"],
+        pattern: "/metrics",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| metrics(c.state)),
+    },
+    // A share link's connection carries only its own session.
+    Route {
+        methods: &["GET"],
+        pattern: "/ws",
+        callers: Callers::AnyToken,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| multiplexed(c.req, c.access, c.state, c.slot)),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/ws/{id}",
+        callers: Callers::Session,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| {
+            websocket(c.req, id, WsDialect::Browser, c.access, c.state, c.slot)
+        }),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/ws/{id}/raw",
+        callers: Callers::Session,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| {
+            websocket(c.req, id, WsDialect::Raw, c.access, c.state, c.slot)
+        }),
+    },
+    // ---- REST ---------------------------------------------------------------------------
+    Route {
+        methods: &["GET"],
+        pattern: "/api/assistants",
+        callers: Callers::AnyToken,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| json(StatusCode::OK, &assistants(&c.state.cfg))),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/sessions",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| Box::pin(async move { cluster::list(&c.req, c.state).await })),
+    },
+    Route {
+        methods: &["POST"],
+        pattern: "/api/sessions",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| Box::pin(create(c.req, c.state))),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/sessions/{id}",
+        callers: Callers::Session,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| match c.state.registry.get(&id) {
+            Some(h) => json(StatusCode::OK, &h.info()),
+            None => error(StatusCode::NOT_FOUND, "no such session"),
+        }),
+    },
+    Route {
+        methods: &["PATCH"],
+        pattern: "/api/sessions/{id}",
+        callers: Callers::SessionWriter,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Session, |c, id| Box::pin(patch(c.req, id, c.state))),
+    },
+    Route {
+        methods: &["DELETE"],
+        pattern: "/api/sessions/{id}",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Session, |c, id| {
+            Box::pin(delete(id, c.peer, c.state))
+        }),
+    },
+    // A share link sees its session's screen anyway: its recent output too.
+    Route {
+        methods: &["GET"],
+        pattern: "/api/sessions/{id}/scrollback",
+        callers: Callers::Session,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| scrollback(id, c.state)),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/sessions/{id}/log",
+        callers: Callers::Session,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| {
+            sse::log(c.req, id, c.state, &c.slot)
+        }),
+    },
+    // A share link's stream carries only its own session's events.
+    Route {
+        methods: &["GET"],
+        pattern: "/api/events",
+        callers: Callers::AnyToken,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| sse::events(c.req, &c.access, c.state, &c.slot)),
+    },
+    // Never for a share link (PROTOCOL.md section 9).
+    Route {
+        methods: &["GET"],
+        pattern: "/api/exec",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| exec::websocket(c.req, c.state, c.slot)),
+    },
+    Route {
+        methods: &["POST"],
+        pattern: "/api/exec",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| Box::pin(exec::sse(c.req, c.state, c.slot))),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/sessions/{id}/share",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| {
+            json(StatusCode::OK, &c.state.auth.shares_of(id))
+        }),
+    },
+    Route {
+        methods: &["POST"],
+        pattern: "/api/sessions/{id}/share",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Session, |c, id| Box::pin(share(c.req, id, c.state))),
+    },
+    Route {
+        methods: &["DELETE"],
+        pattern: "/api/sessions/{id}/share/{share}",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, |c, id| revoke(id, c.share, c.state)),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/sessions/{id}/recording",
+        callers: Callers::SessionRecording,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Session, |c, id| {
+            Box::pin(recordings::cast(id, c.state))
+        }),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/recordings",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| Box::pin(recordings::list(c.state))),
+    },
+    // A share link made with `record` reaches its own session's recording.
+    Route {
+        methods: &["GET"],
+        pattern: "/api/recordings/{id}",
+        callers: Callers::SessionRecording,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Uuid, |c, id| Box::pin(recordings::one(id, c.state))),
+    },
+    Route {
+        methods: &["DELETE"],
+        pattern: "/api/recordings/{id}",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Uuid, |c, id| {
+            Box::pin(recordings::delete(id, c.state))
+        }),
+    },
+];
 
-pub(super) async fn route(
-    mut req: Request<Incoming>,
-    peer: SocketAddr,
-    tls: bool,
-    state: &Arc<AppState>,
-    slot: Arc<Slot>,
-) -> Response<Body> {
-    // From here on `peer` is the client, behind a trusted proxy the forwarded one.
-    let mut client = proxy::client(req.headers(), peer, tls, &state.cfg.proxy);
-    client.base = state.cfg.server.base_path.clone();
-    let peer = client.addr;
-    if !slot.from_client(peer.ip()) {
-        info!(%peer, "refused request: too many connections from this address");
-        crate::metrics::METRICS.refused(429);
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many connections from this address",
-        );
-    }
-    req.extensions_mut().insert(client);
-    let path = match proxy::mount(&state.cfg.server.base_path, req.uri().path()) {
-        proxy::Mount::Inside(p) => p.to_owned(),
-        proxy::Mount::Bare => return proxy::to_base(&req, &state.cfg.server.base_path),
-        // A load balancer's health check may not know the base.
-        proxy::Mount::Outside if req.uri().path() == "/healthz" => "/healthz".to_owned(),
-        proxy::Mount::Outside => return error(StatusCode::NOT_FOUND, "not found"),
-    };
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let method = req.method().clone();
-    // Paths only: query strings may carry tokens and are never logged.
-    debug!(%peer, %method, %path, "request");
-    let kind = match segments.as_slice() {
-        ["healthz"] => return with_type(StatusCode::OK, b"ok\n".to_vec(), "text/plain"),
-        // Public like /healthz (no secret in it): `ptyhub upgrade` and monitoring read it.
-        ["api", "version"] if method == Method::GET => {
-            return json(StatusCode::OK, &version(state))
-        }
-        // Public too: the same for every installation of this version, no secret in it.
-        ["api", "openapi.json"] if method == Method::GET => return openapi::document(),
-        [""] | ["session", _] | ["replay", _] => Kind::Page,
-        ["api", ..] | ["ws", ..] | ["metrics"] => Kind::Api,
-        // The UI's assets are the same for everyone and hold no secret.
-        _ if matches!(method, Method::GET | Method::HEAD) => {
-            return static_file(path.trim_start_matches('/'), &req)
-        }
-        // Public too, so whether an asset exists is no secret either.
-        _ if crate::assets::exists(path.trim_start_matches('/')) => {
-            return method_not_allowed(PAGE_METHODS)
-        }
-        _ => return error(StatusCode::NOT_FOUND, "not found"),
-    };
-    let access = match guard::check(&req, peer, state, kind, &path) {
-        Ok(access) => access,
-        Err(refused) => return *refused,
-    };
-    let Some(allowed) = allowed_methods(&segments) else {
-        return error(StatusCode::NOT_FOUND, "no such endpoint");
-    };
-    if !allowed.contains(&method.as_str()) {
-        return method_not_allowed(allowed);
-    }
-    let full = matches!(access, Access::Full);
-    let forbidden = || {
-        refuse(
-            StatusCode::FORBIDDEN,
-            "this link does not reach that",
-            kind,
-            peer,
-            &path,
-        )
-    };
-    // The session a path's id names, if this caller may reach it. A share link is refused a
-    // number no session has as it is refused any session not its own, so it cannot probe
-    // which numbers exist.
-    let target = |id: &str| -> Result<Uuid, Box<Response<Body>>> {
-        match resolve_id(&state.registry, id) {
-            Ok(id) if access.reaches(id) => Ok(id),
-            Ok(_) => Err(Box::new(forbidden())),
-            Err(e) if e.0 == StatusCode::NOT_FOUND && !full => Err(Box::new(forbidden())),
-            Err(e) => Err(Box::new(e.response())),
-        }
-    };
-    match (&method, segments.as_slice()) {
-        (&Method::GET, ["ws", id]) => match target(id) {
-            Ok(id) => websocket(req, id, WsDialect::Browser, access, state, slot),
-            Err(refused) => *refused,
-        },
-        (&Method::GET, ["ws"]) => multiplexed(req, access, state, slot),
-        (&Method::GET, ["ws", id, "raw"]) => match target(id) {
-            Ok(id) => websocket(req, id, WsDialect::Raw, access, state, slot),
-            Err(refused) => *refused,
-        },
-        (_, [""]) if full => static_file("index.html", &req),
-        (_, ["session", id]) => match parse_id(id) {
-            Ok(id) if access.reaches(id) => static_file("terminal.html", &req),
-            Ok(_) => forbidden(),
-            // Not a session address: a person gets the 404 page, not JSON.
-            Err(e) => not_found(&req, e.0, &e.1),
-        },
-        // Whoever may download a recording may watch it: the page fetches the same endpoint.
-        (_, ["replay", id]) => match parse_id(id) {
-            Ok(id) if access.may_record(id) => static_file("replay.html", &req),
-            Ok(_) => forbidden(),
-            Err(e) => e.response(),
-        },
-        (_, ["metrics"]) if full => metrics(state),
-        (_, ["api", "assistants"]) => json(StatusCode::OK, &assistants(&state.cfg)),
-        (&Method::GET, ["api", "sessions"]) if full => cluster::list(&req, state).await,
-        (&Method::POST, ["api", "sessions"]) if full => create(req, state).await,
-        (&Method::GET, ["api", "recordings"]) if full => recordings::list(state).await,
-        // A share link made with `record` reaches its own session's recording.
-        (_, ["api", "recordings", id]) => {
-            let id = match parse_id(id) {
-                Ok(id) if access.may_record(id) => id,
-                Ok(_) => return forbidden(),
-                Err(e) => return e.response(),
-            };
-            match method {
-                Method::GET => recordings::one(id, state).await,
-                Method::DELETE if full => recordings::delete(id, state).await,
-                _ => forbidden(),
-            }
-        }
-        // A share link's stream carries only its own session's events.
-        (&Method::GET, ["api", "events"]) => sse::events(req, &access, state, &slot),
-        // Never for a share link (section 9): it falls through to 403.
-        (&Method::GET, ["api", "exec"]) if full => exec::websocket(req, state, slot),
-        (&Method::POST, ["api", "exec"]) if full => exec::sse(req, state, slot).await,
-        (_, ["api", "sessions", id, rest @ ..]) => {
-            let id = match target(id) {
-                Ok(id) => id,
-                Err(refused) => return *refused,
-            };
-            match (&method, rest) {
-                (&Method::GET, []) => match state.registry.get(&id) {
-                    Some(h) => json(StatusCode::OK, &h.info()),
-                    None => error(StatusCode::NOT_FOUND, "no such session"),
-                },
-                (&Method::PATCH, []) if access.may_write(id) => patch(req, id, state).await,
-                (&Method::DELETE, []) if full => delete(id, peer, state).await,
-                // A share link sees its session's screen anyway: its recent output too.
-                (&Method::GET, ["scrollback"]) => scrollback(id, state),
-                (&Method::GET, ["log"]) => sse::log(req, id, state, &slot),
-                (&Method::GET, ["recording"]) if access.may_record(id) => {
-                    recordings::cast(id, state).await
-                }
-                (&Method::POST, ["share"]) if full => share(req, id, state).await,
-                (&Method::GET, ["share"]) if full => {
-                    json(StatusCode::OK, &state.auth.shares_of(id))
-                }
-                (&Method::DELETE, ["share", sid]) if full => {
-                    if state.auth.revoke(id, sid) {
-                        info!(session = %id, share = %sid, "share link revoked");
-                        no_content()
-                    } else {
-                        error(StatusCode::NOT_FOUND, "no such share link")
-                    }
-                }
-                // A method the path answers, which this share link may not use.
-                _ => forbidden(),
-            }
-        }
-        // A method the path answers, kept for the daemon's own token.
-        _ => forbidden(),
+/// `DELETE /api/sessions/{id}/share/{share}`: revokes the link; its connections close.
+fn revoke(id: Uuid, share: Option<&str>, state: &AppState) -> Response<Body> {
+    let share = share.unwrap_or_default();
+    if state.auth.revoke(id, share) {
+        info!(session = %id, share = %share, "share link revoked");
+        no_content()
+    } else {
+        error(StatusCode::NOT_FOUND, "no such share link")
     }
 }
 
@@ -277,12 +469,16 @@ pub(super) async fn route(
 mod tests {
     use super::*;
 
+    fn allowed(path: &str) -> Option<String> {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match lookup(&Method::PUT, &segments) {
+            Lookup::WrongMethod { allow, .. } => Some(allow.join(", ")),
+            _ => None,
+        }
+    }
+
     #[test]
     fn every_known_path_has_its_methods() {
-        let allowed = |path: &str| {
-            let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-            allowed_methods(&segments).map(|m| m.join(", "))
-        };
         let cases = [
             ("/", Some("GET, HEAD")),
             ("/session/x", Some("GET, HEAD")),
@@ -299,6 +495,8 @@ mod tests {
             ("/api/sessions/1/recording", Some("GET")),
             ("/api/recordings", Some("GET")),
             ("/api/recordings/x", Some("GET, DELETE")),
+            // A public route's other methods: no endpoint, not 405.
+            ("/api/version", None),
             ("/api/nope", None),
             ("/api/sessions/1/nope", None),
             ("/ws/1/nope", None),
@@ -306,5 +504,98 @@ mod tests {
         for (path, want) in cases {
             assert_eq!(allowed(path).as_deref(), want, "{path}");
         }
+    }
+
+    #[test]
+    fn the_namespaces_and_the_assets() {
+        let kind = |method: &Method, path: &str| {
+            let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+            match lookup(method, &segments) {
+                Lookup::Route(r, p) => format!("{} {:?} {:?}", r.pattern, p.id, p.share),
+                Lookup::WrongMethod { .. } => "405".to_owned(),
+                Lookup::NoEndpoint => "no endpoint".to_owned(),
+                Lookup::Asset => "asset".to_owned(),
+            }
+        };
+        assert_eq!(kind(&Method::POST, "/healthz"), "/healthz None None");
+        assert_eq!(kind(&Method::POST, "/api/version"), "no endpoint");
+        assert_eq!(kind(&Method::GET, "/api"), "no endpoint");
+        assert_eq!(kind(&Method::GET, "/metrics/x"), "asset");
+        assert_eq!(kind(&Method::GET, "/session/x/y"), "asset");
+        assert_eq!(kind(&Method::GET, "/app.css"), "asset");
+        assert_eq!(
+            kind(&Method::DELETE, "/api/sessions/7/share/ab"),
+            "/api/sessions/{id}/share/{share} Some(\"7\") Some(\"ab\")"
+        );
+        assert_eq!(kind(&Method::GET, "/"), "/ None None");
+    }
+
+    #[test]
+    fn the_table_is_consistent() {
+        let mut seen = std::collections::BTreeSet::new();
+        for route in ROUTES {
+            for m in route.methods {
+                assert!(
+                    seen.insert((*m, route.pattern)),
+                    "{m} {} twice",
+                    route.pattern
+                );
+            }
+            // A route about the path's session has an `{id}` to read it from, and only then.
+            let has_id = route.pattern.contains("{id}");
+            assert_eq!(route.path_id().is_some(), has_id, "{}", route.pattern);
+            let about_session = matches!(
+                route.callers,
+                Callers::Session | Callers::SessionWriter | Callers::SessionRecording
+            );
+            assert!(!about_session || has_id, "{}", route.pattern);
+            for hole in route.pattern.split('/').filter(|s| s.starts_with('{')) {
+                assert!(matches!(hole, "{id}" | "{share}"), "{}", route.pattern);
+            }
+            // Public routes, and only they, have a handler that sees no caller.
+            let public_handler = matches!(route.handler, Handler::Public(_));
+            assert_eq!(
+                route.callers == Callers::Public,
+                public_handler,
+                "{}",
+                route.pattern
+            );
+            // The page routes, and only they, answer people.
+            let page = route.methods == PAGE_METHODS;
+            assert_eq!(
+                route.audience == Audience::Person,
+                page,
+                "{}",
+                route.pattern
+            );
+        }
+        // Routes of one path are listed together (their methods make one `Allow`).
+        let patterns: Vec<&str> = ROUTES.iter().map(|r| r.pattern).collect();
+        for (i, p) in patterns.iter().enumerate() {
+            if let Some(j) = patterns[..i].iter().rposition(|q| q == p) {
+                assert_eq!(j + 1, i, "{p} is not listed together");
+            }
+        }
+    }
+
+    #[test]
+    fn share_links_reach_their_own_session_only() {
+        let auth = crate::auth::Auth::new(Some("t".repeat(20)), 10, vec![]);
+        let mine = Uuid::new_v4();
+        let other = Uuid::new_v4();
+        let viewer =
+            Access::Share(auth.create_share(mine, crate::session::Role::Viewer, None, false));
+        let writer =
+            Access::Share(auth.create_share(mine, crate::session::Role::Writer, None, true));
+        assert!(Callers::Owner.admit(&Access::Full, None));
+        assert!(!Callers::Owner.admit(&writer, Some(mine)));
+        assert!(Callers::AnyToken.admit(&viewer, None));
+        assert!(Callers::Session.admit(&viewer, Some(mine)));
+        assert!(!Callers::Session.admit(&viewer, Some(other)));
+        assert!(!Callers::SessionWriter.admit(&viewer, Some(mine)));
+        assert!(Callers::SessionWriter.admit(&writer, Some(mine)));
+        assert!(!Callers::SessionRecording.admit(&viewer, Some(mine)));
+        assert!(Callers::SessionRecording.admit(&writer, Some(mine)));
+        assert!(!Callers::told_missing(&viewer) && Callers::told_missing(&Access::Full));
     }
 }

@@ -10,12 +10,12 @@ use tracing::{debug, info};
 use uuid::Uuid;
 
 use super::connections::Slot;
-use crate::auth::{Access, Role};
+use crate::auth::Access;
 use crate::protocol::raw::Raw;
 use crate::protocol::swe::Swe;
-use crate::protocol::{Dialect, Notice};
+use crate::protocol::{Closing, Dialect};
 use crate::registry::Found;
-use crate::session::CreateSpec;
+use crate::session::{CreateSpec, Role};
 use crate::viewer::mux::MuxOptions;
 use crate::viewer::{self, ViewerOptions};
 
@@ -41,8 +41,9 @@ pub(super) struct WsQuery {
     join_only: bool,
     /// `rows` and `cols`: the client's size, applied as its first resize.
     size: Option<(u16, u16)>,
-    /// `role=viewer`: join read-only whatever the token allows (`ptyhub attach --read-only`).
-    viewer: bool,
+    /// `role=viewer`: join read-only whatever the token allows (`ptyhub attach --read-only`);
+    /// `role=writer`: what the token allows.
+    role: Option<Role>,
 }
 
 /// Parses the query; `Err` says what is wrong with it (answered 400 before the upgrade).
@@ -62,8 +63,8 @@ pub(super) fn ws_query(req: &Request<Incoming>) -> Result<WsQuery, String> {
             "flow" => q.flow_ack = v == "ack",
             "create" => q.join_only = matches!(&*v, "0" | "false" | "no"),
             "role" => match &*v {
-                "viewer" => q.viewer = true,
-                "writer" => q.viewer = false,
+                "viewer" => q.role = Some(Role::Viewer),
+                "writer" => q.role = Some(Role::Writer),
                 _ => return Err(format!("role is viewer or writer, not {v:?}")),
             },
             "rows" => rows = Some(positive("rows", &v)?),
@@ -120,9 +121,9 @@ pub(super) fn accept_upgrade(
 
 /// Why a connection was refused after the upgrade.
 enum Refused {
-    /// The session could not be created (close 4002).
+    /// The session could not be created.
     CreateFailed(String),
-    /// `create=0` and no such session (close 4004).
+    /// `create=0` and no such session.
     NotFound,
 }
 
@@ -176,19 +177,18 @@ pub(super) fn websocket(
         Err(e) => return e.response(),
     };
     let cfg = state.cfg.clone();
-    let (read_only, revoked, expires) = match &access {
-        Access::Full => (false, None, None),
-        Access::Share(s) => (
-            s.role == Role::Viewer,
-            Some(s.revoked.clone()),
-            s.expires_at,
-        ),
+    let (revoked, expires) = match &access {
+        Access::Full => (None, None),
+        Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
     };
     let opts = ViewerOptions {
-        // Only the browser dialect has an `ack` message.
-        flow_ack: q.flow_ack && dialect == WsDialect::Browser,
+        // Honoured if the dialect has acknowledgements (`Dialect::flow_ack`).
+        flow_ack: q.flow_ack,
         // A client may ask for less than its token allows, never more.
-        read_only: read_only || q.viewer,
+        role: match q.role {
+            Some(Role::Viewer) => Role::Viewer,
+            _ => access.role(),
+        },
         revoked,
         expires,
         initial_size: q.size,
@@ -213,7 +213,7 @@ pub(super) fn websocket(
 
 /// Runs the viewer, or tells it why it was refused.
 async fn serve<D: Dialect>(
-    ws: fastwebsockets::WebSocket<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>,
+    ws: crate::ws::Accepted,
     id: Uuid,
     session: Result<crate::session::SessionHandle, Refused>,
     cfg: Arc<crate::config::Config>,
@@ -224,19 +224,11 @@ async fn serve<D: Dialect>(
         Ok(handle) => viewer::run(ws, handle, cfg, opts, dialect).await,
         Err(Refused::CreateFailed(message)) => {
             info!(session = %id, "refused WebSocket: {message}");
-            let notice = Notice::CreateFailed(&message);
-            viewer::refuse(ws, &dialect, 4002, notice, &message).await;
+            viewer::refuse(ws, &dialect, Closing::CreateFailed(&message)).await;
         }
         Err(Refused::NotFound) => {
             debug!(session = %id, "no such session to join (create=0)");
-            viewer::refuse(
-                ws,
-                &dialect,
-                4004,
-                Notice::NoSuchSession,
-                "session not found",
-            )
-            .await;
+            viewer::refuse(ws, &dialect, Closing::NoSuchSession).await;
         }
     }
 }
@@ -255,14 +247,15 @@ pub(super) fn multiplexed(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let opts = match &access {
-        Access::Full => MuxOptions::default(),
-        Access::Share(s) => MuxOptions {
-            only: Some(s.session),
-            read_only: s.role == Role::Viewer,
-            revoked: Some(s.revoked.clone()),
-            expires: s.expires_at,
-        },
+    let (only, revoked, expires) = match &access {
+        Access::Full => (None, None, None),
+        Access::Share(s) => (Some(s.session), Some(s.revoked.clone()), s.expires_at),
+    };
+    let opts = MuxOptions {
+        only,
+        role: access.role(),
+        revoked,
+        expires,
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
     state.tasks.spawn(async move {

@@ -1,7 +1,8 @@
 //! The seam between the connection driver and a dialect: what a driver asks of a codec to turn
-//! client messages into [`Request`]s and the session's domain events into messages. A new
-//! dialect implements [`Dialect`]; the driver, the flow control and [`super::request::apply`]
-//! stay the same.
+//! client messages into [`Request`]s and the session's domain events into messages, which
+//! close code says why a connection ends, and what the dialect can do (flow acks). A new
+//! dialect implements [`Dialect`]; the driver, the flow control and the one place requests
+//! are applied (`crate::viewer::apply`) stay the same.
 
 use std::ops::Range;
 
@@ -10,7 +11,7 @@ use uuid::Uuid;
 
 use super::request::{Outcome, Request};
 use crate::session::presence::PresenceInfo;
-use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, StatusInfo, ViewerId};
+use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, Role, StatusInfo, ViewerId};
 use crate::term::snapshot::SnapshotForm;
 
 /// One whole message from a client (fragments already joined).
@@ -31,6 +32,39 @@ pub enum Outbound {
     Binary(Vec<u8>),
 }
 
+/// A message a codec built for one client, with the code of the `error` it reports if it is
+/// one: the driver counts that (`/metrics`), so the codec stays pure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    /// The message.
+    pub message: Outbound,
+    /// The code of the `error` message it is, if it is one.
+    pub error: Option<String>,
+}
+
+/// Why a driver closes a client's connection, in domain words: each dialect says it with a
+/// close code and reason ([`Dialect::close`]), and some with a message before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing<'a> {
+    /// The session ended, for this reason.
+    Ended(EndReason),
+    /// The session could not be created; says why.
+    CreateFailed(&'a str),
+    /// The client asked to join only, and there is no such session.
+    NoSuchSession,
+    /// The session could not take another viewer; says why.
+    TooManyViewers(&'a str),
+    /// The screen could not be drawn for this viewer (its join, or a resync): the server's
+    /// own failure; joining again draws a fresh screen.
+    ScreenFailed,
+    /// The client let what is addressed to it pile up: it is closed rather than buffered for.
+    NotReading,
+    /// The share link it connected with was revoked.
+    ShareRevoked,
+    /// The share link it connected with expired.
+    ShareExpired,
+}
+
 /// What the driver tells a client besides output and snapshots, in domain words.
 #[derive(Debug, Clone, Copy)]
 pub enum Notice<'a> {
@@ -42,8 +76,8 @@ pub enum Notice<'a> {
         info: &'a StatusInfo,
         /// The session's id.
         session: Uuid,
-        /// Whether this viewer joined read-only.
-        read_only: bool,
+        /// The role this viewer joined with.
+        role: Role,
     },
     /// The program ended.
     Exit(&'a ExitInfo),
@@ -58,23 +92,19 @@ pub enum Notice<'a> {
     },
     /// Something this viewer asked was refused.
     Refused(&'a Refusal),
-    /// The session could not take another viewer; says why.
-    TooManyViewers(&'a str),
-    /// The session could not be created; says why.
-    CreateFailed(&'a str),
-    /// The client asked to join only, and there is no such session.
-    NoSuchSession,
+    /// The connection is about to be closed, for this reason.
+    Closing(Closing<'a>),
 }
 
 /// A dialect: a pure codec between a client's messages and the session's domain words.
 pub trait Dialect: Send + Sync + 'static {
     /// Decodes one client message. `Err` carries the reply that explains why it could not
     /// be (the connection stays open).
-    fn decode(&self, message: Inbound) -> Result<Request, Outbound>;
+    fn decode(&self, message: Inbound) -> Result<Request, Encoded>;
     /// What the client is told of its own request's outcome, if anything.
-    fn outcome(&self, outcome: Outcome) -> Option<Outbound>;
+    fn outcome(&self, outcome: Outcome) -> Option<Encoded>;
     /// A notice, if this dialect has a way to say it.
-    fn notice(&self, notice: Notice<'_>) -> Option<Outbound>;
+    fn notice(&self, notice: Notice<'_>) -> Option<Encoded>;
     /// Where to cut `data` (terminal output) into messages. On every output chunk of every
     /// viewer, so it is an associated function the driver calls without dispatch.
     fn output_ranges(data: &[u8]) -> impl Iterator<Item = Range<usize>>
@@ -86,8 +116,13 @@ pub trait Dialect: Send + Sync + 'static {
     /// A snapshot (packed as [`Dialect::snapshot_form`] asked) as binary messages; empty when
     /// it cannot be sent.
     fn snapshot(&self, packed: &[u8]) -> Vec<Vec<u8>>;
-    /// The close code and reason that tell the client why its session ended.
-    fn ended(&self, reason: EndReason) -> (u16, &'static str);
+    /// The close code and reason that tell the client why its connection ends.
+    fn close<'a>(&self, why: Closing<'a>) -> (u16, &'a str);
+    /// Whether a client may acknowledge what it has drawn (`?flow=ack`), so that what it is
+    /// sent unacknowledged is bounded. Without an `ack` message in the dialect, it may not.
+    fn flow_ack(&self) -> bool {
+        false
+    }
 }
 
 /// The short machine word for a refusal, the same in every dialect's `error` message.

@@ -8,6 +8,9 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::dialect::Closing;
+use crate::session::EndReason;
+
 /// Largest binary frame the server sends: the session number, then output.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Largest output payload in one frame.
@@ -227,9 +230,32 @@ pub fn payload_ranges(data: &[u8]) -> impl Iterator<Item = Range<usize>> {
         .map(move |start| start..(start + MAX_PAYLOAD).min(len))
 }
 
+/// The close code and reason that tell the client why the whole connection ends: the
+/// browser dialect's.
+pub fn close(why: Closing<'_>) -> (u16, &str) {
+    super::swe::close(why)
+}
+
+/// What a session's end means for the connection: the close of the whole connection when the
+/// daemon goes (or is replaced), else `None`, and only that session is said to be `closed`.
+pub fn session_ended(reason: EndReason) -> Option<(u16, &'static str)> {
+    match reason {
+        EndReason::Shutdown | EndReason::Upgrade => Some(close(Closing::Ended(reason))),
+        EndReason::Deleted | EndReason::Reaped => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_daemon_going_closes_the_connection() {
+        assert_eq!(session_ended(EndReason::Deleted), None);
+        assert_eq!(session_ended(EndReason::Reaped), None);
+        assert_eq!(session_ended(EndReason::Upgrade).map(|c| c.0), Some(1012));
+        assert_eq!(session_ended(EndReason::Shutdown).map(|c| c.0), Some(1001));
+    }
 
     fn text(s: &str) -> Result<MuxRequest, BadMessage> {
         decode_text(s)

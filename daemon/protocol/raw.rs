@@ -11,9 +11,8 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::dialect::{refusal_code, Dialect, Inbound, Notice, Outbound};
+use super::dialect::{refusal_code, Closing, Dialect, Encoded, Inbound, Notice, Outbound};
 use super::request::{Outcome, Request};
-use crate::session::EndReason;
 use crate::term::snapshot::SnapshotForm;
 
 /// Largest binary frame of output or replay the server sends (a log batch fits in one).
@@ -183,19 +182,24 @@ pub fn frame_ranges(data: &[u8]) -> impl Iterator<Item = Range<usize>> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Raw;
 
-fn text(msg: ServerMessage) -> Outbound {
-    if let ServerMessage::Error { code, .. } = &msg {
-        crate::metrics::METRICS.error(code);
+/// A JSON message as a text message, with its code if it is an error (counted for `/metrics`).
+fn text(msg: ServerMessage) -> Encoded {
+    let error = match &msg {
+        ServerMessage::Error { code, .. } => Some(code.clone()),
+        _ => None,
+    };
+    Encoded {
+        message: Outbound::Text(msg.to_json()),
+        error,
     }
-    Outbound::Text(msg.to_json())
 }
 
 impl Dialect for Raw {
-    fn decode(&self, message: Inbound) -> Result<Request, Outbound> {
+    fn decode(&self, message: Inbound) -> Result<Request, Encoded> {
         decode(message).map_err(|BadControl(why)| text(ServerMessage::error("bad_message", why)))
     }
 
-    fn outcome(&self, outcome: Outcome) -> Option<Outbound> {
+    fn outcome(&self, outcome: Outcome) -> Option<Encoded> {
         let msg = match outcome {
             Outcome::Done | Outcome::Acked(_) => return None,
             Outcome::Pong(data) => ServerMessage::Pong { data },
@@ -208,7 +212,7 @@ impl Dialect for Raw {
         Some(text(msg))
     }
 
-    fn notice(&self, notice: Notice<'_>) -> Option<Outbound> {
+    fn notice(&self, notice: Notice<'_>) -> Option<Encoded> {
         let msg = match notice {
             Notice::Ready => ServerMessage::Ready,
             Notice::Exit(info) => ServerMessage::Exit {
@@ -216,11 +220,19 @@ impl Dialect for Raw {
                 signal: info.signal.clone(),
             },
             Notice::Refused(r) => ServerMessage::error(refusal_code(r), r.message()),
-            Notice::TooManyViewers(why) => ServerMessage::error("too_many_viewers", why),
-            Notice::CreateFailed(why) => ServerMessage::error("session_create_failed", why),
-            Notice::NoSuchSession => ServerMessage::error("not_found", "Session not found"),
+            Notice::Closing(Closing::TooManyViewers(why)) => {
+                ServerMessage::error("too_many_viewers", why)
+            }
+            Notice::Closing(Closing::CreateFailed(why)) => {
+                ServerMessage::error("session_create_failed", why)
+            }
+            Notice::Closing(Closing::NoSuchSession) => {
+                ServerMessage::error("not_found", "Session not found")
+            }
             // A raw client has a terminal and nothing else to show these in.
             Notice::Status { .. } | Notice::Chat(_) | Notice::Presence { .. } => return None,
+            // The close code says it all.
+            Notice::Closing(_) => return None,
         };
         Some(text(msg))
     }
@@ -237,8 +249,9 @@ impl Dialect for Raw {
         frame_ranges(packed).map(|r| packed[r].to_vec()).collect()
     }
 
-    fn ended(&self, reason: EndReason) -> (u16, &'static str) {
-        super::swe::end_close(reason)
+    /// The browser dialect's close codes.
+    fn close<'a>(&self, why: Closing<'a>) -> (u16, &'a str) {
+        super::swe::close(why)
     }
 }
 

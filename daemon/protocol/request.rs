@@ -1,10 +1,11 @@
-//! What a client of any dialect can ask, in domain words, and the one place that applies it to
-//! a session: each codec decodes its frames into a [`Request`] and encodes the [`Outcome`].
+//! What a client of any dialect can ask, in domain words, and what it came to: each codec
+//! decodes its frames into a [`Request`] and encodes the [`Outcome`]. The driver applies the
+//! one to its session and gets the other (`crate::viewer::apply`).
 
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::session::{Refusal, RenameError, SessionGone, SessionHandle, UploadFailed, ViewerId};
+use crate::session::Refusal;
 
 /// One decoded client request.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,61 +109,8 @@ pub enum Outcome {
 /// Longest file name echoed back in an upload's outcome, bytes.
 const MAX_ECHOED_NAME: usize = 255;
 
-/// Applies `request` from `viewer` to `session`: the same for every dialect. Permission checks
-/// happen in the session, from the role the viewer joined with. `Err` once the session is gone.
-pub async fn apply(
-    request: Request,
-    session: &SessionHandle,
-    viewer: ViewerId,
-) -> Result<Outcome, SessionGone> {
-    match request {
-        Request::Input(data) => session.input(viewer, data).await.map(|()| Outcome::Done),
-        Request::Resize { rows, cols } => session
-            .resize(viewer, rows, cols)
-            .await
-            .map(|()| Outcome::Done),
-        Request::Follow => session.follow(viewer).await.map(|()| Outcome::Done),
-        Request::Presence { name, device } => session
-            .presence(viewer, name, device)
-            .await
-            .map(|()| Outcome::Done),
-        Request::TakeSize { rows, cols } => session
-            .take_size(viewer, rows, cols)
-            .await
-            .map(|()| Outcome::Done),
-        Request::Ping { data } => Ok(Outcome::Pong(data)),
-        Request::Ack { bytes } => Ok(Outcome::Acked(bytes)),
-        Request::Upload { name, data } => {
-            let shown = &name[..name.len().min(MAX_ECHOED_NAME)];
-            let shown = String::from_utf8_lossy(shown).into_owned();
-            let outcome = match session.upload(viewer, name, data).await {
-                Ok(up) => Outcome::Uploaded {
-                    filename: up.filename,
-                },
-                Err(UploadFailed::Gone(gone)) => return Err(gone),
-                Err(e) => Outcome::UploadFailed {
-                    filename: shown,
-                    error: e.to_string(),
-                },
-            };
-            let uploads = &crate::metrics::METRICS;
-            match outcome {
-                Outcome::Uploaded { .. } => uploads.uploads.inc(),
-                _ => uploads.upload_failures.inc(),
-            }
-            Ok(outcome)
-        }
-        Request::Chat { user_name, text } => session
-            .chat(viewer, user_name, text)
-            .await
-            .map(|()| Outcome::Done),
-        Request::Rename { name } => match session.rename(Some(viewer), name).await {
-            Ok(_) => Ok(Outcome::Done),
-            Err(RenameError::Refused(refusal)) => Ok(Outcome::Refused(refusal)),
-            Err(RenameError::BadName(message)) => Ok(Outcome::BadName(message)),
-            Err(RenameError::Gone(gone)) => Err(gone),
-        },
-        Request::ToggleYolo => session.toggle_yolo(viewer).await.map(|()| Outcome::Done),
-        Request::Signal { signal } => session.signal(viewer, signal).await.map(|()| Outcome::Done),
-    }
+/// A file name as an upload's outcome shows it back: shortened, lossily decoded.
+pub fn echoed_name(name: &[u8]) -> String {
+    let shown = &name[..name.len().min(MAX_ECHOED_NAME)];
+    String::from_utf8_lossy(shown).into_owned()
 }

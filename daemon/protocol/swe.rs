@@ -35,10 +35,11 @@ const SNAPSHOT_CHUNK: u8 = 0x02;
 /// one, and the error is for people.
 const MAX_ECHOED_TYPE: usize = 64;
 
-use super::dialect::{Dialect, Inbound, Notice, Outbound};
+use super::dialect::{Closing, Dialect, Encoded, Inbound, Notice, Outbound};
 use super::request::Outcome;
 /// The browser dialect decodes into the domain requests every dialect shares.
 pub use super::request::Request as ClientMessage;
+use crate::session::Role;
 
 /// Why a client frame could not be decoded. Each variant maps to one reply
 /// ([`DecodeError::reply`]); the connection always stays open.
@@ -72,13 +73,22 @@ pub fn refusal(r: &crate::session::Refusal) -> ServerMessage {
     ServerMessage::error(super::dialect::refusal_code(r), r.message())
 }
 
-/// The close code and reason that tell a client why its session ended.
-pub fn end_close(reason: crate::session::EndReason) -> (u16, &'static str) {
+/// The close code and reason that tell a client why its connection ends (PROTOCOL.md: the
+/// same in the raw and multiplexed dialects).
+pub fn close(why: Closing<'_>) -> (u16, &str) {
     use crate::session::EndReason;
-    match reason {
-        EndReason::Deleted | EndReason::Reaped => (4003, "session ended"),
-        EndReason::Shutdown => (1001, "ptyhub is shutting down"),
-        EndReason::Upgrade => (1012, "ptyhub is restarting"),
+    match why {
+        Closing::Ended(EndReason::Deleted | EndReason::Reaped) => (4003, "session ended"),
+        Closing::Ended(EndReason::Shutdown) => (1001, "ptyhub is shutting down"),
+        Closing::Ended(EndReason::Upgrade) => (1012, "ptyhub is restarting"),
+        Closing::CreateFailed(message) => (4002, message),
+        Closing::NoSuchSession => (4004, "session not found"),
+        Closing::TooManyViewers(_) => (1013, "too many viewers"),
+        // RFC 6455's "internal error".
+        Closing::ScreenFailed => (1011, "the screen could not be drawn; join again"),
+        Closing::NotReading => (1008, "not reading: too much queued for this connection"),
+        Closing::ShareRevoked => (1008, "share link revoked"),
+        Closing::ShareExpired => (1008, "share link expired"),
     }
 }
 
@@ -466,16 +476,20 @@ pub fn encode_upload(name: &[u8], data: &[u8]) -> Option<Vec<u8>> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Swe;
 
-/// A JSON message as a text message; errors are counted by code for `/metrics`.
-fn text(msg: ServerMessage) -> Outbound {
-    if let ServerMessage::Error { code, .. } = &msg {
-        crate::metrics::METRICS.error(code);
+/// A JSON message as a text message, with its code if it is an error (counted for `/metrics`).
+fn text(msg: ServerMessage) -> Encoded {
+    let error = match &msg {
+        ServerMessage::Error { code, .. } => Some(code.clone()),
+        _ => None,
+    };
+    Encoded {
+        message: Outbound::Text(msg.to_json()),
+        error,
     }
-    Outbound::Text(msg.to_json())
 }
 
 impl Dialect for Swe {
-    fn decode(&self, message: Inbound) -> Result<ClientMessage, Outbound> {
+    fn decode(&self, message: Inbound) -> Result<ClientMessage, Encoded> {
         match message {
             Inbound::Text(t) => decode_text(&t),
             Inbound::Binary(b) => decode_binary(b),
@@ -483,7 +497,7 @@ impl Dialect for Swe {
         .map_err(|e| text(e.reply()))
     }
 
-    fn outcome(&self, outcome: Outcome) -> Option<Outbound> {
+    fn outcome(&self, outcome: Outcome) -> Option<Encoded> {
         let msg = match outcome {
             Outcome::Done | Outcome::Acked(_) => return None,
             Outcome::Pong(data) => ServerMessage::Pong { data },
@@ -503,14 +517,14 @@ impl Dialect for Swe {
         Some(text(msg))
     }
 
-    fn notice(&self, notice: Notice<'_>) -> Option<Outbound> {
+    fn notice(&self, notice: Notice<'_>) -> Option<Encoded> {
         let msg = match notice {
             Notice::Ready => ServerMessage::Ready,
             Notice::Status {
                 info,
                 session,
-                read_only,
-            } => status(info, session, read_only),
+                role,
+            } => status(info, session, role),
             Notice::Exit(info) => ServerMessage::Exit {
                 exit_code: info.code,
                 signal: info.signal.clone(),
@@ -522,9 +536,17 @@ impl Dialect for Swe {
             },
             Notice::Presence { info, me } => presence(info, me),
             Notice::Refused(r) => refusal(r),
-            Notice::TooManyViewers(why) => ServerMessage::error("too_many_viewers", why),
-            Notice::CreateFailed(why) => ServerMessage::error("session_create_failed", why),
-            Notice::NoSuchSession => ServerMessage::error("not_found", "Session not found"),
+            Notice::Closing(Closing::TooManyViewers(why)) => {
+                ServerMessage::error("too_many_viewers", why)
+            }
+            Notice::Closing(Closing::CreateFailed(why)) => {
+                ServerMessage::error("session_create_failed", why)
+            }
+            Notice::Closing(Closing::NoSuchSession) => {
+                ServerMessage::error("not_found", "Session not found")
+            }
+            // The close code says it all.
+            Notice::Closing(_) => return None,
         };
         Some(text(msg))
     }
@@ -543,8 +565,13 @@ impl Dialect for Swe {
         snapshot_frames(gzip).unwrap_or_default()
     }
 
-    fn ended(&self, reason: crate::session::EndReason) -> (u16, &'static str) {
-        end_close(reason)
+    fn close<'a>(&self, why: Closing<'a>) -> (u16, &'a str) {
+        close(why)
+    }
+
+    /// The browser client acknowledges what xterm.js has drawn (`ack`).
+    fn flow_ack(&self) -> bool {
+        true
     }
 }
 
@@ -587,7 +614,7 @@ fn presence(
 }
 
 /// The `status` message for one viewer.
-fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, read_only: bool) -> ServerMessage {
+fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, role: Role) -> ServerMessage {
     let uuid = id.to_string();
     ServerMessage::Status(Status {
         viewers: s.viewers,
@@ -600,7 +627,7 @@ fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, read_only: bool) -> Se
         work_dir: s.work_dir.clone(),
         yolo_mode: s.yolo_mode,
         yolo_supported: s.yolo_supported,
-        read_only,
+        read_only: role == Role::Viewer,
         restarting: s.restarting,
     })
 }
@@ -1472,8 +1499,8 @@ mod tests {
 
     // ---- as a Dialect ------------------------------------------------------------------
 
-    fn json_of(o: Option<Outbound>) -> Value {
-        match o {
+    fn json_of(o: Option<Encoded>) -> Value {
+        match o.map(|e| e.message) {
             Some(Outbound::Text(t)) => serde_json::from_str(&t).expect("json"),
             other => panic!("expected a text message, got {other:?}"),
         }
@@ -1513,8 +1540,22 @@ mod tests {
         );
         assert_eq!(json_of(d.notice(Notice::Ready)), json!({"type": "ready"}));
         assert_eq!(
-            d.ended(crate::session::EndReason::Shutdown),
+            d.close(Closing::Ended(crate::session::EndReason::Shutdown)),
             (1001, "ptyhub is shutting down")
         );
+    }
+
+    #[test]
+    fn errors_carry_their_code_to_count_and_closings_their_words() {
+        let d = Swe;
+        let bad = d.decode(Inbound::Text("{".into())).expect_err("bad JSON");
+        assert_eq!(bad.error.as_deref(), Some("bad_message"));
+        assert_eq!(d.notice(Notice::Ready).and_then(|e| e.error), None);
+        let full = d.notice(Notice::Closing(Closing::TooManyViewers("full")));
+        assert_eq!(json_of(full)["code"], "too_many_viewers");
+        assert_eq!(d.notice(Notice::Closing(Closing::ScreenFailed)), None);
+        assert_eq!(d.close(Closing::CreateFailed("no such assistant")).0, 4002);
+        assert_eq!(d.close(Closing::NoSuchSession), (4004, "session not found"));
+        assert!(d.flow_ack());
     }
 }

@@ -252,8 +252,12 @@ pub struct CreateSpec {
 /// assistant (unless the config defines an assistant of that key).
 pub const CUSTOM_ASSISTANT: &str = "custom";
 
-/// What a viewer may do to its session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a viewer may do to its session; a share link gives its holder one (the API spells it
+/// `viewer` or `writer`), the daemon's token gives [`Role::Writer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+// The OpenAPI document describes it as the share links' field it is there.
+#[schema(description = "What a share link lets its holder do.")]
 pub enum Role {
     /// Watches and chats; changes nothing, and its size does not count.
     Viewer,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::transport::{Kind, Transport};
+use super::transport::{MessageKind, Transport};
 use crate::metrics::METRICS;
 use crate::protocol::Dialect;
 use crate::session::LiveOutput;
@@ -162,7 +162,7 @@ impl LiveOutput for Live {
 /// (for the browser dialect: at most 8 KiB each, never 3+ bytes starting with 0x02).
 pub fn push_output<D: Dialect, T: Transport>(out: &mut Vec<u8>, data: &[u8]) {
     for range in D::output_ranges(data) {
-        T::frame(out, Kind::Binary, &data[range]);
+        T::frame(out, MessageKind::Binary, &data[range]);
     }
 }
 

@@ -1,62 +1,54 @@
 //! The driver of one viewer of one session, generic over its dialect and its transport:
-//! decodes its messages into requests (through the [`Dialect`]), applies them with
-//! [`crate::protocol::apply`], and writes it the session's output from its own position in
-//! the output log ([`subscription`]), framed by its [`transport`].
+//! decodes its messages into requests (through the [`Dialect`]), applies them to the session
+//! ([`apply`]), and writes it the session's output from its own position in the output log
+//! ([`subscription`]), framed by its [`transport`]. What the codecs say to count (their
+//! `error` messages) is counted here.
 //!
-//! Reads and writes run on separate tasks because a fastwebsockets read is not cancel-safe.
+//! Reads and writes run on separate tasks because a fastwebsockets read is not cancel-safe
+//! (the reader task and the socket's halves are [`crate::ws`]'s).
 //! The writer never holds the session up: it copies from the shared log at its own pace, and
 //! when it has fallen out of the log's window, stayed unwritable past the stall deadline, or
 //! used up its flow-control budget, it is resynced with a snapshot instead of the backlog.
 //! While it is idle and caught up, the session actor writes new output to its socket itself
 //! ([`live`]).
 
-pub mod frame_rules;
+pub mod apply;
 pub mod live;
 pub mod mux;
-pub mod reader;
-pub mod socket;
 pub mod subscription;
 pub mod transport;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use fastwebsockets::{Frame, WebSocket};
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::TokioIo;
+use fastwebsockets::Frame;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-/// Close code of a viewer the screen could not be drawn for (its join, or a resync): the
-/// server's own failure (RFC 6455's "internal error"); joining again draws a fresh screen.
-pub const SCREEN_FAILED: u16 = 1011;
-/// Its close reason.
-pub const SCREEN_FAILED_WHY: &str = "the screen could not be drawn; join again";
-
 use crate::metrics::METRICS;
 
 use crate::config::Config;
-use crate::protocol::{Dialect, Notice, Outbound};
+use crate::protocol::{Closing, Dialect, Encoded, Notice, Outbound};
 use crate::session::event_queue::{self, EventReceiver};
 use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent};
+use crate::ws::reader::{read_loop, Local, Replies};
+use crate::ws::{socket, Accepted, CLOSE_GRACE};
+use apply::SessionMessages;
 use live::Live;
-use reader::{read_loop, Local, Replies, SessionMessages};
 use subscription::{Framing, Pumped, Scratch, Subscription};
-use transport::{Kind, Sink, Transport, WriteResult};
-
-type Io = TokioIo<Upgraded>;
-/// After the session has ended, how long a stuck writer may take to deliver its close frame.
-pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
+use transport::{MessageKind, Sink, Transport, WriteResult};
 
 /// How this viewer connected.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ViewerOptions {
-    /// `?flow=ack`: the client acknowledges drawn bytes and the server bounds what is unacknowledged.
+    /// `?flow=ack`: the client asked to acknowledge drawn bytes, so that the server bounds what
+    /// is unacknowledged; honoured when its dialect has acknowledgements
+    /// ([`Dialect::flow_ack`]).
     pub flow_ack: bool,
-    /// The viewer may watch and chat but not change the session.
-    pub read_only: bool,
+    /// What the viewer may do: a [`Role::Viewer`] watches and chats but does not change the
+    /// session.
+    pub role: Role,
     /// Cancelled when the share link it connected with is revoked.
     pub revoked: Option<CancellationToken>,
     /// When the share link it connected with expires.
@@ -66,16 +58,18 @@ pub struct ViewerOptions {
     pub initial_size: Option<(u16, u16)>,
 }
 
-/// Tells the client why (in its dialect) and closes with `code`; for connections refused
+/// The message a codec built, its `error` (if it is one) counted.
+pub(crate) fn counted(encoded: Encoded) -> Outbound {
+    if let Some(code) = &encoded.error {
+        METRICS.error(code);
+    }
+    encoded.message
+}
+
+/// Tells the client why (in its dialect) and closes its connection; for connections refused
 /// after the upgrade.
-pub async fn refuse<D: Dialect>(
-    mut ws: WebSocket<Io>,
-    dialect: &D,
-    code: u16,
-    notice: Notice<'_>,
-    reason: &str,
-) {
-    let frame = match dialect.notice(notice) {
+pub async fn refuse<D: Dialect>(mut ws: Accepted, dialect: &D, why: Closing<'_>) {
+    let frame = match dialect.notice(Notice::Closing(why)).map(counted) {
         Some(Outbound::Text(t)) => Some(Frame::text(t.into_bytes().into())),
         Some(Outbound::Binary(b)) => Some(Frame::binary(b.into())),
         None => None,
@@ -83,12 +77,13 @@ pub async fn refuse<D: Dialect>(
     if let Some(frame) = frame {
         let _ = ws.write_frame(frame).await;
     }
+    let (code, reason) = dialect.close(why);
     let _ = ws.write_frame(Frame::close(code, reason.as_bytes())).await;
 }
 
 /// Serves one viewer of `session`, speaking `dialect`, until either side closes.
 pub async fn run<D: Dialect>(
-    ws: WebSocket<Io>,
+    ws: Accepted,
     session: SessionHandle,
     cfg: Arc<Config>,
     opts: ViewerOptions,
@@ -103,7 +98,7 @@ pub async fn run<D: Dialect>(
     let transport = transport::WebSocket::new(halves.write, halves.tcp);
     let live = Live::new(
         transport.direct(),
-        opts.flow_ack,
+        opts.flow_ack && dialect.flow_ack(),
         cfg.viewer.flow_budget_bytes,
         live::push_output::<D, transport::WebSocket>,
     );
@@ -127,30 +122,24 @@ pub async fn run<D: Dialect>(
     // Cancelled when this viewer lets what is addressed to it pile up (session events or its
     // own replies): it is closed rather than buffered for.
     let overrun = events.overrun();
-    let role = if opts.read_only {
-        Role::Viewer
-    } else {
-        Role::Writer
-    };
     let (membership, join) = match session
-        .join(role, events_tx, live, dialect.snapshot_form())
+        .join(opts.role, events_tx, live, dialect.snapshot_form())
         .await
     {
         Ok(joined) => joined,
         Err(full @ JoinError::TooManyViewers(_)) => {
             info!(session = %session.id(), reason = %full, "refused viewer");
             let why = full.to_string();
-            let _ = writer.notice(Notice::TooManyViewers(&why)).await;
-            let _ = writer.sink.close(1013, "too many viewers").await;
+            let _ = writer.close(Closing::TooManyViewers(&why)).await;
             return;
         }
         Err(JoinError::Gone(_)) => {
-            let _ = writer.close_for(EndReason::Deleted).await;
+            let _ = writer.close(Closing::Ended(EndReason::Deleted)).await;
             return;
         }
         Err(JoinError::Screen(failed)) => {
             warn!(session = %session.id(), "refused viewer: {failed}");
-            let _ = writer.sink.close(SCREEN_FAILED, SCREEN_FAILED_WHY).await;
+            let _ = writer.close(Closing::ScreenFailed).await;
             return;
         }
     };
@@ -185,8 +174,8 @@ pub async fn run<D: Dialect>(
         _ = overrun.cancelled() => {
             info!(session = %session.id(), viewer, "closing a viewer that is not reading what it is sent");
             METRICS.error("not_reading");
-            let why = "not reading: too much queued for this connection";
-            writer.sink.try_close(1008, why, CLOSE_GRACE).await;
+            let (code, why) = writer.dialect().close(Closing::NotReading);
+            writer.sink.try_close(code, why, CLOSE_GRACE).await;
             Ok(())
         }
     };
@@ -230,8 +219,8 @@ impl ShareEnd {
         self.revoked.is_cancelled() || self.at.is_some_and(|at| at <= Instant::now())
     }
 
-    /// Resolves with the close reason once the link is revoked or expired.
-    pub(crate) async fn wait(&self) -> &'static str {
+    /// Resolves with why the connection closes once the link is revoked or expired.
+    pub(crate) async fn wait(&self) -> Closing<'static> {
         let expiry = async {
             match self.at {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -239,8 +228,8 @@ impl ShareEnd {
             }
         };
         tokio::select! {
-            _ = self.revoked.cancelled() => "share link revoked",
-            _ = expiry => "share link expired",
+            _ = self.revoked.cancelled() => Closing::ShareRevoked,
+            _ = expiry => Closing::ShareExpired,
         }
     }
 }
@@ -255,7 +244,7 @@ impl<D: Dialect> Framing for DialectFraming<D> {
 
     fn snapshot<T: Transport>(&self, out: &mut Vec<u8>, packed: &[u8]) {
         for chunk in self.0.snapshot(packed) {
-            T::frame(out, Kind::Binary, &chunk);
+            T::frame(out, MessageKind::Binary, &chunk);
         }
     }
 }
@@ -279,7 +268,7 @@ enum Woke {
     Local(Option<Local>),
     Event(Option<ViewerEvent>),
     Output,
-    ShareEnd(&'static str),
+    ShareEnd(Closing<'static>),
 }
 
 /// Whether the connection is done after a step.
@@ -345,9 +334,9 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
     /// What a pump or resync means for the connection: a session that is gone closes it.
     async fn after(&mut self, pumped: Pumped) -> Step {
         match pumped {
-            Pumped::Gone => self.close_for(EndReason::Deleted).await?,
+            Pumped::Gone => self.close(Closing::Ended(EndReason::Deleted)).await?,
             // Logged where it happened.
-            Pumped::ScreenFailed => self.sink.close(SCREEN_FAILED, SCREEN_FAILED_WHY).await?,
+            Pumped::ScreenFailed => self.close(Closing::ScreenFailed).await?,
             Pumped::Idle | Pumped::Sent => return Ok(false),
         }
         Ok(true)
@@ -373,7 +362,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
             }
             if self.share_end.is_over() {
                 let why = self.share_end.wait().await;
-                return self.sink.close(1008, why).await;
+                return self.close(why).await;
             }
             if self.sub.has_work() {
                 let pumped = self
@@ -415,9 +404,9 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                         return Ok(());
                     }
                 }
-                Woke::Event(None) => return self.close_for(EndReason::Deleted).await,
+                Woke::Event(None) => return self.close(Closing::Ended(EndReason::Deleted)).await,
                 Woke::Output => {}
-                Woke::ShareEnd(why) => return self.sink.close(1008, why).await,
+                Woke::ShareEnd(why) => return self.close(why).await,
             }
         }
     }
@@ -427,7 +416,9 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
             Local::Send(msg) => self.sink.message(&msg).await?,
             Local::Control(opcode, payload) => {
                 let done = opcode == fastwebsockets::OpCode::Close;
-                self.sink.send(Kind::Control(opcode), &payload).await?;
+                self.sink
+                    .send(MessageKind::Control(opcode), &payload)
+                    .await?;
                 return Ok(done);
             }
             // Never more than was sent: an over-eager client cannot switch flow control off.
@@ -452,11 +443,11 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 if self.catch_up(offset).await? {
                     return Ok(true);
                 }
-                let (session, read_only) = (self.session().id(), self.opts.read_only);
+                let (session, role) = (self.session().id(), self.opts.role);
                 self.notice(Notice::Status {
                     info: &info,
                     session,
-                    read_only,
+                    role,
                 })
                 .await?;
             }
@@ -474,7 +465,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
             }
             ViewerEvent::Refused(refusal) => self.notice(Notice::Refused(&refusal)).await?,
             ViewerEvent::Close(reason) => {
-                self.close_for(reason).await?;
+                self.close(Closing::Ended(reason)).await?;
                 return Ok(true);
             }
         }
@@ -491,14 +482,18 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
 
     /// Tells the client `notice`, if its dialect has a way to say it.
     async fn notice(&mut self, notice: Notice<'_>) -> WriteResult {
-        match self.dialect().notice(notice) {
+        match self.dialect().notice(notice).map(counted) {
             Some(msg) => self.sink.message(&msg).await,
             None => Ok(()),
         }
     }
 
-    async fn close_for(&mut self, reason: EndReason) -> WriteResult {
-        let (code, why) = self.dialect().ended(reason);
-        self.sink.close(code, why).await
+    /// Tells the client why its connection ends, if its dialect has words for that, and
+    /// closes it with the dialect's code (tried even when the words could not be written).
+    async fn close(&mut self, why: Closing<'_>) -> WriteResult {
+        let told = self.notice(Notice::Closing(why)).await;
+        let (code, reason) = self.dialect().close(why);
+        let closed = self.sink.close(code, reason).await;
+        told.and(closed)
     }
 }

@@ -12,42 +12,40 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fastwebsockets::{OpCode, WebSocket};
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::TokioIo;
+use fastwebsockets::OpCode;
 use tokio::sync::{broadcast, mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use super::live::Live;
-use super::reader::{read_loop, Local, OnMessage, Replies};
 use super::subscription::{self, Framing, Pumped, Scratch, Subscription};
-use super::transport::{self, Kind, Sink, Transport, WriteResult};
-use super::{socket, ShareEnd, CLOSE_GRACE};
+use super::transport::{self, MessageKind, Sink, Transport, WriteResult};
+use super::ShareEnd;
 use crate::config::Config;
 use crate::metrics::METRICS;
 use crate::protocol::mux::{self, MuxRequest, ServerMessage};
 use crate::protocol::raw::REPLAY_LIMIT;
-use crate::protocol::{Inbound, Outbound};
+use crate::protocol::{Closing, Inbound, Outbound};
 use crate::registry::Registry;
 use crate::session::event_queue;
 use crate::session::{
-    EndReason, JoinError, Membership, Role, SessionGone, SessionHandle, ViewerEvent, ViewerId,
+    EndReason, JoinError, Membership, Role, SessionHandle, ViewerEvent, ViewerId,
 };
 use crate::term::snapshot::SnapshotForm;
+use crate::ws::reader::{read_loop, Gone, Local, OnMessage, Replies};
+use crate::ws::{socket, Accepted, CLOSE_GRACE};
 
-type Io = TokioIo<Upgraded>;
 /// Events of all sessions waiting for the writer, each small (bounded by its session's queue).
 const EVENTS_QUEUE: usize = 256;
 
 /// Who connected, and what the connection may reach.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MuxOptions {
     /// A share link's connection: only this session.
     pub only: Option<Uuid>,
-    /// Read-only: input, resize and close are refused.
-    pub read_only: bool,
+    /// What it may do: as a [`Role::Viewer`], input, resize and close are refused.
+    pub role: Role,
     /// Cancelled when the share link is revoked.
     pub revoked: Option<CancellationToken>,
     /// When the share link expires.
@@ -86,14 +84,14 @@ impl Table {
 }
 
 /// Serves one multiplexed connection until either side closes.
-pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, opts: MuxOptions) {
+pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: MuxOptions) {
     let halves = socket::split(ws.into_inner());
     let table = Arc::new(Table::default());
     let overrun = CancellationToken::new();
     let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let messages = MuxMessages {
         table: table.clone(),
-        may_end: opts.only.is_none() && !opts.read_only,
+        may_end: opts.only.is_none() && opts.role == Role::Writer,
     };
     let read_task = tokio::spawn(read_loop(
         halves.read,
@@ -112,11 +110,7 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
         wake: Arc::new(Notify::new()),
         events_tx,
         overrun: overrun.clone(),
-        role: if opts.read_only {
-            Role::Viewer
-        } else {
-            Role::Writer
-        },
+        role: opts.role,
         only: opts.only,
         untagged: std::collections::HashSet::new(),
         stall_deadline: cfg.viewer.stall_deadline,
@@ -127,8 +121,8 @@ pub async fn run(ws: WebSocket<Io>, registry: Arc<Registry>, cfg: Arc<Config>, o
         _ = overrun.cancelled() => {
             info!("closing a multiplexed connection that is not reading what it is sent");
             METRICS.error("not_reading");
-            let why = "not reading: too much queued for this connection";
-            writer.sink.try_close(1008, why, CLOSE_GRACE).await;
+            let (code, why) = mux::close(Closing::NotReading);
+            writer.sink.try_close(code, why, CLOSE_GRACE).await;
             Ok(())
         }
     };
@@ -187,7 +181,7 @@ impl MuxMessages {
 }
 
 impl OnMessage for MuxMessages {
-    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), SessionGone> {
+    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), Gone> {
         let decoded = match message {
             Inbound::Binary(b) => mux::decode_binary(b),
             Inbound::Text(t) => mux::decode_text(&t),
@@ -236,7 +230,7 @@ impl Framing for Tagged {
             tagged.clear();
             tagged.push(self.0);
             tagged.extend_from_slice(&data[range]);
-            T::frame(out, Kind::Binary, &tagged);
+            T::frame(out, MessageKind::Binary, &tagged);
         }
     }
 
@@ -267,7 +261,7 @@ enum Woke {
     Event(Option<(u8, Option<ViewerEvent>)>),
     Created(Result<Uuid, broadcast::error::RecvError>),
     Output,
-    ShareEnd(&'static str),
+    ShareEnd(Closing<'static>),
 }
 
 impl<T: Transport> MuxWriter<T> {
@@ -292,8 +286,8 @@ impl<T: Transport> MuxWriter<T> {
                 }
             }
             if share_end.is_over() {
-                let why = share_end.wait().await;
-                return self.sink.close(1008, why).await;
+                let (code, why) = mux::close(share_end.wait().await);
+                return self.sink.close(code, why).await;
             }
             // One batch of each session with output, in turn.
             let mut sent = false;
@@ -338,7 +332,10 @@ impl<T: Transport> MuxWriter<T> {
                     created = broadcast::channel(1).1;
                 }
                 Woke::Output => {}
-                Woke::ShareEnd(why) => return self.sink.close(1008, why).await,
+                Woke::ShareEnd(why) => {
+                    let (code, why) = mux::close(why);
+                    return self.sink.close(code, why).await;
+                }
             }
         }
     }
@@ -520,13 +517,15 @@ impl<T: Transport> MuxWriter<T> {
                 self.send_text(&ServerMessage::error(Some(id), r.message()))
                     .await?;
             }
-            // The whole daemon goes (or is replaced): so does the connection.
-            Some(ViewerEvent::Close(reason @ (EndReason::Shutdown | EndReason::Upgrade))) => {
-                let (code, why) = crate::protocol::swe::end_close(reason);
-                self.sink.close(code, why).await?;
-                return Ok(true);
-            }
-            Some(ViewerEvent::Close(_)) | None => self.closed(num).await?,
+            Some(ViewerEvent::Close(reason)) => match mux::session_ended(reason) {
+                // The whole daemon goes (or is replaced): so does the connection.
+                Some((code, why)) => {
+                    self.sink.close(code, why).await?;
+                    return Ok(true);
+                }
+                None => self.closed(num).await?,
+            },
+            None => self.closed(num).await?,
         }
         Ok(false)
     }
@@ -548,7 +547,9 @@ impl<T: Transport> MuxWriter<T> {
         match l {
             Local::Send(msg) => self.sink.message(&msg).await?,
             Local::Control(opcode, payload) => {
-                self.sink.send(Kind::Control(opcode), &payload).await?;
+                self.sink
+                    .send(MessageKind::Control(opcode), &payload)
+                    .await?;
                 return Ok(opcode == OpCode::Close);
             }
             Local::Ack(_) => {}
@@ -563,7 +564,9 @@ impl<T: Transport> MuxWriter<T> {
     }
 
     async fn send_text(&mut self, msg: &ServerMessage) -> WriteResult {
-        self.sink.send(Kind::Text, msg.to_json().as_bytes()).await
+        self.sink
+            .send(MessageKind::Text, msg.to_json().as_bytes())
+            .await
     }
 
     /// Leaves every session.

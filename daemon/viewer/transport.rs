@@ -5,22 +5,28 @@
 //! WebSocket: a transport is a framing (what a text, a binary or a control message looks like
 //! on the wire), a way to write framed bytes in order, and optionally a socket the session
 //! actor may write to without waiting (its direct path, see [`super::live`]).
+//!
+//! The trait stays here with the drivers rather than in [`crate::ws`]: it is what lets a
+//! driver write to a wire other than a WebSocket (an SSE body, one channel of a multiplexed
+//! connection), and the direct path is the session actor's. Only the WebSocket framing it
+//! uses, [`crate::ws::frame`], is WebSocket plumbing.
 
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastwebsockets::{Frame, OpCode, Payload};
+use fastwebsockets::OpCode;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::socket::WriteSide;
 use crate::protocol::Outbound;
+use crate::ws::frame::{push_close, push_frame, MAX_HEAD};
+use crate::ws::socket::WriteSide;
 
 /// What a message is, as a driver sees it; the transport says how it looks on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum MessageKind {
     /// A text message (JSON control, chat).
     Text,
     /// A binary message (terminal output, a snapshot chunk).
@@ -33,7 +39,7 @@ pub enum Kind {
 pub trait Transport: Send + 'static {
     /// Appends `payload` as one whole message of `kind`. A plain function, so the actor's
     /// direct path frames output without a call through a vtable.
-    fn frame(out: &mut Vec<u8>, kind: Kind, payload: &[u8]);
+    fn frame(out: &mut Vec<u8>, kind: MessageKind, payload: &[u8]);
 
     /// Appends the message that closes the connection with `code` and `reason`.
     fn close_frame(out: &mut Vec<u8>, code: u16, reason: &str);
@@ -47,9 +53,6 @@ pub trait Transport: Send + 'static {
     /// The socket the session actor may write to without waiting, when there is one.
     fn direct(&self) -> Option<Arc<TcpStream>>;
 }
-
-/// The longest WebSocket frame header a server writes (no mask).
-const MAX_WS_HEAD: usize = 10;
 
 /// A server's side of a WebSocket: unmasked frames on the upgraded connection's write half.
 pub struct WebSocket {
@@ -65,18 +68,17 @@ impl WebSocket {
 }
 
 impl Transport for WebSocket {
-    fn frame(out: &mut Vec<u8>, kind: Kind, payload: &[u8]) {
+    fn frame(out: &mut Vec<u8>, kind: MessageKind, payload: &[u8]) {
         let opcode = match kind {
-            Kind::Text => OpCode::Text,
-            Kind::Binary => OpCode::Binary,
-            Kind::Control(op) => op,
+            MessageKind::Text => OpCode::Text,
+            MessageKind::Binary => OpCode::Binary,
+            MessageKind::Control(op) => op,
         };
         push_frame(out, opcode, payload);
     }
 
     fn close_frame(out: &mut Vec<u8>, code: u16, reason: &str) {
-        let frame = Frame::close(code, reason.as_bytes());
-        Self::frame(out, Kind::Control(OpCode::Close), &frame.payload);
+        push_close(out, code, reason);
     }
 
     async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> io::Result<()> {
@@ -86,20 +88,6 @@ impl Transport for WebSocket {
     fn direct(&self) -> Option<Arc<TcpStream>> {
         self.tcp.clone()
     }
-}
-
-/// Appends `payload` as one unmasked, final WebSocket frame.
-pub fn push_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
-    push_head(out, opcode, payload);
-    out.extend_from_slice(payload);
-}
-
-/// Appends only the header of an unmasked, final WebSocket frame carrying `payload`, for a
-/// writer that sends the payload from where it is (vectored).
-pub fn push_head(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
-    let mut head = [0u8; MAX_WS_HEAD];
-    let n = Frame::new(true, opcode, None, Payload::Borrowed(payload)).fmt_head(&mut head);
-    out.extend_from_slice(&head[..n]);
 }
 
 /// Writes whole messages to a transport, remembering whether a write was cut off part way
@@ -130,8 +118,8 @@ impl<T: Transport> Sink<T> {
     }
 
     /// Writes one message of `kind`.
-    pub async fn send(&mut self, kind: Kind, payload: &[u8]) -> WriteResult {
-        let mut out = Vec::with_capacity(payload.len() + MAX_WS_HEAD);
+    pub async fn send(&mut self, kind: MessageKind, payload: &[u8]) -> WriteResult {
+        let mut out = Vec::with_capacity(payload.len() + MAX_HEAD);
         T::frame(&mut out, kind, payload);
         self.write(&out).await
     }
@@ -139,14 +127,14 @@ impl<T: Transport> Sink<T> {
     /// Writes a message a codec built.
     pub async fn message(&mut self, msg: &Outbound) -> WriteResult {
         match msg {
-            Outbound::Text(t) => self.send(Kind::Text, t.as_bytes()).await,
-            Outbound::Binary(b) => self.send(Kind::Binary, b).await,
+            Outbound::Text(t) => self.send(MessageKind::Text, t.as_bytes()).await,
+            Outbound::Binary(b) => self.send(MessageKind::Binary, b).await,
         }
     }
 
     /// Closes the connection with `code` and `reason`.
     pub async fn close(&mut self, code: u16, reason: &str) -> WriteResult {
-        let mut out = Vec::with_capacity(reason.len() + 2 + MAX_WS_HEAD);
+        let mut out = Vec::with_capacity(reason.len() + 2 + MAX_HEAD);
         T::close_frame(&mut out, code, reason);
         self.write(&out).await
     }
@@ -157,24 +145,5 @@ impl<T: Transport> Sink<T> {
         if !self.mid_frame {
             let _ = tokio::time::timeout(grace, self.close(code, reason)).await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn websocket_frames_are_unmasked_and_whole() {
-        let mut out = Vec::new();
-        WebSocket::frame(&mut out, Kind::Binary, b"ab");
-        assert_eq!(out, [0x82, 2, b'a', b'b']);
-        out.clear();
-        WebSocket::frame(&mut out, Kind::Text, &[b'x'; 200]);
-        assert_eq!(&out[..4], &[0x81, 126, 0, 200]);
-        assert_eq!(out.len(), 4 + 200);
-        out.clear();
-        WebSocket::close_frame(&mut out, 1000, "bye");
-        assert_eq!(out, [0x88, 5, 0x03, 0xe8, b'b', b'y', b'e']);
     }
 }

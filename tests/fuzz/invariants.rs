@@ -1361,7 +1361,7 @@ fn close_code_allowed(code: u16) -> bool {
 /// 1-byte payload or a reserved code is a protocol error (1002), a reason that is not UTF-8 is
 /// 1007. And a client frame is refused exactly when unmasked or a control frame over 125 bytes.
 pub fn check_ws_frame_rules(close_payload: &[u8], masked: bool, opcode: u8, len: usize) {
-    use ptyhub::viewer::frame_rules::{check_parts, close_reply};
+    use ptyhub::ws::frame_rules::{check_parts, close_reply};
     match (close_reply(close_payload), close_payload) {
         (Ok(1000), []) => {}
         (Err((1002, _)), [_]) => {}

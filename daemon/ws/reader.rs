@@ -4,7 +4,6 @@
 //!
 //! A fastwebsockets read is not cancel-safe, so reading runs on a task of its own.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,8 +13,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::{frame_rules, socket, CLOSE_GRACE};
-use crate::protocol::{apply, Dialect, Inbound, Outbound, Outcome};
-use crate::session::{SessionGone, SessionHandle, ViewerId};
+use crate::protocol::{Inbound, Outbound};
+
+/// The writer, or whatever a connection's messages feed, is gone: the reader stops.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the connection's writer or session is gone")]
+pub struct Gone;
 
 /// The reader's way to the writer: waits for room while the writer is busy, but not past the
 /// stall deadline; a client that lets its replies pile up that long is overrun and closed.
@@ -50,12 +53,12 @@ impl Replies {
     }
 
     /// Hands `l` to the writer; `Err` when the writer is gone or the client is overrun.
-    pub async fn send(&self, l: Local) -> Result<(), SessionGone> {
+    pub async fn send(&self, l: Local) -> Result<(), Gone> {
         match tokio::time::timeout(self.patience, self.tx.send(l)).await {
-            Ok(sent) => sent.map_err(|_| SessionGone),
+            Ok(sent) => sent.map_err(|_| Gone),
             Err(_) => {
                 self.overrun.cancel();
-                Err(SessionGone)
+                Err(Gone)
             }
         }
     }
@@ -67,7 +70,7 @@ pub enum Local {
     Send(Outbound),
     /// A control frame fastwebsockets obliges us to send (pong, close reply).
     Control(OpCode, Vec<u8>),
-    /// The client has drawn this many more bytes.
+    /// The client has drawn this many more bytes (a dialect with flow control).
     Ack(u64),
     /// The reader stopped; close with this code if given.
     Done(Option<(u16, &'static str)>),
@@ -80,32 +83,7 @@ pub trait OnMessage: Send {
         &mut self,
         message: Inbound,
         replies: &Replies,
-    ) -> impl std::future::Future<Output = Result<(), SessionGone>> + Send;
-}
-
-/// A one-session connection's messages: decoded by its dialect, applied to its session.
-pub struct SessionMessages<D> {
-    /// The session.
-    pub session: SessionHandle,
-    /// This connection's viewer in it.
-    pub viewer: ViewerId,
-    /// The client's dialect.
-    pub dialect: Arc<D>,
-}
-
-impl<D: Dialect> OnMessage for SessionMessages<D> {
-    async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), SessionGone> {
-        match self.dialect.decode(message) {
-            Ok(request) => match apply(request, &self.session, self.viewer).await? {
-                Outcome::Acked(bytes) => replies.send(Local::Ack(bytes)).await,
-                outcome => match self.dialect.outcome(outcome) {
-                    Some(reply) => replies.send(Local::Send(reply)).await,
-                    None => Ok(()),
-                },
-            },
-            Err(reply) => replies.send(Local::Send(reply)).await,
-        }
-    }
+    ) -> impl std::future::Future<Output = Result<(), Gone>> + Send;
 }
 
 /// Reads whole messages from the client and hands each to `handler`, answering pings and
@@ -126,7 +104,7 @@ pub async fn read_loop<H: OnMessage>(
     // gets its close code (the library would echo an unmasked or oversized close as is).
     reader.set_auto_close(false);
     reader.set_auto_pong(false);
-    let mut never_called = |_: Frame<'_>| async { Ok::<(), SessionGone>(()) };
+    let mut never_called = |_: Frame<'_>| async { Ok::<(), Gone>(()) };
     // A fragmented message being collected: its opcode and the bytes so far.
     let mut partial: Option<(OpCode, Vec<u8>)> = None;
     // Whether the client closed the connection itself: then the closing handshake is complete

@@ -1,6 +1,7 @@
-//! The viewer's upgraded connection, split: a read half for the reader task, a write half for
-//! the writer task, and (for TCP, the daemon's own listener) the socket itself, which the
-//! session actor writes to without blocking (see [`super::live`]).
+//! An upgraded connection, split: a read half for the reader task, a write half for the writer
+//! task, and (for TCP, the daemon's own listener) the socket itself, which a session actor
+//! writes a viewer's output to without blocking (`crate::viewer::live`) and an exec watches for
+//! its client's going.
 //!
 //! hyper hands the upgrade back as an opaque `Upgraded`; downcasting it to the TCP stream the
 //! server accepted gives `try_write` on a shared socket, and halves without the lock of a
