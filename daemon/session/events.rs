@@ -55,7 +55,7 @@ pub enum ViewerEvent {
 
 impl ViewerEvent {
     /// About what the event costs while queued, in bytes: its text plus a fixed part. Bounds
-    /// a viewer's queue in memory ([`event_queue`]).
+    /// a viewer's queue in memory ([`viewer_queue`]).
     pub fn cost(&self) -> usize {
         const FIXED: usize = 128;
         FIXED

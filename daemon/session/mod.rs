@@ -7,7 +7,6 @@
 
 mod actor;
 mod chat;
-pub mod event_queue;
 mod events;
 mod file_drop;
 pub mod freeze;
@@ -30,6 +29,7 @@ pub mod snapshot;
 pub mod tap;
 mod turns;
 pub mod upload;
+pub mod viewer_queue;
 mod viewers;
 
 use std::collections::HashMap;
@@ -42,7 +42,6 @@ use tracing::info;
 use uuid::Uuid;
 
 use crate::config::Config;
-use event_queue::EventSender;
 use output_log::SharedLog;
 pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
@@ -50,6 +49,7 @@ use screen::ScreenModel;
 pub use screen_thread::ScreenFailed;
 use screen_thread::ScreenThread;
 pub use snapshot::{EncodedSnapshot, Packing, SnapshotForm};
+use viewer_queue::EventSender;
 
 use actor::{Proc, Session};
 pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
