@@ -46,6 +46,11 @@ command = ["sh", "-c", "echo bye; exit 3"]
     Arc::new(ptyhub::config::from_toml_str(toml, "test").expect("config"))
 }
 
+/// The keys of a daemon of the test's own.
+fn keys() -> Arc<session::RecentKeys> {
+    Arc::new(session::RecentKeys::new())
+}
+
 fn start(assistant: &str, screen: bool) -> SessionHandle {
     let spec = CreateSpec {
         id: Uuid::new_v4(),
@@ -56,7 +61,7 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         command: None,
         size: None,
     };
-    session::start(config(), spec, Some(1), Box::new(|_| {})).expect("session starts")
+    session::start(config(), spec, Some(1), keys(), Box::new(|_| {})).expect("session starts")
 }
 
 /// Everything the log holds from `from`.
@@ -515,7 +520,7 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
         command: Some(vec!["sh".into(), "-c".into(), script]),
         size: None,
     };
-    let handle = session::start(config(), spec, Some(1), Box::new(|_| {})).expect("starts");
+    let handle = session::start(config(), spec, Some(1), keys(), Box::new(|_| {})).expect("starts");
     wait_for_output(&handle, "READY").await;
     let gate = Arc::new(Gate {
         marker: marker.clone(),

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::request::{Outcome, Request};
-use crate::session::presence::PresenceInfo;
+use crate::session::PresenceInfo;
 use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, SnapshotForm, StatusInfo, ViewerId};
 
 /// One whole message from a client (fragments already joined).

@@ -267,7 +267,11 @@ impl SharedLog {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Instant;
+
+    use bytes::Bytes;
+
+    use super::{FellBehind, OutputLog, SharedLog};
 
     fn read_all(log: &OutputLog, from: u64) -> Result<(Vec<u8>, u64), FellBehind> {
         let mut out = Vec::new();
