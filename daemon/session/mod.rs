@@ -170,7 +170,7 @@ pub fn adopt(
     let screen = match image.screen {
         true => {
             let snapshot = image.snapshot.map(|s| blobs.get(s)).transpose()?;
-            // What the model held back at the freeze (an unfinished sequence) comes after it.
+            // What the model held back at the handoff (an unfinished sequence) comes after it.
             let skip = (image.snapshot_offset - image.log_start) as usize;
             Some((snapshot, log_bytes.get(skip..).unwrap_or_default()))
         }
