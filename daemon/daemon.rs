@@ -326,7 +326,7 @@ impl Daemon {
         if tokio::time::timeout(DETACH_WAIT, left).await.is_err() {
             info!("some viewers did not answer the close in time");
         }
-        let frozen = futures_util::future::join_all(handles.iter().map(|h| h.freeze())).await;
+        let frozen = futures_util::future::join_all(handles.iter().map(|h| h.hand_over())).await;
         let limit = st.cfg.session.kill_grace + Duration::from_secs(3);
         if tokio::time::timeout(limit, st.execs.wait()).await.is_err() {
             warn!("some execs did not end in time");

@@ -8,7 +8,9 @@ use uuid::Uuid;
 
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::session::{self, CreateError, CreateSpec, EndReason, SessionHandle, SessionInfo};
+use crate::session::{
+    self, CreateError, CreateSpec, EndReason, RecentKeys, SessionHandle, SessionInfo,
+};
 
 /// How many session numbers there are: 1 to 255, so a number fits the one-byte tag of the
 /// multiplexed dialect. Sessions past them have no number and are reached by uuid.
@@ -32,6 +34,9 @@ pub struct Registry {
     journal: Arc<crate::journal::Journal>,
     /// Every session's recording.
     recordings: Arc<crate::record::Recordings>,
+    /// The latest keys typed into this daemon's sessions, shared by all of them (a session
+    /// printing a lot yields to a typist elsewhere).
+    recent_keys: Arc<RecentKeys>,
 }
 
 /// The session numbers in use. A number is taken before its session starts and given back
@@ -179,6 +184,7 @@ impl Registry {
             created: tokio::sync::broadcast::channel(CREATED_BACKLOG).0,
             journal: crate::journal::Journal::new(),
             recordings: crate::record::Recordings::new(cfg.recording.clone()),
+            recent_keys: Arc::new(RecentKeys::new()),
             cfg,
         })
     }
@@ -230,7 +236,8 @@ impl Registry {
                 // Taken under the numbers' own lock, so racing creators of different uuids
                 // never share a number, and the session limit holds exactly.
                 let num = self.numbers().take(id, self.cfg.limits.max_sessions)?;
-                let started = session::start(self.cfg.clone(), spec, num, self.on_end(num));
+                let keys = self.recent_keys.clone();
+                let started = session::start(self.cfg.clone(), spec, num, keys, self.on_end(num));
                 match started {
                     Ok(handle) => {
                         // Before anyone else can reach it: the recording misses nothing.
@@ -276,7 +283,8 @@ impl Registry {
         self.numbers()
             .take_exact(num, id)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let adopted = session::adopt(self.cfg.clone(), image, blobs, pty, self.on_end(num));
+        let keys = self.recent_keys.clone();
+        let adopted = session::adopt(self.cfg.clone(), image, blobs, pty, keys, self.on_end(num));
         let handle = match adopted {
             Ok(handle) => handle,
             Err(e) => {

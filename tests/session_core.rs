@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ptyhub::session::{
-    self, event_queue, CreateSpec, EndReason, ExitInfo, LiveOutput, Role, SessionHandle,
+    self, viewer_queue, CreateSpec, EndReason, ExitInfo, LiveOutput, Role, SessionHandle,
     ViewerEvent,
 };
 use ptyhub::viewer::live::Live;
@@ -46,6 +46,11 @@ command = ["sh", "-c", "echo bye; exit 3"]
     Arc::new(ptyhub::config::from_toml_str(toml, "test").expect("config"))
 }
 
+/// The keys of a daemon of the test's own.
+fn keys() -> Arc<session::RecentKeys> {
+    Arc::new(session::RecentKeys::new())
+}
+
 fn start(assistant: &str, screen: bool) -> SessionHandle {
     let spec = CreateSpec {
         id: Uuid::new_v4(),
@@ -56,7 +61,7 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         command: None,
         size: None,
     };
-    session::start(config(), spec, Some(1), Box::new(|_| {})).expect("session starts")
+    session::start(config(), spec, Some(1), keys(), Box::new(|_| {})).expect("session starts")
 }
 
 /// Everything the log holds from `from`.
@@ -73,9 +78,9 @@ async fn join(
 ) -> (
     session::Membership,
     session::JoinReply,
-    event_queue::EventReceiver,
+    viewer_queue::EventReceiver,
 ) {
-    let (events, rx) = event_queue::channel(64, 1 << 20);
+    let (events, rx) = viewer_queue::channel(64, 1 << 20);
     let (member, reply) = handle
         .join(role, events, Arc::new(NoLive), FORM)
         .await
@@ -230,7 +235,7 @@ async fn a_subscription_pumps_the_log_through_any_transport() {
     wait_for_output(&handle, "line-5").await;
     let notify = Arc::new(tokio::sync::Notify::new());
     let live = Live::waking(notify);
-    let (events, _rx) = event_queue::channel(64, 1 << 20);
+    let (events, _rx) = viewer_queue::channel(64, 1 << 20);
     let (_member, join) = handle
         .join(Role::Viewer, events, live.clone(), FORM)
         .await
@@ -374,7 +379,7 @@ async fn others_get_fast_output_joined_and_exact() {
     ));
     for role in roles {
         let taker = Taker::new(&handle);
-        let (events, _rx) = event_queue::channel(64, 1 << 20);
+        let (events, _rx) = viewer_queue::channel(64, 1 << 20);
         let (member, join) = handle
             .join(role, events, taker.clone(), FORM)
             .await
@@ -515,7 +520,7 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
         command: Some(vec!["sh".into(), "-c".into(), script]),
         size: None,
     };
-    let handle = session::start(config(), spec, Some(1), Box::new(|_| {})).expect("starts");
+    let handle = session::start(config(), spec, Some(1), keys(), Box::new(|_| {})).expect("starts");
     wait_for_output(&handle, "READY").await;
     let gate = Arc::new(Gate {
         marker: marker.clone(),
@@ -537,7 +542,7 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
             others.push(taker.clone());
             (Role::Viewer, taker, Arc::new(gated))
         };
-        let (events, rx) = event_queue::channel(64, 1 << 20);
+        let (events, rx) = viewer_queue::channel(64, 1 << 20);
         let (member, join) = handle.join(role, events, live, FORM).await.expect("join");
         taker.got.lock().expect("lock").offset = join.offset;
         members.push((member, rx));

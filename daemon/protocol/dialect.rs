@@ -10,8 +10,9 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::request::{Outcome, Request};
-use crate::session::presence::PresenceInfo;
-use crate::session::{ChatLine, EndReason, ExitInfo, Refusal, Role, StatusInfo, ViewerId};
+use crate::session::{
+    ChatLine, EndReason, ExitInfo, PresenceInfo, Refusal, Role, StatusInfo, ViewerId,
+};
 use crate::term::snapshot::SnapshotForm;
 
 /// One whole message from a client (fragments already joined).

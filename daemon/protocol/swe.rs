@@ -580,10 +580,7 @@ impl Dialect for Swe {
 pub const PRESENCE_LISTED: usize = 100;
 
 /// The `presence` message for viewer `me`.
-fn presence(
-    info: &crate::session::presence::PresenceInfo,
-    me: crate::session::ViewerId,
-) -> ServerMessage {
+fn presence(info: &crate::session::PresenceInfo, me: crate::session::ViewerId) -> ServerMessage {
     let total = info.people.len();
     // The first ones, leaving room for the receiver and the typist wherever they are.
     let mut room = PRESENCE_LISTED.saturating_sub(2);
@@ -898,7 +895,7 @@ mod tests {
 
     #[test]
     fn presence_encodes_who_is_here_and_who_typed() {
-        use crate::session::presence::{Person, PresenceInfo};
+        use crate::session::{Person, PresenceInfo};
         let info = PresenceInfo {
             people: vec![
                 Person {
@@ -931,7 +928,7 @@ mod tests {
     /// A crowd is listed in part, always with the receiver and the typist, and counted whole.
     #[test]
     fn presence_of_a_crowd_lists_a_part_and_counts_all() {
-        use crate::session::presence::{Person, PresenceInfo};
+        use crate::session::{Person, PresenceInfo};
         let people: Vec<Person> = (1..=5000u32)
             .map(|n| Person {
                 viewer: u64::from(n) + 100,

@@ -57,14 +57,15 @@ impl Recordings {
         if !self.cfg.enabled {
             return;
         }
-        let Ok(tap) = handle.tap(self.cfg.input) else {
+        let Ok(feed) = handle.feed_recorder(self.cfg.input) else {
             return;
         };
         let job = writer::Job {
             id: handle.id(),
             assistant: handle.info().assistant,
             log: handle.log().clone(),
-            tap,
+            feed,
+            session: handle.downgrade(),
             dir: self.cfg.dir.clone(),
             max_bytes: self.cfg.max_bytes_per_session,
             resume,

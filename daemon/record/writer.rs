@@ -1,5 +1,5 @@
 //! One session's recorder: a task that follows the session's output log from its own offset
-//! (as a log follower does) and its tap (sizes, names, chat, restarts, input), encodes
+//! (as a log follower does) and its feed (sizes, names, chat, restarts, input), encodes
 //! asciicast v2 events and writes them to the `.cast` file in batches, off the runtime's
 //! threads. It never makes the session wait: output that left the log's window before it was
 //! read is replaced by a marker saying so; a failing disk or the size cap stops the recording.
@@ -16,7 +16,8 @@ use uuid::Uuid;
 use super::catalog::{self, Meta};
 use crate::protocol::asciicast::{self, Code, Utf8Carry};
 use crate::session::output_log::{FellBehind, SharedLog};
-use crate::session::tap::{TapReceiver, Tapped};
+use crate::session::recorder_feed::{FeedItem, FeedReceiver};
+use crate::session::WeakSessionHandle;
 use crate::session::{StatusInfo, ViewerEvent};
 
 /// Output bytes in one event, at most.
@@ -47,7 +48,9 @@ pub(super) struct Job {
     /// Its output.
     pub log: Arc<SharedLog>,
     /// Everything else it says.
-    pub tap: TapReceiver,
+    pub feed: FeedReceiver,
+    /// The session, without keeping it alive: told when the recording fails.
+    pub session: WeakSessionHandle,
     /// Where recordings go.
     pub dir: PathBuf,
     /// The size cap.
@@ -240,9 +243,9 @@ pub(super) async fn run(mut job: Job) {
     }
     let start = Instant::now();
     let started_at = SystemTime::now();
-    // The first item is the session's status at the tap.
-    let first = match job.tap.recv().await {
-        Some(Tapped::Event(ViewerEvent::Status { info, .. })) => info,
+    // The first item is the session's status when the feed began.
+    let first = match job.feed.recv().await {
+        Some(FeedItem::Event(ViewerEvent::Status { info, .. })) => info,
         _ => return,
     };
     let meta = Meta {
@@ -281,8 +284,8 @@ async fn resume(mut job: Job) {
     let Some(Resume { since_start, from }) = job.resume.take() else {
         return;
     };
-    let first = match job.tap.recv().await {
-        Some(Tapped::Event(ViewerEvent::Status { info, .. })) => info,
+    let first = match job.feed.recv().await {
+        Some(FeedItem::Event(ViewerEvent::Status { info, .. })) => info,
         _ => return,
     };
     let (dir, id) = (job.dir.clone(), job.id);
@@ -339,13 +342,13 @@ async fn record(
         let flush_at = rec.dirty_since.map(|t| t + BATCH_DELAY);
         let step = tokio::select! {
             biased;
-            item = job.tap.recv() => match item {
+            item = job.feed.recv() => match item {
                 None => break drain(&mut rec, &job.log, &mut at, u64::MAX).err(),
-                Some(Tapped::Suspended) => {
+                Some(FeedItem::Suspended) => {
                     suspended = true;
                     break drain(&mut rec, &job.log, &mut at, u64::MAX).err();
                 }
-                Some(item) => on_tapped(&mut rec, &job.log, &mut at, &mut last, &mut meta, item),
+                Some(item) => on_feed_item(&mut rec, &job.log, &mut at, &mut last, &mut meta, item),
             },
             _ = job.log.wait_past(at) => {
                 tokio::time::sleep(GATHER).await;
@@ -354,7 +357,7 @@ async fn record(
             _ = sleep_until(flush_at) => rec.flush().await,
         };
         let step = step.and_then(|()| {
-            let lost = job.tap.take_lost();
+            let lost = job.feed.take_lost();
             if lost > 0 {
                 let label = format!("recording: {lost} session events were lost (recorder behind)");
                 rec.event(Instant::now(), Code::Marker, &label)?;
@@ -444,7 +447,7 @@ async fn fail(job: &Job, stop: Stop) {
             format!("the recording stopped: {e}")
         }
     };
-    job.tap.report_failure(message).await;
+    job.session.report_recording_failure(message).await;
 }
 
 /// Encodes output from `at` up to `until` (or the head), from the log's chunks with their own
@@ -481,18 +484,18 @@ fn drain(rec: &mut Recording, log: &SharedLog, at: &mut u64, until: u64) -> Resu
     }
 }
 
-/// Handles one item of the tap: output before it first.
-fn on_tapped(
+/// Handles one item of the feed: output before it first.
+fn on_feed_item(
     rec: &mut Recording,
     log: &SharedLog,
     at: &mut u64,
     last: &mut StatusInfo,
     meta: &mut Meta,
-    item: Tapped,
+    item: FeedItem,
 ) -> Result<(), Stop> {
     let now = Instant::now();
     match item {
-        Tapped::Event(ViewerEvent::Status { info, offset }) => {
+        FeedItem::Event(ViewerEvent::Status { info, offset }) => {
             drain(rec, log, at, offset)?;
             if (info.cols, info.rows) != (last.cols, last.rows) {
                 let size = asciicast::resize_data(info.cols, info.rows);
@@ -512,7 +515,7 @@ fn on_tapped(
             }
             *last = info;
         }
-        Tapped::Event(ViewerEvent::Chat(line)) => {
+        FeedItem::Event(ViewerEvent::Chat(line)) => {
             drain(rec, log, at, u64::MAX)?;
             rec.event(
                 now,
@@ -520,12 +523,12 @@ fn on_tapped(
                 &format!("{}: {}", line.user_name, line.text),
             )?;
         }
-        Tapped::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
-        Tapped::Event(
+        FeedItem::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
+        FeedItem::Event(
             ViewerEvent::Refused(_) | ViewerEvent::Close(_) | ViewerEvent::Presence(_),
         )
-        | Tapped::Suspended => {}
-        Tapped::Input { data, offset } => {
+        | FeedItem::Suspended => {}
+        FeedItem::Input { data, offset } => {
             drain(rec, log, at, offset)?;
             let text = String::from_utf8_lossy(&data);
             rec.event(now, Code::Input, &text)?;

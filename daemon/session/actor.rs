@@ -1,131 +1,118 @@
-//! The session actor: its state, its loop over commands, PTY reads, the child's exit and
-//! timers, and the publishing of output to the log, the screen thread and the viewers.
+//! The session actor: the session's parts (each owning its state), its loop over commands,
+//! PTY reads, the child's exit and timers, the dispatch of each command to the method that
+//! does it, and the publishing of output to the log, the screen thread and the viewers.
+//!
+//! The actor's work by concern: `actor/viewer_requests.rs` (what viewers ask of it),
+//! `actor/lifecycle.rs` (the program's exit and restart, the session's end) and
+//! `actor/live_upgrade.rs` (handing the session over to the next image of the daemon).
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+mod lifecycle;
+mod live_upgrade;
+mod viewer_requests;
+
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use bytes::{Bytes, BytesMut};
-use tokio::sync::{mpsc, watch};
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
-use uuid::Uuid;
 
-use super::phase::Phase;
-use super::pty::PtyMaster;
-use super::turns;
-use super::*;
-use crate::config::{Assistant, Config};
+use super::chat::Chat;
+use super::events::{EndReason, SessionInfo, StatusInfo, ViewerEvent, ViewerId};
+use super::handle::{command_queue, Command, OnEnd, SessionHandle, WeakSessionHandle};
+use super::handoff::SessionHandoff;
+use super::identity::{placeholder_info, Identity};
+use super::input::INPUT_QUEUE_BYTES;
+use super::output_log::SharedLog;
+use super::program::Program;
+use super::recorder_feed::{FeedSender, RecorderFeed};
+use super::refusal::Refusal;
+use super::screen_bridge::ScreenBridge;
+use super::viewers::Viewers;
+use super::yield_to_typists::{RecentKeys, LONG_READ};
+use crate::config::Config;
 
-pub(super) struct ViewerEntry {
-    pub(super) events: EventSender,
-    pub(super) live: Arc<dyn LiveOutput>,
-    pub(super) role: Role,
-    /// `(rows, cols)` as last sent, clamped; `None` until the viewer sends one.
-    pub(super) size: Option<(u16, u16)>,
-    /// Replies this viewer's terminal owes to queries it was sent (dropped when they come).
-    pub(super) expected: replies::Expected,
-    /// Whether it is in the fan-out's queue (see [`Fanout`]).
-    pub(super) queued: bool,
-}
-
-/// The program and its PTY, while there is one.
-#[derive(Default)]
-pub(super) struct Proc {
-    /// Reports the program's exit; gone once it has.
-    pub(super) exit: Option<process::ExitWatch>,
-    pub(super) pid: i32,
-    /// The PTY master, for reading; gone at EOF.
-    pub(super) reader: Option<PtyMaster>,
-    pub(super) input: Option<mpsc::UnboundedSender<PtyInput>>,
-    /// Bytes of query answers sent to the writer task and not yet written to the PTY.
-    pub(super) answers_queued: Arc<std::sync::atomic::AtomicUsize>,
-    /// Items sent to the writer task and not yet written whole: while there are any, input
-    /// queues behind them rather than going straight to the PTY.
-    pub(super) input_queued: Arc<std::sync::atomic::AtomicUsize>,
-    /// The writer task, and how to stop it and get back what it has not written.
-    pub(super) writer: Option<(CancellationToken, tokio::task::JoinHandle<Vec<u8>>)>,
-}
-
-pub(super) struct Session {
-    /// The actor's own queue, for work it finishes later (an upload's typed path).
-    pub(super) me: mpsc::WeakSender<Command>,
-    /// Input bytes in flight to the PTY; shared with every handle.
-    pub(super) input_budget: Arc<tokio::sync::Semaphore>,
-    pub(super) id: Uuid,
-    pub(super) cfg: Arc<Config>,
-    pub(super) assistant_key: String,
-    pub(super) assistant: Assistant,
-    /// Whether the program is the creator's own command rather than the assistant's: such a
-    /// session has no YOLO mode whatever its assistant has.
-    pub(super) own_command: bool,
-    /// The program and arguments run last.
-    pub(super) command: Vec<String>,
-    /// The session's number (see `SessionInfo::num`).
-    pub(super) num: Option<u8>,
-    pub(super) name: String,
-    pub(super) cwd: PathBuf,
-    pub(super) created_at: SystemTime,
-    pub(super) yolo_mode: bool,
-    /// The screen model, on its own thread (none for a pipe-mode stream).
-    pub(super) screen: Option<ScreenThread>,
-    /// The model's answers to terminal queries, for the program.
-    pub(super) answers: Option<screen_thread::Answers>,
-    /// Finds queries in the output before it is published, so replies are expected in time.
-    pub(super) scan: queries::QueryScan,
-    /// Whether the program has drawn anything yet.
-    pub(super) drawn: bool,
-    /// The viewer that typed last, and when: its echo goes to it first.
-    pub(super) typist: Option<(ViewerId, Instant)>,
-    pub(super) log: Arc<SharedLog>,
-    pub(super) viewers: HashMap<ViewerId, ViewerEntry>,
+/// What a session is made of, however it came to be: created now, or adopted in a live
+/// upgrade.
+pub(super) struct Parts {
+    pub(super) identity: Identity,
+    /// The session's size, (rows, cols).
     pub(super) size: (u16, u16),
-    pub(super) proc: Proc,
-    /// Where the program is in its life, and so the session.
-    pub(super) phase: Phase,
-    /// The pid of the latest program, kept after it exits: its leftovers are found through it.
-    pub(super) last_pid: i32,
-    pub(super) chat: std::collections::VecDeque<ChatLine>,
-    pub(super) info: watch::Sender<SessionInfo>,
-    /// Called once, when the session has ended.
-    pub(super) on_end: Option<OnEnd>,
-    pub(super) ended: CancellationToken,
-    /// The latest chunk's hand-out to the viewers other than the typist, done a slice at a
-    /// time between commands.
-    pub(super) fanout: Fanout,
-    /// A copy of what every viewer is told, for the recorder (see [`tap`]).
-    pub(super) tap: Option<tap::Tap>,
-    /// Why the recording stopped, once it has: told to each writer once.
-    pub(super) recording_failed: Option<Refusal>,
-    /// A live upgrade's request to freeze, waiting for a settled phase.
-    pub(super) freeze: Option<tokio::sync::oneshot::Sender<freeze::Frozen>>,
-    /// Who is here, by name, role and device, and who typed last.
-    pub(super) presence: super::presence::Presence,
+    pub(super) chat: Chat,
+    pub(super) screen: ScreenBridge,
+    pub(super) program: Program,
+    pub(super) log: Arc<SharedLog>,
+    /// The daemon's latest keys (see `yield_to_typists.rs`).
+    pub(super) recent_keys: Arc<RecentKeys>,
 }
 
-/// Output still to be handed to some viewers (see [`Session::fan_out_some`]).
-///
-/// When a chunk comes before the previous one has been handed to everyone (keys typed back to
-/// back, with many viewers), the two are joined: each viewer still queued is later sent what
-/// it lacks of both in one write, rather than one write per chunk or a wake-up of its task.
-#[derive(Default)]
-pub(super) struct Fanout {
-    /// The log offset of `chunk`.
-    start: u64,
-    /// The output from `start` to the log's head.
-    chunk: Bytes,
-    /// Viewers not handed all of it yet, served from the back (the buffer is reused).
-    rest: Vec<ViewerId>,
-    /// When the hand-out may begin: a round starts [`FANOUT_PACE`] after the last one ended,
-    /// so output that comes faster (keys typed back to back) reaches the others joined, in
-    /// fewer writes, and the more a round costs (or the busier the machine) the fewer there are.
-    due: Option<Instant>,
-    /// When the latest round ended.
-    ended_at: Option<Instant>,
-    /// An empty buffer kept for the next chunk's queue (the two are swapped, not allocated).
-    spare: Vec<ViewerId>,
+/// The actor's state: its parts, and how the outside hears of it.
+struct Session {
+    cfg: Arc<Config>,
+    identity: Identity,
+    viewers: Viewers,
+    chat: Chat,
+    program: Program,
+    screen: ScreenBridge,
+    recorder: RecorderFeed,
+    /// The output, which viewers read from their own offsets.
+    log: Arc<SharedLog>,
+    /// The daemon's latest keys: this session's are noted there, and it yields its worker
+    /// after a long read while someone types elsewhere.
+    recent_keys: Arc<RecentKeys>,
+    /// The session's own way in, for work it finishes later (an upload's typed path).
+    me: WeakSessionHandle,
+    /// The metadata the session list shows.
+    info: watch::Sender<SessionInfo>,
+    /// Called once, when the session has ended.
+    on_end: Option<OnEnd>,
+    ended: CancellationToken,
+    /// A live upgrade's request to hand over, waiting for a settled phase.
+    hand_over: Option<oneshot::Sender<SessionHandoff>>,
+}
+
+/// Publishes the session's metadata and starts its actor; the handle is the way in.
+pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHandle {
+    let Parts {
+        identity,
+        size,
+        chat,
+        screen,
+        program,
+        log,
+        recent_keys,
+    } = parts;
+    let (commands, rx) = command_queue();
+    let input_budget = Arc::new(Semaphore::new(INPUT_QUEUE_BYTES));
+    let session = Session {
+        me: WeakSessionHandle::new(&commands, input_budget.clone()),
+        info: watch::Sender::new(placeholder_info(identity.id())),
+        identity,
+        viewers: Viewers::new(size),
+        chat,
+        program,
+        screen,
+        recorder: RecorderFeed::default(),
+        log,
+        recent_keys,
+        on_end: Some(on_end),
+        ended: CancellationToken::new(),
+        hand_over: None,
+        cfg,
+    };
+    session.publish_info();
+    let handle = SessionHandle::new(
+        session.identity.id(),
+        commands,
+        input_budget,
+        session.log.clone(),
+        session.info.subscribe(),
+        session.ended.clone(),
+        session.screen.has_model(),
+    );
+    tokio::spawn(session.run(rx));
+    handle
 }
 
 /// Resolves when the pending fan-out's next slice may go: at `due`, else after a yield (so a
@@ -137,37 +124,7 @@ async fn fanout_turn(due: Option<Instant>) {
     }
 }
 
-pub(super) async fn read_pty(reader: &Option<PtyMaster>) -> std::io::Result<Bytes> {
-    match reader {
-        Some(r) => r.read().await,
-        None => std::future::pending().await,
-    }
-}
-
-pub(super) async fn wait_exit(exit: &mut Option<process::ExitWatch>) -> std::io::Result<ExitInfo> {
-    match exit {
-        Some(watch) => watch.wait().await,
-        None => std::future::pending().await,
-    }
-}
-
-pub(super) async fn recv_answers(
-    answers: &mut Option<screen_thread::Answers>,
-) -> Option<Vec<(queries::Query, Vec<u8>)>> {
-    match answers {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-pub(super) async fn screen_room(screen: &Option<ScreenThread>) {
-    match screen {
-        Some(screen) => screen.room().await,
-        None => std::future::pending().await,
-    }
-}
-
-pub(super) async fn sleep_until(at: Option<Instant>) {
+async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -175,26 +132,18 @@ pub(super) async fn sleep_until(at: Option<Instant>) {
 }
 
 impl Session {
-    pub(super) fn attach(&mut self, spawned: process::Spawned) {
-        let (input_tx, input_rx) = mpsc::unbounded_channel();
-        self.last_pid = spawned.pid;
-        let stop = CancellationToken::new();
-        let writer = tokio::spawn(pty_writer(spawned.pty.clone(), input_rx, stop.clone()));
-        self.proc = Proc {
-            writer: Some((stop, writer)),
-            exit: Some(spawned.exit),
-            pid: spawned.pid,
-            reader: Some(spawned.pty),
-            input: Some(input_tx),
-            answers_queued: Default::default(),
-            input_queued: Default::default(),
-        };
-        self.phase = Phase::Running;
-    }
-
-    pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
         loop {
-            let reap_at = self.reap_at();
+            let viewers_gone = self.viewers.is_empty();
+            let reap_at = self
+                .program
+                .reap_at(viewers_gone, self.cfg.session.reap_after_exit);
+            let (drain_until, kill_at) = (self.program.drain_until(), self.program.kill_at());
+            let has_room = self.screen.has_room();
+            let fanout_due = self.viewers.fanout_due();
+            let fanout_pending = self.viewers.fanout_pending();
+            let (pty_read, exited) = self.program.waits();
+            let (screen_room, answers) = self.screen.waits();
             // Input first: a key goes to the PTY before any more of earlier output is handed
             // out, so the typist never waits behind the fan-out to the other viewers.
             tokio::select! {
@@ -204,434 +153,171 @@ impl Session {
                     // Every handle is gone: nobody can reach this session any more.
                     None => self.begin_end(EndReason::Deleted, None),
                 },
-                read = read_pty(&self.proc.reader), if self.parser_has_room() => {
-                    let long = matches!(&read, Ok(chunk) if chunk.len() >= turns::LONG_READ);
+                read = pty_read, if has_room => {
+                    let long = matches!(&read, Ok(chunk) if chunk.len() >= LONG_READ);
                     self.on_read(read);
                     // Someone waits for an echo in another session: it goes before the rest
-                    // of this output (see `turns` for why only then).
-                    if long && turns::typing_elsewhere(self.id) {
+                    // of this output (see `yield_to_typists.rs` for why only then).
+                    if long && self.recent_keys.typing_elsewhere(self.identity.id()) {
                         crate::metrics::METRICS.turns_given.inc();
                         tokio::task::yield_now().await;
                     }
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
-                _ = screen_room(&self.screen), if !self.parser_has_room() => {}
-                _ = fanout_turn(self.fanout.due), if !self.fanout.rest.is_empty() => {
-                    self.fanout.due = None;
-                    self.fan_out_some(FANOUT_SLICE, || !commands.is_empty())
+                _ = screen_room, if !has_room => {}
+                _ = fanout_turn(fanout_due), if fanout_pending => {
+                    self.viewers.fan_out_slice(|| !commands.is_empty())
                 }
-                Some(found) = recv_answers(&mut self.answers) => self.answer_queries(found),
-                status = wait_exit(&mut self.proc.exit) => self.on_child_exit(status),
-                _ = sleep_until(self.phase.drain_until()) => self.finish_exit(),
-                _ = sleep_until(self.phase.kill_at()) => self.kill_now(),
+                Some(found) = answers => self.program.answer(found),
+                status = exited => self.on_child_exit(status),
+                _ = sleep_until(drain_until) => self.finish_exit(),
+                _ = sleep_until(kill_at) => self.program.kill_now(),
                 _ = sleep_until(reap_at) => {
-                    info!(session = %self.id, "reaping exited session with no viewer");
+                    info!(session = %self.identity.id(), "reaping exited session with no viewer");
                     self.begin_end(EndReason::Reaped, None);
                 }
             }
-            if let Phase::Ended = self.phase {
+            if self.program.ended() {
                 break;
             }
-            if self.freeze.is_some() && self.settled() {
-                let frozen = self.freeze_now().await;
-                if let Some(reply) = self.freeze.take() {
-                    let _ = reply.send(frozen);
+            if self.hand_over.is_some() && self.program.settled() {
+                let handoff = self.hand_over_now().await;
+                if let Some(reply) = self.hand_over.take() {
+                    let _ = reply.send(handoff);
                 }
                 break;
             }
         }
     }
 
-    pub(super) fn handle(&mut self, cmd: Command) {
+    /// Each command to the method that does it.
+    fn handle(&mut self, cmd: Command) {
         match cmd {
-            Command::Join {
-                viewer,
-                role,
-                events,
-                live,
-                form,
-                reply,
-            } => {
-                let max = self.cfg.limits.max_viewers_per_session;
-                if self.viewers.len() >= max {
-                    let _ = reply.send(Err(JoinError::TooManyViewers(max)));
-                    return;
-                }
-                let chat_from = self.chat.len().saturating_sub(CHAT_REPLAY);
-                let mut join = JoinReply {
-                    snapshot: None,
-                    offset: self.log.head(),
-                    exit: self.phase.exit().cloned(),
-                    chat: self.chat.iter().skip(chat_from).cloned().collect(),
-                };
-                if self.screen.is_none() {
-                    // Nothing to draw a screen from: the joiner replays what the log keeps.
-                    join.offset = self.log.start();
-                    let _ = reply.send(Ok(join));
-                } else if self.drawn {
-                    // Rendered on the screen thread once it has parsed up to here.
-                    self.snapshot_then(form, move |drawn| {
-                        let _ = reply.send(match drawn {
-                            Ok((snapshot, offset)) => {
-                                join.snapshot = snapshot;
-                                join.offset = offset;
-                                Ok(join)
-                            }
-                            Err(failed) => Err(JoinError::Screen(failed)),
-                        });
-                    });
-                } else {
-                    let _ = reply.send(Ok(join));
-                }
-                // Registered at once: a viewer that never reads its reply still leaves.
-                self.viewers.insert(
-                    viewer,
-                    ViewerEntry {
-                        events,
-                        live,
-                        role,
-                        size: None,
-                        expected: replies::Expected::default(),
-                        queued: false,
-                    },
-                );
-                self.presence.join(viewer, role == Role::Writer);
-                self.broadcast_status();
-                self.broadcast_presence(None);
-                if let (Role::Writer, Some(failed)) = (role, &self.recording_failed) {
-                    self.refuse(viewer, failed.clone());
-                }
-            }
-            Command::Leave { viewer } => {
-                if self.viewers.remove(&viewer).is_some() {
-                    self.presence.leave(viewer);
-                    self.broadcast_presence(None);
-                    if let (true, Phase::Exited { idle_since, .. }) =
-                        (self.viewers.is_empty(), &mut self.phase)
-                    {
-                        *idle_since = Instant::now();
-                    }
-                    if !self.apply_size() {
-                        self.broadcast_status();
-                    }
-                }
-            }
+            Command::Join(join) => self.join(join),
+            Command::Leave { viewer } => self.leave(viewer),
             Command::Input {
                 viewer,
                 data,
                 permit,
             } => self.input(viewer, data, permit),
-            Command::Resize { viewer, rows, cols } => {
-                if !self.permitted(viewer, Action::Resize) {
-                    return;
-                }
-                if let Some(entry) = self.viewers.get_mut(&viewer) {
-                    entry.size = Some(size::clamp(rows, cols));
-                    self.apply_size();
-                }
-            }
+            Command::Resize { viewer, rows, cols } => self.resize(viewer, rows, cols),
             Command::Presence {
                 viewer,
                 name,
                 device,
-            } => {
-                let mut send = false;
-                if let Some(name) = name {
-                    match super::presence::validate_presence_name(&name, &self.cfg.limits) {
-                        Ok(name) => send |= self.presence.set_name(viewer, name),
-                        Err(message) => self.refuse(viewer, Refusal::InvalidChat(message)),
-                    }
-                }
-                if let Some(device) = device {
-                    send |= self
-                        .presence
-                        .set_device(viewer, super::presence::device_kind(&device));
-                }
-                if send {
-                    self.broadcast_presence(None);
-                }
-            }
-            // Not a permission matter: a read-only viewer never counted anyway.
-            Command::Follow { viewer } => {
-                if let Some(entry) = self.viewers.get_mut(&viewer) {
-                    if entry.size.take().is_some() {
-                        self.apply_size();
-                    }
-                }
-            }
-            Command::TakeSize { viewer, rows, cols } => {
-                if !self.permitted(viewer, Action::Resize) || !self.viewers.contains_key(&viewer) {
-                    return;
-                }
-                for (id, entry) in self.viewers.iter_mut() {
-                    entry.size = (*id == viewer).then(|| size::clamp(rows, cols));
-                }
-                self.apply_size();
-            }
-            Command::Resync { form, reply } => self.snapshot_then(form, move |drawn| {
-                let _ = reply.send(drawn.map(|(snapshot, offset)| Resync { snapshot, offset }));
-            }),
+            } => self.set_presence(viewer, name, device),
+            Command::Follow { viewer } => self.follow(viewer),
+            Command::TakeSize { viewer, rows, cols } => self.take_size(viewer, rows, cols),
+            Command::Resync { form, reply } => self.resync(form, reply),
             Command::Chat {
                 viewer,
                 user_name,
                 text,
-            } => match validate_chat(&user_name, &text, &self.cfg.limits) {
-                Ok((user_name, text)) => {
-                    // The chat name is the name others see in the viewer list.
-                    if self.presence.set_name(viewer, Some(user_name.clone())) {
-                        self.broadcast_presence(None);
-                    }
-                    let line = ChatLine {
-                        user_name,
-                        text,
-                        timestamp: rfc3339(SystemTime::now()),
-                    };
-                    if self.chat.len() == self.cfg.session.chat_history {
-                        self.chat.pop_front();
-                    }
-                    if self.cfg.session.chat_history > 0 {
-                        self.chat.push_back(line.clone());
-                    }
-                    self.broadcast(ViewerEvent::Chat(line));
-                }
-                Err(message) => self.refuse(viewer, Refusal::InvalidChat(message)),
-            },
+            } => self.chat(viewer, user_name, text),
             Command::Rename {
                 viewer,
                 name,
                 reply,
-            } => {
-                if let Some(Err(refusal)) = viewer.map(|v| self.permit(v, Action::Rename)) {
-                    let _ = reply.send(Err(RenameError::Refused(refusal)));
-                    return;
-                }
-                let result = validate_name(&name, self.cfg.limits.max_name_chars)
-                    .map(|name| {
-                        if name != self.name {
-                            info!(session = %self.id, %name, "session renamed");
-                            self.name = name;
-                            self.broadcast_status();
-                        }
-                        self.info.borrow().clone()
-                    })
-                    .map_err(RenameError::BadName);
-                let _ = reply.send(result);
-            }
-            Command::Upload {
-                viewer,
-                name,
-                data,
-                reply,
-            } => self.upload(viewer, name, data, reply),
+            } => self.rename(viewer, name, reply),
+            Command::Upload(upload) => self.upload(upload),
             Command::ToggleYolo { viewer } => self.toggle_yolo(viewer),
-            Command::Signal { viewer, signal } => self.send_signal(viewer, &signal),
+            Command::Signal { viewer, signal } => self.signal(viewer, &signal),
             Command::End { reason, done } => self.begin_end(reason, Some(done)),
-            Command::Tap { tap } => {
-                // The reader starts from the session as it stands.
-                tap.event(&ViewerEvent::Status {
-                    info: self.status(),
-                    offset: self.log.head(),
-                });
-                self.tap = Some(tap);
-            }
-            Command::RecordingFailed { message } => {
-                // Writers are the ones who can act on it (free space, turn recording off); those
-                // who join later are told as they join.
-                let refusal = Refusal::RecordingFailed(message);
-                for viewer in self.viewers.values().filter(|v| v.role == Role::Writer) {
-                    viewer.events.push(ViewerEvent::Refused(refusal.clone()));
-                }
-                self.recording_failed = Some(refusal);
-            }
+            Command::FeedRecorder { feed } => self.connect_recorder(feed),
+            Command::RecordingFailed { message } => self.recording_failed(message),
             Command::Detach => self.detach_viewers(),
-            Command::Freeze { reply } => self.freeze = Some(reply),
+            Command::HandOver { reply } => self.hand_over_when_settled(reply),
         }
     }
 
-    /// Renders a snapshot of the screen as it stands after the output published so far, off
-    /// the actor (on the screen thread), and hands it to `done` with the exact log offset it
-    /// belongs to: the model has consumed every byte before it (bytes it holds back, an
-    /// incomplete escape sequence, are streamed instead). `done` is always called, with
-    /// [`ScreenFailed`] when the screen thread could not render it.
-    pub(super) fn snapshot_then(
-        &self,
-        form: SnapshotForm,
-        done: impl FnOnce(Result<(Option<EncodedSnapshot>, u64), ScreenFailed>) + Send + 'static,
-    ) {
-        match &self.screen {
-            Some(screen) => screen.snapshot(
-                self.log.head(),
-                form,
-                Box::new(move |drawn| {
-                    done(drawn.map(|(snapshot, offset)| (Some(snapshot), offset)))
-                }),
-            ),
-            None => done(Ok((None, self.log.start()))),
+    fn on_read(&mut self, read: std::io::Result<Bytes>) {
+        match read {
+            Ok(chunk) if !chunk.is_empty() => self.output(chunk),
+            // EOF, or EIO once every process has closed the terminal side.
+            _ => {
+                self.program.pty_closed();
+                self.finish_exit();
+            }
         }
     }
 
     /// Publishes output: to the log, the screen thread and the viewers (straight onto
     /// their sockets when they can take it now; the others are woken to copy it from the log
     /// on their own tasks). The typist gets it at once; the others a slice at a time from the
-    /// loop, after any command waiting (see [`Self::fan_out_some`]).
-    pub(super) fn output(&mut self, chunk: Bytes) {
+    /// loop, after any command waiting (see `viewers/fanout.rs`).
+    fn output(&mut self, chunk: Bytes) {
         // Before anyone can see a query, its replies are expected from everyone who will.
-        let queries = self.scan.scan(&chunk);
-        if !queries.is_empty() {
-            let now = Instant::now();
-            for query in queries {
-                for viewer in self.viewers.values_mut() {
-                    viewer.expected.expect(query, now);
-                }
-            }
-        }
-        self.drawn = true;
+        let queries = self.screen.scan(&chunk);
+        self.viewers.expect_replies(queries);
         let start = self.log.head();
         self.log.append(chunk.clone());
-        let typist = self
-            .typist
-            .filter(|(_, at)| at.elapsed() < TYPIST_WINDOW)
-            .and_then(|(id, _)| self.viewers.get(&id).map(|v| (id, v)));
-        if let Some((_, v)) = typist {
-            if !v.live.try_push(start, &chunk) {
-                v.live.wake();
-            }
-        }
+        let typist = self.viewers.push_to_typist(start, &chunk);
         // After the typist's echo: the first output after an idle second starts the screen
         // thread again, which the echo need not wait for (the model follows the log anyway).
-        if let Some(screen) = &self.screen {
-            screen.output(chunk.clone());
-        }
-        let typist = typist.map(|(id, _)| id);
-        let mut rest = std::mem::take(&mut self.fanout.rest);
-        let (mut due, ended_at) = (self.fanout.due, self.fanout.ended_at);
-        let (start, chunk) =
-            if !rest.is_empty() && self.fanout.chunk.len() + chunk.len() <= FANOUT_JOIN_BYTES {
-                let mut both = BytesMut::with_capacity(self.fanout.chunk.len() + chunk.len());
-                both.extend_from_slice(&self.fanout.chunk);
-                both.extend_from_slice(&chunk);
-                (self.fanout.start, both.freeze())
-            } else {
-                // A new round: at once, or (to many viewers) a pace after the last one ended.
-                let now = Instant::now();
-                due = ended_at
-                    .map(|at| at + FANOUT_PACE)
-                    .filter(|at| *at > now && self.viewers.len() > FANOUT_PACED_FROM);
-                // Too much to join: those still owed the previous chunk copy both from the log on
-                // their own tasks.
-                for id in rest.drain(..) {
-                    if let Some(v) = self.viewers.get_mut(&id) {
-                        v.queued = false;
-                        v.live.wake();
-                    }
-                }
-                (start, chunk)
-            };
-        // Those already handed the previous chunk queue in front of those still owed it, who
-        // are served first (from the back).
-        let mut owed = std::mem::replace(&mut rest, std::mem::take(&mut self.fanout.spare));
-        for (id, v) in self.viewers.iter_mut() {
-            if !v.queued && Some(*id) != typist {
-                v.queued = true;
-                rest.push(*id);
-            }
-        }
-        rest.append(&mut owed);
-        self.fanout = Fanout {
-            start,
-            chunk,
-            rest,
-            due,
-            ended_at,
-            spare: owed,
-        };
+        self.screen.output(&chunk);
+        self.viewers.queue_output(start, chunk, typist);
     }
 
-    /// Hands the pending output to up to `n` more viewers: straight onto the socket of one
-    /// that is idle and caught up, else a wake-up for its task to copy it from the log. Stops
-    /// early once `input_waiting` says a command has come, so a key goes to the PTY before the
-    /// rest of the round.
-    pub(super) fn fan_out_some(&mut self, n: usize, input_waiting: impl Fn() -> bool) {
-        let Fanout {
-            start,
-            chunk,
-            rest,
-            ended_at,
-            ..
-        } = &mut self.fanout;
-        for _ in 0..n {
-            let Some(id) = rest.pop() else {
-                break;
-            };
-            if let Some(v) = self.viewers.get_mut(&id) {
-                v.queued = false;
-                if !v.live.try_push(*start, chunk) {
-                    v.live.wake();
-                }
-            }
-            if input_waiting() {
-                break;
-            }
-        }
-        if rest.is_empty() {
-            // The chunk is in the log; nothing else needs this reference to it.
-            *chunk = Bytes::new();
-            *ended_at = Some(Instant::now());
-        }
+    /// The session's status as every viewer sees it.
+    fn status(&self) -> StatusInfo {
+        self.identity.status(
+            self.viewers.len(),
+            self.viewers.size(),
+            self.program.restarting(),
+        )
     }
 
-    pub(super) fn on_read(&mut self, read: std::io::Result<Bytes>) {
-        match read {
-            Ok(chunk) if !chunk.is_empty() => self.output(chunk),
-            // EOF, or EIO once every process has closed the terminal side.
-            _ => {
-                self.proc.reader = None;
-                self.finish_exit();
-            }
-        }
-    }
-
-    /// Whether the screen thread can take more output now (always, without a model).
-    fn parser_has_room(&self) -> bool {
-        self.screen.as_ref().is_none_or(ScreenThread::has_room)
-    }
-
-    pub(super) fn status(&self) -> StatusInfo {
-        StatusInfo {
-            viewers: self.viewers.len(),
-            rows: self.size.0,
-            cols: self.size.1,
-            assistant: self.assistant.name.clone(),
-            session_name: self.name.clone(),
-            session_uuid: self.id,
-            work_dir: self.cwd.display().to_string(),
-            yolo_mode: self.yolo_mode,
-            yolo_supported: self.assistant.yolo_supported(),
-            restarting: self.phase.restarting(),
-        }
-    }
-
-    pub(super) fn publish_info(&self) {
-        let info = SessionInfo {
-            id: self.id,
-            num: self.num,
-            name: self.name.clone(),
-            assistant: self.assistant_key.clone(),
-            assistant_name: self.assistant.name.clone(),
-            viewers: self.viewers.len(),
-            cols: self.size.1,
-            rows: self.size.0,
-            alive: self.phase.exit().is_none(),
-            exit_code: self.phase.exit().map(|e| e.code),
-            exit_signal: self.phase.exit().and_then(|e| e.signal.clone()),
-            created_at: rfc3339(self.created_at),
-            work_dir: self.cwd.display().to_string(),
-            yolo_mode: self.yolo_mode,
-            command: self.command.clone(),
-            people: self.presence.names(),
+    /// Publishes the session's metadata for the session list.
+    fn publish_info(&self) {
+        let info = self.identity.info(
+            self.viewers.len(),
+            self.viewers.size(),
+            self.program.exit(),
+            self.viewers.people(),
             // Read fresh by the session list (the registry); this is its value now.
-            output_bytes: self.log.head(),
-        };
+            self.log.head(),
+        );
         self.info.send_replace(info);
+    }
+
+    /// Tells every viewer (and the recorder) `event`.
+    fn broadcast(&self, event: ViewerEvent) {
+        self.recorder.event(&event);
+        self.viewers.broadcast(event, self.identity.id());
+    }
+
+    fn broadcast_status(&mut self) {
+        // The REST view first: a viewer that reads the API on seeing the status sees it too.
+        self.publish_info();
+        let info = self.status();
+        let offset = self.log.head();
+        self.broadcast(ViewerEvent::Status { info, offset });
+    }
+
+    /// A recorder is connected: it starts from the session as it stands.
+    fn connect_recorder(&mut self, feed: FeedSender) {
+        let status = ViewerEvent::Status {
+            info: self.status(),
+            offset: self.log.head(),
+        };
+        self.recorder.connect(feed, &status);
+    }
+
+    /// The recorder failed: its recording stopped.
+    fn recording_failed(&mut self, message: String) {
+        // Writers are the ones who can act on it (free space, turn recording off); those
+        // who join later are told as they join.
+        let refusal = Refusal::RecordingFailed(message);
+        self.viewers
+            .tell_writers(ViewerEvent::Refused(refusal.clone()));
+        self.recorder.set_failure(refusal);
+    }
+
+    /// Tells everyone who is here; `typing`: the viewer whose keystrokes prompted it.
+    fn broadcast_presence(&mut self, typing: Option<ViewerId>) {
+        let info = self.viewers.presence(typing);
+        self.broadcast(ViewerEvent::Presence(info));
+        // The session list shows the names too.
+        self.publish_info();
     }
 }

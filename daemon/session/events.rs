@@ -6,7 +6,12 @@ use std::path::PathBuf;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::*;
+use super::chat::ChatLine;
+use super::process::{ExitInfo, SpawnError};
+use super::refusal::{Action, Refusal};
+use super::screen_thread::ScreenFailed;
+use super::upload::UploadError;
+use crate::term::snapshot::EncodedSnapshot;
 
 /// Identifies one viewer within the daemon.
 pub type ViewerId = u64;
@@ -46,7 +51,7 @@ pub enum ViewerEvent {
     /// A chat line, to every viewer.
     Chat(ChatLine),
     /// Who is here (and who typed), to every viewer.
-    Presence(std::sync::Arc<super::presence::PresenceInfo>),
+    Presence(std::sync::Arc<PresenceInfo>),
     /// Something this viewer asked was refused.
     Refused(Refusal),
     /// The session is gone, for this reason; the connection ends.
@@ -55,7 +60,7 @@ pub enum ViewerEvent {
 
 impl ViewerEvent {
     /// About what the event costs while queued, in bytes: its text plus a fixed part. Bounds
-    /// a viewer's queue in memory ([`event_queue`]).
+    /// a viewer's queue in memory ([`viewer_queue`](super::viewer_queue)).
     pub fn cost(&self) -> usize {
         const FIXED: usize = 128;
         FIXED
@@ -71,6 +76,40 @@ impl ViewerEvent {
                 ViewerEvent::Presence(p) => p.cost(),
                 ViewerEvent::Close(_) => 0,
             }
+    }
+}
+
+/// One person in the session, as the viewers are told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    /// The viewer (for a client to recognise itself).
+    pub viewer: ViewerId,
+    /// Small and stable while connected: the smallest number free when it joined, from 1.
+    pub num: u32,
+    /// The chat name, once set.
+    pub name: Option<String>,
+    /// Whether it may type.
+    pub writer: bool,
+    /// One of [`DEVICES`](super::presence::DEVICES), when the client said.
+    pub device: Option<&'static str>,
+}
+
+/// The presence event: everyone, and who typed last (recently).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceInfo {
+    /// In joining order.
+    pub people: Vec<Person>,
+    /// The viewer whose keystrokes started this event, if that is what it is for.
+    pub typing: Option<ViewerId>,
+}
+
+impl PresenceInfo {
+    /// About what it costs queued, in bytes (names and a fixed part per person).
+    pub fn cost(&self) -> usize {
+        self.people
+            .iter()
+            .map(|p| 48 + p.name.as_ref().map_or(0, String::len))
+            .sum()
     }
 }
 
@@ -205,7 +244,7 @@ pub enum CreateError {
     BadWorkDir(String),
     /// Starting the program failed.
     #[error(transparent)]
-    Spawn(#[from] process::SpawnError),
+    Spawn(#[from] SpawnError),
     /// The screen model's thread could not be started.
     #[error("could not start the screen thread: {0}")]
     Thread(std::io::Error),
@@ -283,7 +322,7 @@ pub enum JoinError {
     Gone(#[from] SessionGone),
     /// The screen could not be drawn for the joiner.
     #[error(transparent)]
-    Screen(#[from] super::screen_thread::ScreenFailed),
+    Screen(#[from] ScreenFailed),
 }
 
 /// Why a rename did not happen.
@@ -317,7 +356,7 @@ pub enum UploadFailed {
     Refused(Refusal),
     /// Saving failed (bad name, too large, disk full...); nothing was left behind.
     #[error(transparent)]
-    Save(#[from] super::upload::UploadError),
+    Save(#[from] UploadError),
     /// The session ended.
     #[error(transparent)]
     Gone(#[from] SessionGone),

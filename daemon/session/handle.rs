@@ -9,21 +9,46 @@ use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::*;
+use super::events::{
+    EndReason, JoinError, JoinReply, LiveOutput, RenameError, Resync, Role, SessionGone,
+    SessionInfo, UploadFailed, Uploaded, ViewerId,
+};
+use super::handoff::SessionHandoff;
+use super::input::{InputPermit, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES};
+use super::output_log::SharedLog;
+use super::recorder_feed::{self, FeedReceiver, FeedSender};
+use super::screen_thread::ScreenFailed;
+use super::viewer_queue::EventSender;
+use crate::term::snapshot::SnapshotForm;
 
 /// Called once when a session has ended, with its id (the registry removes it).
 pub type OnEnd = Box<dyn FnOnce(Uuid) + Send>;
 
+/// Commands queued per session before senders wait.
+const COMMAND_QUEUE: usize = 256;
+
+/// A viewer asks to join.
+pub(super) struct JoinRequest {
+    pub(super) viewer: ViewerId,
+    pub(super) role: Role,
+    pub(super) events: EventSender,
+    pub(super) live: Arc<dyn LiveOutput>,
+    /// How the viewer's dialect carries a snapshot.
+    pub(super) form: SnapshotForm,
+    pub(super) reply: oneshot::Sender<Result<JoinReply, JoinError>>,
+}
+
+/// A viewer sends a file for the working directory.
+pub(super) struct UploadRequest {
+    pub(super) viewer: ViewerId,
+    pub(super) name: Vec<u8>,
+    pub(super) data: Bytes,
+    pub(super) reply: oneshot::Sender<Result<Uploaded, UploadFailed>>,
+}
+
+/// What the actor is asked to do, by its handles (and by itself, for work it finishes later).
 pub(super) enum Command {
-    Join {
-        viewer: ViewerId,
-        role: Role,
-        events: EventSender,
-        live: Arc<dyn LiveOutput>,
-        /// How the viewer's dialect carries a snapshot.
-        form: SnapshotForm,
-        reply: oneshot::Sender<Result<JoinReply, JoinError>>,
-    },
+    Join(JoinRequest),
     Leave {
         viewer: ViewerId,
     },
@@ -69,12 +94,7 @@ pub(super) enum Command {
         name: String,
         reply: oneshot::Sender<Result<SessionInfo, RenameError>>,
     },
-    Upload {
-        viewer: ViewerId,
-        name: Vec<u8>,
-        data: Bytes,
-        reply: oneshot::Sender<Result<Uploaded, UploadFailed>>,
-    },
+    Upload(UploadRequest),
     ToggleYolo {
         viewer: ViewerId,
     },
@@ -86,35 +106,70 @@ pub(super) enum Command {
         reason: EndReason,
         done: oneshot::Sender<()>,
     },
-    Tap {
-        tap: tap::Tap,
+    /// A recorder is connected: it is fed a copy of what every viewer is told.
+    FeedRecorder {
+        feed: FeedSender,
     },
     RecordingFailed {
         message: String,
     },
     /// A live upgrade begins: the viewers are told to reconnect.
     Detach,
-    /// A live upgrade: freeze into an image once settled, and stop.
-    Freeze {
-        reply: oneshot::Sender<freeze::Frozen>,
+    /// A live upgrade: hand over once settled, and stop.
+    HandOver {
+        reply: oneshot::Sender<SessionHandoff>,
     },
+}
+
+/// A channel for commands to a new session: the handles' end and the actor's.
+pub(super) fn command_queue() -> (mpsc::Sender<Command>, mpsc::Receiver<Command>) {
+    mpsc::channel(COMMAND_QUEUE)
 }
 
 /// A cheap, cloneable reference to a running session actor.
 #[derive(Clone)]
 pub struct SessionHandle {
-    pub(super) id: Uuid,
-    pub(super) commands: mpsc::Sender<Command>,
+    id: Uuid,
+    commands: mpsc::Sender<Command>,
     /// Input bytes that may be in flight to the PTY, shared by every writer of the session.
-    pub(super) input_budget: Arc<Semaphore>,
-    pub(super) log: Arc<SharedLog>,
-    pub(super) info: watch::Receiver<SessionInfo>,
-    pub(super) ended: CancellationToken,
+    input_budget: Arc<Semaphore>,
+    log: Arc<SharedLog>,
+    info: watch::Receiver<SessionInfo>,
+    ended: CancellationToken,
     /// Whether the session keeps a screen model (and so can resync a viewer by snapshot).
-    pub(super) screen: bool,
+    screen: bool,
 }
 
 impl SessionHandle {
+    /// The handle of a session just launched: `screen` says whether it keeps a screen model.
+    pub(super) fn new(
+        id: Uuid,
+        commands: mpsc::Sender<Command>,
+        input_budget: Arc<Semaphore>,
+        log: Arc<SharedLog>,
+        info: watch::Receiver<SessionInfo>,
+        ended: CancellationToken,
+        screen: bool,
+    ) -> Self {
+        Self {
+            id,
+            commands,
+            input_budget,
+            log,
+            info,
+            ended,
+            screen,
+        }
+    }
+
+    /// A reference that does not keep the session alive.
+    pub fn downgrade(&self) -> WeakSessionHandle {
+        WeakSessionHandle {
+            commands: self.commands.downgrade(),
+            input_budget: self.input_budget.clone(),
+        }
+    }
+
     /// Cancelled once the session has ended and told its viewers to close.
     pub fn ended(&self) -> CancellationToken {
         self.ended.clone()
@@ -161,14 +216,14 @@ impl SessionHandle {
     ) -> Result<(Membership, JoinReply), JoinError> {
         let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Join {
+        self.send(Command::Join(JoinRequest {
             viewer,
             role,
             events,
             live,
             form,
             reply,
-        })
+        }))
         .await?;
         // From here on the session may have registered it: leaving is the guard's job, even if
         // this future is dropped before the reply.
@@ -285,12 +340,12 @@ impl SessionHandle {
         data: Bytes,
     ) -> Result<Uploaded, UploadFailed> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Upload {
+        self.send(Command::Upload(UploadRequest {
             viewer,
             name,
             data,
             reply,
-        })
+        }))
         .await?;
         rx.await.map_err(|_| SessionGone)?
     }
@@ -305,13 +360,13 @@ impl SessionHandle {
         self.send(Command::Signal { viewer, signal }).await
     }
 
-    /// A copy of what every viewer is told (and of input, with `input`) from now on; the first
-    /// item is the session's status. Queued without waiting: called as the session is created,
-    /// before anyone else can reach it, so nothing it says is missed.
-    pub fn tap(&self, input: bool) -> Result<tap::TapReceiver, SessionGone> {
-        let (tap, receiver) = tap::tap(input, self.commands.downgrade());
+    /// For the recorder: a copy of what every viewer is told (and of input, with `input`)
+    /// from now on; the first item is the session's status. Queued without waiting: called as
+    /// the session is created, before anyone else can reach it, so nothing it says is missed.
+    pub fn feed_recorder(&self, input: bool) -> Result<FeedReceiver, SessionGone> {
+        let (feed, receiver) = recorder_feed::channel(input);
         self.commands
-            .try_send(Command::Tap { tap })
+            .try_send(Command::FeedRecorder { feed })
             .map_err(|_| SessionGone)?;
         Ok(receiver)
     }
@@ -322,11 +377,11 @@ impl SessionHandle {
         self.send(Command::Detach).await
     }
 
-    /// A live upgrade: the session freezes into its image (once no restart or exit is under
+    /// A live upgrade: the session hands over its image (once no restart or exit is under
     /// way) and its actor stops; the program runs on. `None` if it ended first.
-    pub async fn freeze(&self) -> Option<freeze::Frozen> {
+    pub async fn hand_over(&self) -> Option<SessionHandoff> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Freeze { reply }).await.ok()?;
+        self.send(Command::HandOver { reply }).await.ok()?;
         rx.await.ok()
     }
 
@@ -335,6 +390,52 @@ impl SessionHandle {
         let (done, rx) = oneshot::channel();
         self.send(Command::End { reason, done }).await?;
         rx.await.map_err(|_| SessionGone)
+    }
+}
+
+/// A reference to a session that does not keep it alive: for work that reports back to it
+/// later (an upload's typed path, the recorder's failure).
+#[derive(Clone)]
+pub struct WeakSessionHandle {
+    commands: mpsc::WeakSender<Command>,
+    /// The session's input budget (see [`SessionHandle::input`]).
+    input_budget: Arc<Semaphore>,
+}
+
+impl WeakSessionHandle {
+    /// The actor's own reference: `commands` is its queue, `input_budget` its handles'.
+    pub(super) fn new(commands: &mpsc::Sender<Command>, input_budget: Arc<Semaphore>) -> Self {
+        Self {
+            commands: commands.downgrade(),
+            input_budget,
+        }
+    }
+
+    /// Bytes typed for the program on behalf of `viewer`, like its own input: same budget,
+    /// same queue, same order.
+    pub(super) async fn input(&self, viewer: ViewerId, data: Bytes) -> Result<(), SessionGone> {
+        let cost = (data.len() + INPUT_MESSAGE_OVERHEAD).min(INPUT_QUEUE_BYTES) as u32;
+        let budget = self.input_budget.clone();
+        let (Some(session), Ok(permit)) = (
+            self.commands.upgrade(),
+            budget.acquire_many_owned(cost).await,
+        ) else {
+            return Err(SessionGone);
+        };
+        let input = Command::Input {
+            viewer,
+            data,
+            permit: Some(permit),
+        };
+        session.send(input).await.map_err(|_| SessionGone)
+    }
+
+    /// Tells the session's writers (those connected and those who join later, each once)
+    /// that its recorder failed: the recording stopped, and why.
+    pub async fn report_recording_failure(&self, message: String) {
+        if let Some(session) = self.commands.upgrade() {
+            let _ = session.send(Command::RecordingFailed { message }).await;
+        }
     }
 }
 

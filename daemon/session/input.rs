@@ -2,18 +2,15 @@
 //! outpaces the program waits, nothing is dropped), and the writer task that owns the PTY's
 //! write half.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::pty::PtyMaster;
 use bytes::Bytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::actor::Session;
-use super::*;
+use super::pty::PtyMaster;
 
 /// Input bytes in flight to the PTY (queued in commands or for the writer task) before writers
 /// wait: the input queue's memory bound. A writer that sends faster than the program reads is
@@ -33,20 +30,32 @@ pub(super) type InputPermit = Option<OwnedSemaphorePermit>;
 
 /// Bytes for the PTY writer task and what they hold of a budget until written.
 pub(super) struct PtyInput {
-    pub(super) data: Bytes,
+    data: Bytes,
     /// Returned to the input budget when dropped (after the last byte is written).
-    pub(super) _permit: InputPermit,
+    _permit: InputPermit,
     /// For an answer: the answer-queue counter to give its bytes back to.
-    pub(super) answer: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    answer: Option<Arc<AtomicUsize>>,
     /// The count of items the writer task holds, this one among them until it is dropped.
-    pub(super) queued: Arc<std::sync::atomic::AtomicUsize>,
+    queued: Arc<AtomicUsize>,
 }
 
 /// Input typed during a YOLO restart, waiting for the new program: its bytes and the share of
 /// the input budget they hold (so the wait is bounded like any queued input).
 pub(super) struct HeldInput {
-    pub(super) data: Bytes,
-    pub(super) permit: InputPermit,
+    data: Bytes,
+    permit: InputPermit,
+}
+
+impl HeldInput {
+    /// `data`, holding `permit` while it waits.
+    pub(super) fn new(data: Bytes, permit: InputPermit) -> Self {
+        Self { data, permit }
+    }
+
+    /// The item for the new program's writer task, counted in `queued`.
+    pub(super) fn into_pty_input(self, queued: &Arc<AtomicUsize>) -> PtyInput {
+        PtyInput::new(self.data, self.permit, None, queued)
+    }
 }
 
 impl PtyInput {
@@ -54,8 +63,8 @@ impl PtyInput {
     pub(super) fn new(
         data: Bytes,
         permit: InputPermit,
-        answer: Option<Arc<std::sync::atomic::AtomicUsize>>,
-        queued: &Arc<std::sync::atomic::AtomicUsize>,
+        answer: Option<Arc<AtomicUsize>>,
+        queued: &Arc<AtomicUsize>,
     ) -> Self {
         queued.fetch_add(1, Ordering::AcqRel);
         PtyInput {
@@ -125,93 +134,6 @@ pub(super) async fn pty_writer(
                 Some(item) => pending = Some(item),
                 None => return Vec::new(),
             },
-        }
-    }
-}
-
-impl Session {
-    pub(super) fn input(&mut self, viewer: ViewerId, data: Bytes, permit: InputPermit) {
-        if !self.permitted(viewer, Action::Input) {
-            return;
-        }
-        let Some(entry) = self.viewers.get_mut(&viewer) else {
-            return;
-        };
-        let now = Instant::now();
-        let previous = self.typist.replace((viewer, now));
-        let data = if entry.expected.is_empty() {
-            data
-        } else {
-            let kept = entry.expected.filter(&data, now);
-            if kept.is_empty() {
-                return;
-            }
-            Bytes::from(kept)
-        };
-        // After the filter: a terminal's answer to a query is not someone typing.
-        super::turns::typed(self.id);
-        if self.presence.typed(viewer, previous, now) {
-            self.broadcast_presence(Some(viewer));
-        }
-        let len = data.len();
-        if let Some(held) = self.phase.held_input_mut() {
-            if let Some(tap) = &self.tap {
-                tap.input(&data, self.log.head());
-            }
-            crate::metrics::METRICS.bytes_in.add(len as u64);
-            held.push(HeldInput { data, permit });
-            return;
-        }
-        let Some(input) = &self.proc.input else {
-            self.refuse(viewer, Refusal::NotRunning(Action::Input));
-            return;
-        };
-        if let Some(tap) = &self.tap {
-            tap.input(&data, self.log.head());
-        }
-        let mut data = data;
-        // Straight to the PTY when nothing is queued before it (the usual key): no hop through
-        // the writer task, which may wait its turn behind this very actor on a busy worker.
-        if let (0, Some(pty)) = (
-            self.proc.input_queued.load(Ordering::Acquire),
-            &self.proc.reader,
-        ) {
-            // An error other than a full PTY is the writer task's to find and report.
-            if let Ok(n) = pty.try_write(&data) {
-                let _ = data.split_to(n);
-            }
-        }
-        if data.is_empty() {
-            crate::metrics::METRICS.bytes_in.add(len as u64);
-            return;
-        }
-        // The writer task ends only with the program, and then `proc.input` is gone too.
-        let item = PtyInput::new(data, permit, None, &self.proc.input_queued);
-        if input.send(item).is_ok() {
-            crate::metrics::METRICS.bytes_in.add(len as u64);
-        }
-    }
-
-    /// The screen model's answers to queries in the output: each goes to the program once.
-    pub(super) fn answer_queries(&mut self, found: Vec<(queries::Query, Vec<u8>)>) {
-        for (query, answer) in found {
-            debug!(session = %self.id, ?query, "answering terminal query");
-            let Some(input) = &self.proc.input else {
-                continue;
-            };
-            let queued = &self.proc.answers_queued;
-            if queued.load(Ordering::Relaxed) + answer.len() > ANSWER_QUEUE_BYTES {
-                debug!(session = %self.id, "program is not reading its input: answer dropped");
-                continue;
-            }
-            queued.fetch_add(answer.len(), Ordering::Relaxed);
-            let item = PtyInput::new(
-                Bytes::from(answer),
-                None,
-                Some(queued.clone()),
-                &self.proc.input_queued,
-            );
-            let _ = input.send(item);
         }
     }
 }

@@ -3,99 +3,85 @@
 //!
 //! Other tasks talk to a session only through its [`SessionHandle`]: commands go in on a
 //! bounded channel, replies come back on oneshot channels, events go out on each viewer's
-//! own channel, and output is published in the shared [`output_log`].
+//! own channel ([`viewer_queue`]), and output is published in the shared [`output_log`].
+//!
+//! The actor (`actor.rs`, with its work by concern in `actor/`) holds the session as parts
+//! that own their state: `identity.rs` (what the session is and how it is set), `viewers.rs`
+//! (who is connected, sizes, the typist, presence, and the fan-out of output in
+//! `viewers/fanout.rs`), `chat.rs`, `program.rs` (the program, its PTY and input writer
+//! `input.rs`, and its phase `phase.rs`), `screen_bridge.rs` (the screen model's thread
+//! `screen_thread.rs`, its query answers, whether anything was drawn) and `recorder_feed.rs`
+//! (what the recorder is fed, and its failure). What the session tells the outside is in
+//! `events.rs`; `handoff.rs` is what it hands over in a live upgrade; `yield_to_typists.rs`
+//! is the daemon's latest keys, for which sessions printing a lot give way.
 
 mod actor;
 mod chat;
-pub mod event_queue;
 mod events;
-mod file_drop;
-pub mod freeze;
 mod handle;
+mod handoff;
+mod identity;
 mod input;
-mod lifecycle;
 mod name;
 pub mod output_log;
 mod phase;
 pub mod presence;
 pub mod process;
+mod program;
 pub mod pty;
+pub mod recorder_feed;
 pub mod refusal;
 pub mod replies;
+mod screen_bridge;
 pub mod screen_thread;
 mod signal;
 pub mod size;
-pub mod tap;
-mod turns;
+mod timestamp;
 pub mod upload;
+pub mod viewer_queue;
 mod viewers;
+mod yield_to_typists;
 
-use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use tokio::sync::{mpsc, watch, Semaphore};
-use tokio_util::sync::CancellationToken;
+use bytes::Bytes;
 use tracing::info;
-use uuid::Uuid;
 
 use crate::config::Config;
-use crate::term::model::ScreenModel;
-use crate::term::queries;
-use crate::term::snapshot::{EncodedSnapshot, SnapshotForm};
-use event_queue::EventSender;
+use crate::upgrade::image::{Blobs, SessionImage};
+use actor::Parts;
+use chat::Chat;
+use identity::Identity;
 use output_log::SharedLog;
+use program::Program;
+use pty::PtyMaster;
+use screen_bridge::ScreenBridge;
+
+pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
+pub use events::{
+    CreateError, CreateSpec, EndReason, JoinError, JoinReply, LiveOutput, Person, PresenceInfo,
+    RenameError, Resync, Role, SessionGone, SessionInfo, StatusInfo, UploadFailed, Uploaded,
+    ViewerEvent, ViewerId, CUSTOM_ASSISTANT,
+};
+pub use handle::{Membership, OnEnd, SessionHandle, WeakSessionHandle};
+pub use handoff::{AdoptError, SessionHandoff};
+pub use name::validate_name;
 pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
 pub use screen_thread::ScreenFailed;
-use screen_thread::ScreenThread;
-
-use actor::{Proc, Session};
-pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
-pub use events::{
-    CreateError, CreateSpec, EndReason, JoinError, JoinReply, LiveOutput, RenameError, Resync,
-    Role, SessionGone, SessionInfo, StatusInfo, UploadFailed, Uploaded, ViewerEvent, ViewerId,
-    CUSTOM_ASSISTANT,
-};
-pub use freeze::{adopt, AdoptError, Frozen};
-use handle::Command;
-pub use handle::{Membership, OnEnd, SessionHandle};
-use input::{
-    pty_writer, HeldInput, InputPermit, PtyInput, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES,
-};
-pub use name::validate_name;
 pub use signal::ALLOWED_SIGNALS;
-
-/// Commands queued per session before senders wait.
-const COMMAND_QUEUE: usize = 256;
-/// Output bytes waiting for the screen thread before the actor stops reading the PTY (16 MiB:
-/// several seconds of a flood; chunks still in the output log cost nothing extra).
-const PARSE_BACKLOG: usize = 16 << 20;
-/// Viewers handed a chunk in one turn of the actor's loop before it yields to the worker's
-/// other tasks: a round to 100 viewers (0.1–0.3 ms of non-blocking sends) goes in one turn,
-/// since each yield costs more than the sends it separates (8 a turn put the gap-0 echo's
-/// all-viewers p99 ~0.8 ms higher). A key does not wait for the turn: the hand-out stops after
-/// any send that finds a command waiting.
-const FANOUT_SLICE: usize = 128;
-/// Most output joined into one pending fan-out (see `actor::Fanout`): keys and short
-/// bursts; beyond it, viewers still owed output copy it from the log on their own tasks.
-const FANOUT_JOIN_BYTES: usize = 16 * 1024;
-/// Least time from the end of one fan-out round to the viewers other than the typist to the
-/// start of the next (see `actor::Fanout`).
-pub const FANOUT_PACE: Duration = Duration::from_millis(1);
-/// Viewers a session has before its fan-out rounds are paced: a round to fewer costs less
-/// than the timer wake-up that would delay it (and many sessions' timers fire together).
-pub const FANOUT_PACED_FROM: usize = 16;
-/// How long after a viewer's input its output counts as that viewer's echo, delivered to it
-/// before anyone else.
-const TYPIST_WINDOW: Duration = Duration::from_millis(500);
+pub use timestamp::rfc3339;
+pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM};
+pub use yield_to_typists::RecentKeys;
 
 /// Creates session number `num` (given by the registry; shown in its metadata): validates the
-/// request, starts the program, spawns the actor.
+/// request, starts the program, spawns the actor. `recent_keys` are the daemon's.
 pub fn start(
     cfg: Arc<Config>,
     spec: CreateSpec,
     num: Option<u8>,
+    recent_keys: Arc<RecentKeys>,
     on_end: OnEnd,
 ) -> Result<SessionHandle, CreateError> {
     let (assistant, argv) = match &spec.command {
@@ -124,8 +110,8 @@ pub fn start(
         cfg.limits.max_name_chars,
     )
     .map_err(CreateError::BadName)?;
-    let cwd = match spec.cwd {
-        Some(dir) => dir,
+    let cwd = match &spec.cwd {
+        Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|e| CreateError::BadWorkDir(e.to_string()))?,
     };
     let cwd = cwd
@@ -134,23 +120,11 @@ pub fn start(
         .filter(|d| d.is_dir())
         .ok_or_else(|| CreateError::BadWorkDir(cwd.display().to_string()))?;
 
-    let yolo_mode = assistant.starts_in_yolo();
     let (rows, cols) = spec.size.unwrap_or((cfg.session.rows, cfg.session.cols));
     let (rows, cols) = size::clamp(rows, cols);
-    let (screen, answers) = if spec.screen {
-        let model = ScreenModel::new(rows, cols, cfg.session.scrollback_lines);
-        let thread_name = format!("screen-{}", &spec.id.simple().to_string()[..8]);
-        let (screen, answers) = ScreenThread::start(
-            model,
-            cfg.session.scrollback_lines,
-            PARSE_BACKLOG,
-            thread_name,
-        );
-        (Some(screen), Some(answers))
-    } else {
-        (None, None)
-    };
-    let env = assistant.env_for(yolo_mode);
+    let scrollback = cfg.session.scrollback_lines;
+    let screen = ScreenBridge::new(spec.screen, rows, cols, scrollback, spec.id);
+    let env = assistant.env_for(assistant.starts_in_yolo());
     let spawned = process::spawn(&process::SpawnSpec {
         argv: &argv,
         env: &env,
@@ -162,111 +136,87 @@ pub fn start(
     info!(session = %spec.id, assistant = %spec.assistant, pid = spawned.pid, cwd = %cwd.display(), "session started");
 
     let log = Arc::new(SharedLog::new(cfg.session.output_log_bytes));
-    let who = Identity {
-        id: spec.id,
-        num,
-        name,
-        own_command: spec.command.is_some(),
-        assistant_key: spec.assistant,
-        assistant,
-        command: argv,
-        cwd,
-        created_at: SystemTime::now(),
-        yolo_mode,
+    let mut program = Program::new(spec.id, 0);
+    program.attach(spawned);
+    let parts = Parts {
+        identity: Identity::created(&spec, num, name, assistant, argv, cwd),
         size: (rows, cols),
-        chat: std::collections::VecDeque::new(),
-        drawn: false,
-        last_pid: 0,
-    };
-    let (mut session, commands, rx) = assemble(cfg, who, screen.zip(answers), log, on_end);
-    session.attach(spawned);
-    Ok(launch(session, commands, rx))
-}
-
-/// What a session is, however it came to be: created now, or adopted in a live upgrade.
-struct Identity {
-    id: Uuid,
-    num: Option<u8>,
-    name: String,
-    assistant_key: String,
-    assistant: crate::config::Assistant,
-    own_command: bool,
-    command: Vec<String>,
-    cwd: std::path::PathBuf,
-    created_at: SystemTime,
-    yolo_mode: bool,
-    size: (u16, u16),
-    chat: std::collections::VecDeque<ChatLine>,
-    drawn: bool,
-    last_pid: i32,
-}
-
-/// A session's actor state around its screen and log, before its program is attached.
-fn assemble(
-    cfg: Arc<Config>,
-    who: Identity,
-    screen: Option<(ScreenThread, screen_thread::Answers)>,
-    log: Arc<SharedLog>,
-    on_end: OnEnd,
-) -> (Session, mpsc::Sender<Command>, mpsc::Receiver<Command>) {
-    let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
-    let (screen, answers) = screen.unzip();
-    let session = Session {
-        me: commands.downgrade(),
-        input_budget: Arc::new(Semaphore::new(INPUT_QUEUE_BYTES)),
-        id: who.id,
+        chat: Chat::new(cfg.session.chat_history),
         screen,
-        answers,
-        scan: queries::QueryScan::default(),
-        drawn: who.drawn,
-        typist: None,
-        assistant_key: who.assistant_key,
-        assistant: who.assistant,
-        own_command: who.own_command,
-        command: who.command,
-        num: who.num,
-        name: who.name,
-        cwd: who.cwd,
-        created_at: who.created_at,
-        yolo_mode: who.yolo_mode,
+        program,
         log,
-        viewers: HashMap::new(),
-        size: who.size,
-        proc: Proc::default(),
-        phase: phase::Phase::Running,
-        last_pid: who.last_pid,
-        chat: who.chat,
-        info: watch::Sender::new(placeholder_info(who.id)),
-        on_end: Some(on_end),
-        ended: CancellationToken::new(),
-        fanout: Default::default(),
-        tap: None,
-        recording_failed: None,
-        freeze: None,
-        presence: Default::default(),
-        cfg,
+        recent_keys,
     };
-    (session, commands, rx)
+    Ok(actor::launch(cfg, parts, on_end))
 }
 
-/// Publishes the session's metadata and starts its actor; the handle is the way in.
-fn launch(
-    session: Session,
-    commands: mpsc::Sender<Command>,
-    rx: mpsc::Receiver<Command>,
-) -> SessionHandle {
-    session.publish_info();
-    let handle = SessionHandle {
-        id: session.id,
-        commands,
-        input_budget: session.input_budget.clone(),
-        log: session.log.clone(),
-        info: session.info.subscribe(),
-        ended: session.ended.clone(),
-        screen: session.screen.is_some(),
+/// Builds a running session from its image in a live upgrade: the program (still this
+/// process's child) on its PTY master `pty`, the screen rebuilt from the snapshot and the log
+/// bytes after it, the log with its offsets, the chat, and the input that was waiting,
+/// written first. `recent_keys` are the daemon's.
+pub fn adopt(
+    cfg: Arc<Config>,
+    image: &SessionImage,
+    blobs: &Blobs,
+    pty: Option<OwnedFd>,
+    recent_keys: Arc<RecentKeys>,
+    on_end: OnEnd,
+) -> Result<SessionHandle, AdoptError> {
+    let (rows, cols) = size::clamp(image.rows, image.cols);
+    let log_bytes = blobs.get(image.log)?;
+    let screen = match image.screen {
+        true => {
+            let snapshot = image.snapshot.map(|s| blobs.get(s)).transpose()?;
+            // What the model held back at the handoff (an unfinished sequence) comes after it.
+            let skip = (image.snapshot_offset - image.log_start) as usize;
+            Some((snapshot, log_bytes.get(skip..).unwrap_or_default()))
+        }
+        false => None,
     };
-    tokio::spawn(session.run(rx));
-    handle
+    let scrollback = cfg.session.scrollback_lines;
+    let screen = ScreenBridge::rebuilt(screen, (rows, cols), scrollback, image.id, image.drawn);
+    let log = Arc::new(SharedLog::resumed(
+        cfg.session.output_log_bytes,
+        image.log_start,
+        Bytes::copy_from_slice(log_bytes),
+    ));
+    let mut program = Program::new(image.id, image.last_pid);
+    match (&image.process, &image.exit) {
+        (Some(p), _) => {
+            let exit = process::ExitWatch::new(p.pid)?;
+            match pty {
+                Some(fd) => {
+                    let pty = PtyMaster::adopt(fd)?;
+                    program.attach(process::Spawned {
+                        pid: p.pid,
+                        exit,
+                        pty,
+                    });
+                    // Queued (and counted) first: no key typed next overtakes it.
+                    program.queue_input(blobs.get(image.input)?);
+                }
+                // The terminal had already closed: only the exit is left to watch.
+                None => program.watch_exit(exit, p.pid),
+            }
+        }
+        (None, exit) => {
+            program.set_exited(exit.as_ref().map_or(ExitInfo::exited(-1), |e| ExitInfo {
+                code: e.code,
+                signal: e.signal.clone(),
+            }))
+        }
+    }
+    info!(session = %image.id, pid = image.process.as_ref().map(|p| p.pid), "session adopted");
+    let parts = Parts {
+        identity: Identity::from_image(image),
+        size: (rows, cols),
+        chat: Chat::from_image(cfg.session.chat_history, &image.chat),
+        screen,
+        program,
+        log,
+        recent_keys,
+    };
+    Ok(actor::launch(cfg, parts, on_end))
 }
 
 /// The assistant a session with its creator's own command `argv` runs as: the configured one
@@ -304,33 +254,4 @@ fn own_command_assistant(
         env,
         yolo_env: Default::default(),
     })
-}
-
-fn placeholder_info(id: Uuid) -> SessionInfo {
-    SessionInfo {
-        id,
-        num: None,
-        name: String::new(),
-        assistant: String::new(),
-        assistant_name: String::new(),
-        viewers: 0,
-        cols: 0,
-        rows: 0,
-        alive: true,
-        exit_code: None,
-        exit_signal: None,
-        created_at: String::new(),
-        work_dir: String::new(),
-        yolo_mode: false,
-        command: Vec::new(),
-        people: Vec::new(),
-        output_bytes: 0,
-    }
-}
-
-/// RFC 3339 UTC, second precision.
-pub fn rfc3339(t: SystemTime) -> String {
-    let t = time::OffsetDateTime::from(t);
-    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    t.format(&fmt).unwrap_or_default()
 }

@@ -11,26 +11,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-/// Which of the program's streams a chunk came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Stream {
-    /// The PTY: everything a terminal program writes.
-    #[default]
-    Terminal,
-    /// Standard output of a program run on pipes.
-    Stdout,
-    /// Standard error of a program run on pipes.
-    Stderr,
-}
-
-/// One chunk as kept: its bytes, where they came from and when (for pipe mode's two streams
-/// and for recordings' timestamps).
+/// One chunk as kept: its bytes and when they came (for recordings' timestamps).
 #[derive(Debug, Clone)]
 pub struct Chunk {
     /// The bytes, as read.
     pub bytes: Bytes,
-    /// The stream they came from.
-    pub stream: Stream,
     /// When they were appended.
     pub at: Instant,
 }
@@ -73,18 +58,18 @@ impl OutputLog {
         self.start
     }
 
-    /// Appends a chunk of terminal output, dropping the oldest chunks beyond the capacity.
+    /// Appends a chunk of output, dropping the oldest chunks beyond the capacity.
     pub fn append(&mut self, chunk: Bytes) {
-        self.append_from(Stream::Terminal, chunk, Instant::now());
+        self.append_at(chunk, Instant::now());
     }
 
-    /// Appends a chunk of `stream` that arrived `at`.
-    pub fn append_from(&mut self, stream: Stream, bytes: Bytes, at: Instant) {
+    /// Appends a chunk that arrived `at`.
+    fn append_at(&mut self, bytes: Bytes, at: Instant) {
         if bytes.is_empty() {
             return;
         }
         self.head += bytes.len() as u64;
-        self.chunks.push_back(Chunk { bytes, stream, at });
+        self.chunks.push_back(Chunk { bytes, at });
         // Keep at least the newest chunk so a reader at head - len can always be served.
         while self.head - self.start > self.capacity as u64 && self.chunks.len() > 1 {
             if let Some(old) = self.chunks.pop_front() {
@@ -93,15 +78,9 @@ impl OutputLog {
         }
     }
 
-    /// The chunks from `from` onward, each with its offset; the first one cut to start at
-    /// `from`. For readers that need the stream or the time of each part.
-    pub fn chunks_from(&self, from: u64) -> Result<Vec<(u64, Chunk)>, FellBehind> {
-        self.chunks_between(from, u64::MAX, usize::MAX)
-    }
-
     /// The chunks from `from` up to `until`, at most about `max` bytes of them (always one
     /// chunk when there is one), each with its offset; the first cut to start at `from` (the
-    /// last may reach past `until`). For readers that need each part's stream or time.
+    /// last may reach past `until`). For readers that need each part's time.
     pub fn chunks_between(
         &self,
         from: u64,
@@ -288,7 +267,11 @@ impl SharedLog {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Instant;
+
+    use bytes::Bytes;
+
+    use super::{FellBehind, OutputLog, SharedLog};
 
     fn read_all(log: &OutputLog, from: u64) -> Result<(Vec<u8>, u64), FellBehind> {
         let mut out = Vec::new();
@@ -342,17 +325,23 @@ mod tests {
     }
 
     #[test]
-    fn chunks_keep_their_stream_and_time_and_are_cut_at_the_offset() {
+    fn chunks_keep_their_time_and_are_cut_at_the_offset() {
         let mut log = OutputLog::new(1024);
-        let t0 = Instant::now();
-        log.append_from(Stream::Stdout, Bytes::from_static(b"out"), t0);
-        log.append_from(Stream::Stderr, Bytes::from_static(b"err"), t0);
-        let got = log.chunks_from(1).unwrap();
+        let (t0, t1) = (
+            Instant::now(),
+            Instant::now() + std::time::Duration::from_secs(1),
+        );
+        log.append_at(Bytes::from_static(b"out"), t0);
+        log.append_at(Bytes::from_static(b"err"), t1);
+        let got = log.chunks_between(1, u64::MAX, usize::MAX).unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].0, &got[0].1.bytes[..]), (1, &b"ut"[..]));
-        assert_eq!(got[0].1.stream, Stream::Stdout);
-        assert_eq!((got[1].0, got[1].1.stream), (3, Stream::Stderr));
-        assert!(log.chunks_from(6).unwrap().is_empty());
+        assert_eq!(got[0].1.at, t0);
+        assert_eq!((got[1].0, got[1].1.at), (3, t1));
+        assert!(log
+            .chunks_between(6, u64::MAX, usize::MAX)
+            .unwrap()
+            .is_empty());
         let between = log.chunks_between(1, 2, 1).unwrap();
         assert_eq!(between.len(), 1, "bounded by the byte budget and `until`");
         assert_eq!(log.chunks_between(0, 6, 100).unwrap().len(), 2);
@@ -360,7 +349,7 @@ mod tests {
         let mut small = OutputLog::new(2);
         small.append(Bytes::from_static(b"ab"));
         small.append(Bytes::from_static(b"cd"));
-        assert_eq!(small.chunks_from(0).unwrap_err(), FellBehind);
+        assert_eq!(small.chunks_between(0, 4, 100).unwrap_err(), FellBehind);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Where a session is in its program's life: one state at a time, with what each state waits
-//! for. The transitions are in `lifecycle.rs`.
+//! for. The transitions are `Program`'s (`program.rs`), driven by the actor
+//! (`actor/lifecycle.rs`).
 //!
 //! ```text
 //! Running ──(YOLO toggle or end: SIGTERM)──▶ Stopping ──(exit)──▶ Draining
@@ -12,8 +13,9 @@
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::events::EndReason;
 use super::input::HeldInput;
-use super::{EndReason, ExitInfo};
+use super::process::ExitInfo;
 
 /// The session is ending: why, and who waits for it.
 pub(super) struct Ending {

@@ -1,6 +1,7 @@
 //! Who is in a session: each viewer's number ("viewer 3"), chat name, role and device kind,
-//! and who typed last; sent to the viewers as a `presence` event on join, leave, a name or
-//! device change, and a viewer's first keystroke after a quiet spell, rate-limited.
+//! and who typed last; sent to the viewers as a `presence` event (its types are in
+//! `events.rs`) on join, leave, a name or device change, and a viewer's first keystroke after
+//! a quiet spell, rate-limited.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{validate_chat, ViewerId};
+use super::chat::validate_chat;
+use super::events::{Person, PresenceInfo, ViewerId};
 use crate::config::LimitsConfig;
 
 /// Keystrokes after this much quiet from the same viewer say "is typing" again.
@@ -19,40 +21,6 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A device kind as a client says it; anything else is unknown.
 pub const DEVICES: [&str; 3] = ["desktop", "tablet", "phone"];
-
-/// One person in the session, as the viewers are told.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Person {
-    /// The viewer (for a client to recognise itself).
-    pub viewer: ViewerId,
-    /// Small and stable while connected: the smallest number free when it joined, from 1.
-    pub num: u32,
-    /// The chat name, once set.
-    pub name: Option<String>,
-    /// Whether it may type.
-    pub writer: bool,
-    /// One of [`DEVICES`], when the client said.
-    pub device: Option<&'static str>,
-}
-
-/// The presence event: everyone, and who typed last (recently).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PresenceInfo {
-    /// In joining order.
-    pub people: Vec<Person>,
-    /// The viewer whose keystrokes started this event, if that is what it is for.
-    pub typing: Option<ViewerId>,
-}
-
-impl PresenceInfo {
-    /// About what it costs queued, in bytes (names and a fixed part per person).
-    pub fn cost(&self) -> usize {
-        self.people
-            .iter()
-            .map(|p| 48 + p.name.as_ref().map_or(0, String::len))
-            .sum()
-    }
-}
 
 /// The session's presence state (owned by the actor).
 #[derive(Default)]
@@ -184,7 +152,11 @@ pub fn device_kind(device: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::{device_kind, Presence, TYPING_QUIET};
 
     #[test]
     fn numbers_are_the_smallest_free() {

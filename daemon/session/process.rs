@@ -272,7 +272,11 @@ fn signal_pids(pids: &[i32], signal: Signal) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use rustix::process::{waitid, WaitId, WaitIdOptions};
+
+    use super::{children, kernel_session, ExitInfo, ExitWatch};
 
     #[test]
     fn exit_info_from_code_and_signal() {

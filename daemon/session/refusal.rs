@@ -82,7 +82,7 @@ impl Refusal {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Action, Refusal};
 
     #[test]
     fn messages_name_the_action() {

@@ -24,7 +24,7 @@ pub fn session_size(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{clamp, session_size, MAX_COLS, MAX_ROWS};
 
     #[test]
     fn minimum_taken_separately() {

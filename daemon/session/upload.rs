@@ -250,7 +250,9 @@ pub fn shell_quote(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::{Path, PathBuf};
+
+    use super::{candidate, sanitize_name, save, shell_quote, UploadError, UPLOAD_DIR};
 
     #[test]
     fn names_are_reduced_to_their_last_component() {

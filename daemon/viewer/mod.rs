@@ -30,7 +30,7 @@ use crate::metrics::METRICS;
 
 use crate::config::Config;
 use crate::protocol::{Closing, Dialect, Encoded, Notice, Outbound};
-use crate::session::event_queue::{self, EventReceiver};
+use crate::session::viewer_queue::{self, EventReceiver};
 use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent};
 use crate::ws::reader::{read_loop, Local, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
@@ -118,7 +118,7 @@ pub async fn run<D: Dialect>(
         me: 0,
     };
     let (events_tx, mut events) =
-        event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
+        viewer_queue::channel(viewer_queue::MAX_EVENTS, viewer_queue::MAX_EVENT_BYTES);
     // Cancelled when this viewer lets what is addressed to it pile up (session events or its
     // own replies): it is closed rather than buffered for.
     let overrun = events.overrun();

@@ -28,7 +28,7 @@ use crate::protocol::mux::{self, MuxRequest, ServerMessage};
 use crate::protocol::raw::REPLAY_LIMIT;
 use crate::protocol::{Closing, Inbound, Outbound};
 use crate::registry::Registry;
-use crate::session::event_queue;
+use crate::session::viewer_queue;
 use crate::session::{
     EndReason, JoinError, Membership, Role, SessionHandle, ViewerEvent, ViewerId,
 };
@@ -378,7 +378,7 @@ impl<T: Transport> MuxWriter<T> {
             return Ok(());
         }
         let (events_tx, mut events) =
-            event_queue::channel(event_queue::MAX_EVENTS, event_queue::MAX_EVENT_BYTES);
+            viewer_queue::channel(viewer_queue::MAX_EVENTS, viewer_queue::MAX_EVENT_BYTES);
         let live = Live::waking(self.wake.clone());
         let form = SnapshotForm::plain(REPLAY_LIMIT);
         let joined = handle.join(self.role, events_tx, live.clone(), form).await;

@@ -1,6 +1,7 @@
-//! Turns on the tokio workers between sessions: while someone is typing in one session, a
-//! session whose program is printing a lot gives its worker back after each long read, so
-//! that key and its echo do not wait behind a whole burst of another session's output.
+//! Sessions printing a lot yield to typists elsewhere: while someone is typing in one
+//! session, a session whose program is printing a lot gives its tokio worker back after each
+//! long read, so that key and its echo do not wait behind a whole burst of another session's
+//! output. The keys are the daemon's own ([`RecentKeys`]).
 //!
 //! Why only then: a yield hands the worker to whatever is queued, which during a flood is
 //! mostly the flooding session's own viewer tasks. Each of them then keeps up in small pieces
@@ -10,7 +11,6 @@
 //! session keeps its worker unless someone elsewhere is waiting for an echo.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -21,39 +21,58 @@ pub const LONG_READ: usize = 1024;
 /// How long after a key its session counts as someone typing.
 pub const TYPING: Duration = Duration::from_secs(2);
 
-/// Bits of a [`KEYS`] entry that hold the time of the key, in ms since [`epoch`]; the bits
-/// above hold the session's tag.
+/// Bits of a key entry that hold the time of the key, in ms since the daemon's
+/// [`RecentKeys`] were made; the bits above hold the session's tag.
 const TIME_BITS: u32 = 40;
 const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
 
-/// The latest key, and the latest of a different session before it: `tag << 40 | ms`, 0 for
-/// none. Two, so that a flooding session that is typed into itself still sees the other
-/// typist. Updated without a lock: a torn pair costs at most one turn given or not given.
-static KEYS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
-
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+/// The latest keys typed into a daemon's sessions: made by its registry, shared by every
+/// session it starts or adopts (two daemons in one process never see each other's keys).
+#[derive(Debug)]
+pub struct RecentKeys {
+    /// The latest key, and the latest of a different session before it: `tag << 40 | ms`, 0
+    /// for none. Two, so that a flooding session that is typed into itself still sees the
+    /// other typist. Updated without a lock: a torn pair costs at most one turn given or not
+    /// given.
+    keys: [AtomicU64; 2],
+    /// Where the keys' times count from.
+    epoch: Instant,
 }
 
-fn now_ms() -> u64 {
-    // 40 bits of milliseconds last 34 years.
-    (epoch().elapsed().as_millis() as u64) & TIME_MASK
+impl Default for RecentKeys {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
-/// A session's short name in [`KEYS`]: 23 bits of its id, never 0.
+impl RecentKeys {
+    /// No key typed yet.
+    pub fn new() -> Self {
+        Self {
+            keys: [AtomicU64::new(0), AtomicU64::new(0)],
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Notes that someone typed into `session` just now.
+    pub fn typed(&self, session: Uuid) {
+        note(&self.keys, tag(session), self.now_ms());
+    }
+
+    /// Whether someone has typed into a session other than `session` in the last [`TYPING`].
+    pub fn typing_elsewhere(&self, session: Uuid) -> bool {
+        elsewhere(&self.keys, tag(session), self.now_ms())
+    }
+
+    fn now_ms(&self) -> u64 {
+        // 40 bits of milliseconds last 34 years.
+        (self.epoch.elapsed().as_millis() as u64) & TIME_MASK
+    }
+}
+
+/// A session's short name in the keys: 23 bits of its id, never 0.
 fn tag(session: Uuid) -> u64 {
     ((session.as_u64_pair().1 & 0x3F_FFFF) << 1) | 1
-}
-
-/// Notes that someone typed into `session` just now.
-pub fn typed(session: Uuid) {
-    note(&KEYS, tag(session), now_ms());
-}
-
-/// Whether someone has typed into a session other than `session` in the last [`TYPING`].
-pub fn typing_elsewhere(session: Uuid) -> bool {
-    elsewhere(&KEYS, tag(session), now_ms())
 }
 
 fn note(keys: &[AtomicU64; 2], tag: u64, now: u64) {
@@ -74,7 +93,11 @@ fn elsewhere(keys: &[AtomicU64; 2], tag: u64, now: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    use uuid::Uuid;
+
+    use super::{elsewhere, note, tag, RecentKeys, TIME_BITS};
 
     /// Another session's key counts for [`TYPING`], a session's own never does, and a key
     /// in a third session keeps the second one's in view.
@@ -100,6 +123,17 @@ mod tests {
         );
         note(&keys, c, 1700);
         assert!(elsewhere(&keys, c, 1700) && elsewhere(&keys, a, 1700));
+    }
+
+    /// Two daemons in one process (two registries' keys) never see each other's keys.
+    #[test]
+    fn each_daemon_has_its_own_keys() {
+        let (one, two) = (RecentKeys::new(), RecentKeys::new());
+        let (a, b) = (Uuid::from_u64_pair(0, 1), Uuid::from_u64_pair(0, 2));
+        one.typed(a);
+        assert!(one.typing_elsewhere(b));
+        assert!(!one.typing_elsewhere(a));
+        assert!(!two.typing_elsewhere(b), "the other daemon's key");
     }
 
     #[test]

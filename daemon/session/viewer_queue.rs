@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::ViewerEvent;
+use super::events::ViewerEvent;
 
 /// Events queued for one viewer, at most.
 pub const MAX_EVENTS: usize = 1024;
@@ -165,8 +165,9 @@ impl EventReceiver {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::session::{ChatLine, EndReason};
+    use super::{channel, MAX_EVENTS, MAX_EVENT_BYTES};
+    use crate::session::chat::ChatLine;
+    use crate::session::events::{EndReason, StatusInfo, ViewerEvent};
 
     fn chat(len: usize) -> ViewerEvent {
         ViewerEvent::Chat(ChatLine {
@@ -204,7 +205,7 @@ mod tests {
 
     fn status(viewers: usize, rows: u16, offset: u64) -> ViewerEvent {
         ViewerEvent::Status {
-            info: crate::session::StatusInfo {
+            info: StatusInfo {
                 viewers,
                 rows,
                 cols: 80,
@@ -228,7 +229,7 @@ mod tests {
     }
 
     fn presence(people: u32) -> ViewerEvent {
-        use crate::session::presence::{Person, PresenceInfo};
+        use crate::session::events::{Person, PresenceInfo};
         ViewerEvent::Presence(std::sync::Arc::new(PresenceInfo {
             people: (1..=people)
                 .map(|n| Person {

@@ -1,0 +1,240 @@
+//! What a session is and how it is set: its uuid and number, its name, the assistant and the
+//! command it runs, its working directory, when it was made, and YOLO mode. From these come
+//! the status its viewers see and the metadata the session list shows.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tracing::info;
+use uuid::Uuid;
+
+use super::events::{CreateSpec, SessionInfo, StatusInfo};
+use super::process::ExitInfo;
+use super::refusal::Refusal;
+use super::timestamp::rfc3339;
+use crate::config::Assistant;
+use crate::upgrade::image::{AssistantImage, SessionImage};
+
+/// The session's identity and settings.
+pub(super) struct Identity {
+    id: Uuid,
+    /// The session's number (see `SessionInfo::num`).
+    num: Option<u8>,
+    name: String,
+    assistant_key: String,
+    assistant: Assistant,
+    /// Whether the program is the creator's own command rather than the assistant's: such a
+    /// session has no YOLO mode whatever its assistant has.
+    own_command: bool,
+    /// The program and arguments run last.
+    command: Vec<String>,
+    cwd: PathBuf,
+    created_at: SystemTime,
+    yolo_mode: bool,
+}
+
+impl Identity {
+    /// A session created now from `spec`, numbered `num`, named `name` (validated), running
+    /// `command` as `assistant` in `cwd` (checked).
+    pub(super) fn created(
+        spec: &CreateSpec,
+        num: Option<u8>,
+        name: String,
+        assistant: Assistant,
+        command: Vec<String>,
+        cwd: PathBuf,
+    ) -> Self {
+        Self {
+            id: spec.id,
+            num,
+            name,
+            assistant_key: spec.assistant.clone(),
+            yolo_mode: assistant.starts_in_yolo(),
+            assistant,
+            own_command: spec.command.is_some(),
+            command,
+            cwd,
+            created_at: SystemTime::now(),
+        }
+    }
+
+    /// A session as a live upgrade's image describes it.
+    pub(super) fn from_image(image: &SessionImage) -> Self {
+        let a = &image.assistant;
+        Self {
+            id: image.id,
+            num: image.num,
+            name: image.name.clone(),
+            assistant_key: image.assistant_key.clone(),
+            assistant: Assistant {
+                name: a.name.clone(),
+                command: a.command.clone(),
+                resume: a.resume.clone(),
+                yolo: a.yolo.clone(),
+                env: a.env.clone(),
+                yolo_env: a.yolo_env.clone(),
+            },
+            own_command: image.own_command,
+            command: image.command.clone(),
+            cwd: image.cwd.clone().into(),
+            created_at: UNIX_EPOCH + Duration::from_millis(image.created_unix_ms),
+            yolo_mode: image.yolo_mode,
+        }
+    }
+
+    /// Its part of a live upgrade's image.
+    pub(super) fn write_image(&self, image: &mut SessionImage) {
+        image.id = self.id;
+        image.num = self.num;
+        image.name = self.name.clone();
+        image.assistant_key = self.assistant_key.clone();
+        image.assistant = AssistantImage {
+            name: self.assistant.name.clone(),
+            command: self.assistant.command.clone(),
+            resume: self.assistant.resume.clone(),
+            yolo: self.assistant.yolo.clone(),
+            env: self.assistant.env.clone(),
+            yolo_env: self.assistant.yolo_env.clone(),
+        };
+        image.own_command = self.own_command;
+        image.command = self.command.clone();
+        image.cwd = self.cwd.display().to_string();
+        image.created_unix_ms = self
+            .created_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        image.yolo_mode = self.yolo_mode;
+    }
+
+    /// The session id.
+    pub(super) fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The working directory.
+    pub(super) fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Whether YOLO mode is on.
+    pub(super) fn yolo_mode(&self) -> bool {
+        self.yolo_mode
+    }
+
+    /// Renames the session to `name` (validated); whether that changed it.
+    pub(super) fn rename(&mut self, name: String) -> bool {
+        if name == self.name {
+            return false;
+        }
+        info!(session = %self.id, %name, "session renamed");
+        self.name = name;
+        true
+    }
+
+    /// Why YOLO mode cannot be toggled, whatever the program's state, if it cannot.
+    pub(super) fn yolo_refusal(&self) -> Option<Refusal> {
+        if self.own_command {
+            let message = "this session runs its own command, which has no YOLO mode".to_owned();
+            return Some(Refusal::YoloUnsupported(message));
+        }
+        if !self.assistant.yolo_supported() {
+            let message = format!("{} has no YOLO mode", self.assistant.name);
+            return Some(Refusal::YoloUnsupported(message));
+        }
+        None
+    }
+
+    /// Turns YOLO mode over; whether it is on now.
+    pub(super) fn toggle_yolo(&mut self) -> bool {
+        self.yolo_mode = !self.yolo_mode;
+        self.yolo_mode
+    }
+
+    /// The command and environment that start the assistant again: its YOLO command or
+    /// not, as the mode is now, else its resume command.
+    pub(super) fn restart_command(&self) -> (Vec<String>, BTreeMap<String, String>) {
+        let argv = self
+            .assistant
+            .restart_argv(self.yolo_mode)
+            .unwrap_or_else(|| self.assistant.resume_argv());
+        (argv, self.assistant.env_for(self.yolo_mode))
+    }
+
+    /// The program now running is `command`.
+    pub(super) fn set_command(&mut self, command: Vec<String>) {
+        self.command = command;
+    }
+
+    /// The status every viewer sees, with the session's `viewers`, `size` (rows, cols) and
+    /// whether a restart is under way.
+    pub(super) fn status(&self, viewers: usize, size: (u16, u16), restarting: bool) -> StatusInfo {
+        StatusInfo {
+            viewers,
+            rows: size.0,
+            cols: size.1,
+            assistant: self.assistant.name.clone(),
+            session_name: self.name.clone(),
+            session_uuid: self.id,
+            work_dir: self.cwd.display().to_string(),
+            yolo_mode: self.yolo_mode,
+            yolo_supported: self.assistant.yolo_supported(),
+            restarting,
+        }
+    }
+
+    /// The metadata the session list shows, with the session's `viewers`, `size`, `exit`,
+    /// `people` and `output_bytes`.
+    pub(super) fn info(
+        &self,
+        viewers: usize,
+        size: (u16, u16),
+        exit: Option<&ExitInfo>,
+        people: Vec<String>,
+        output_bytes: u64,
+    ) -> SessionInfo {
+        SessionInfo {
+            id: self.id,
+            num: self.num,
+            name: self.name.clone(),
+            assistant: self.assistant_key.clone(),
+            assistant_name: self.assistant.name.clone(),
+            viewers,
+            cols: size.1,
+            rows: size.0,
+            alive: exit.is_none(),
+            exit_code: exit.map(|e| e.code),
+            exit_signal: exit.and_then(|e| e.signal.clone()),
+            created_at: rfc3339(self.created_at),
+            work_dir: self.cwd.display().to_string(),
+            yolo_mode: self.yolo_mode,
+            command: self.command.clone(),
+            people,
+            output_bytes,
+        }
+    }
+}
+
+/// The metadata published before the session's own: nobody reads it (the session publishes
+/// its own before its handle is given out).
+pub(super) fn placeholder_info(id: Uuid) -> SessionInfo {
+    SessionInfo {
+        id,
+        num: None,
+        name: String::new(),
+        assistant: String::new(),
+        assistant_name: String::new(),
+        viewers: 0,
+        cols: 0,
+        rows: 0,
+        alive: true,
+        exit_code: None,
+        exit_signal: None,
+        created_at: String::new(),
+        work_dir: String::new(),
+        yolo_mode: false,
+        command: Vec::new(),
+        people: Vec::new(),
+        output_bytes: 0,
+    }
+}

@@ -1,0 +1,227 @@
+//! The session's feed to its recorder: a copy of what it tells every viewer (sizes, names,
+//! chat, restarts, the exit) and, when asked, its input, for a reader that is not a viewer.
+//! Output is not carried here: the reader follows the output log from its own offset. The
+//! actor's side ([`RecorderFeed`]) also owns why the recording stopped, once it has.
+//!
+//! The actor never waits on it: the queue is bounded in items and bytes, and what does not
+//! fit is counted as lost, for the reader to say so.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::events::ViewerEvent;
+use super::refusal::Refusal;
+
+/// Items queued before further ones are lost.
+const FEED_ITEMS: usize = 1024;
+/// Input bytes queued before further input is lost (1 MiB, the session's own input bound).
+const FEED_INPUT_BYTES: usize = 1 << 20;
+
+/// What the feed carries.
+#[derive(Debug)]
+pub enum FeedItem {
+    /// An event every viewer was sent.
+    Event(ViewerEvent),
+    /// Input written to the program, after output up to `offset`.
+    Input {
+        /// The bytes.
+        data: Bytes,
+        /// The log's head when it was written.
+        offset: u64,
+    },
+    /// The session was frozen for a live upgrade: the next image of the daemon goes on with
+    /// the recording, so it is not ended.
+    Suspended,
+}
+
+/// The session's end.
+#[derive(Debug)]
+pub struct FeedSender {
+    tx: mpsc::Sender<FeedItem>,
+    shared: Arc<Shared>,
+    /// Whether input is copied.
+    input: bool,
+}
+
+/// The reader's end.
+#[derive(Debug)]
+pub struct FeedReceiver {
+    rx: mpsc::Receiver<FeedItem>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    input_bytes: AtomicUsize,
+    lost: AtomicU64,
+}
+
+/// A feed; `input`: whether input is copied too.
+pub(super) fn channel(input: bool) -> (FeedSender, FeedReceiver) {
+    let (tx, rx) = mpsc::channel(FEED_ITEMS);
+    let shared = Arc::new(Shared::default());
+    (
+        FeedSender {
+            tx,
+            shared: shared.clone(),
+            input,
+        },
+        FeedReceiver { rx, shared },
+    )
+}
+
+impl FeedSender {
+    /// Copies an event, without waiting.
+    fn event(&self, event: &ViewerEvent) {
+        if self.tx.try_send(FeedItem::Event(event.clone())).is_err() {
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The session is handed over in a live upgrade (the last item).
+    fn suspend(&self) {
+        if self.tx.try_send(FeedItem::Suspended).is_err() {
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Copies input, when asked to, without waiting.
+    fn input(&self, data: &Bytes, offset: u64) {
+        if !self.input {
+            return;
+        }
+        let queued = self.shared.input_bytes.load(Ordering::Relaxed);
+        if queued + data.len() > FEED_INPUT_BYTES {
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.shared
+            .input_bytes
+            .fetch_add(data.len(), Ordering::Relaxed);
+        let item = FeedItem::Input {
+            data: data.clone(),
+            offset,
+        };
+        if let Err(e) = self.tx.try_send(item) {
+            if let FeedItem::Input { data, .. } = e.into_inner() {
+                self.shared
+                    .input_bytes
+                    .fetch_sub(data.len(), Ordering::Relaxed);
+            }
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl FeedReceiver {
+    /// The next item; `None` once the session has ended and everything was read.
+    /// Cancel-safe.
+    pub async fn recv(&mut self) -> Option<FeedItem> {
+        let item = self.rx.recv().await?;
+        if let FeedItem::Input { data, .. } = &item {
+            self.shared
+                .input_bytes
+                .fetch_sub(data.len(), Ordering::Relaxed);
+        }
+        Some(item)
+    }
+
+    /// How many items were lost since the last call (the queue was full).
+    pub fn take_lost(&self) -> u64 {
+        self.shared.lost.swap(0, Ordering::Relaxed)
+    }
+}
+
+/// The actor's side: the feed once a recorder is connected, and why the recording stopped.
+#[derive(Default)]
+pub(super) struct RecorderFeed {
+    sender: Option<FeedSender>,
+    /// Told to each writer once: those connected when it failed, and those who join later.
+    failed: Option<Refusal>,
+}
+
+impl RecorderFeed {
+    /// Connects a recorder; `status` (the session as it stands) is its first item.
+    pub(super) fn connect(&mut self, sender: FeedSender, status: &ViewerEvent) {
+        sender.event(status);
+        self.sender = Some(sender);
+    }
+
+    /// Copies an event every viewer is told.
+    pub(super) fn event(&self, event: &ViewerEvent) {
+        if let Some(sender) = &self.sender {
+            sender.event(event);
+        }
+    }
+
+    /// Copies input written to the program after output up to `offset`.
+    pub(super) fn input(&self, data: &Bytes, offset: u64) {
+        if let Some(sender) = &self.sender {
+            sender.input(data, offset);
+        }
+    }
+
+    /// The session ended: the reader sees the end once it has read what was queued.
+    pub(super) fn end(&mut self) {
+        self.sender = None;
+    }
+
+    /// The session is handed over in a live upgrade: the next image of the daemon goes on
+    /// with the recording.
+    pub(super) fn suspend(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            sender.suspend();
+        }
+    }
+
+    /// The recording stopped: `refusal` says why.
+    pub(super) fn set_failure(&mut self, refusal: Refusal) {
+        self.failed = Some(refusal);
+    }
+
+    /// Why the recording stopped, once it has.
+    pub(super) fn failure(&self) -> Option<&Refusal> {
+        self.failed.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::{channel, FeedItem, FEED_INPUT_BYTES, FEED_ITEMS};
+    use crate::session::events::{EndReason, ViewerEvent};
+
+    #[tokio::test]
+    async fn copies_input_only_when_asked_and_counts_what_does_not_fit() {
+        let (without_input, mut rx) = channel(false);
+        without_input.input(&Bytes::from_static(b"secret"), 0);
+        without_input.event(&ViewerEvent::Close(EndReason::Deleted));
+        drop(without_input);
+        assert!(matches!(rx.recv().await, Some(FeedItem::Event(_))));
+        assert!(rx.recv().await.is_none());
+
+        let (feed, mut rx) = channel(true);
+        let big = Bytes::from(vec![b'x'; FEED_INPUT_BYTES]);
+        feed.input(&big, 5);
+        feed.input(&Bytes::from_static(b"y"), 6);
+        assert_eq!(rx.take_lost(), 1, "past the byte bound");
+        assert!(matches!(
+            rx.recv().await,
+            Some(FeedItem::Input { offset: 5, .. })
+        ));
+        feed.input(&Bytes::from_static(b"y"), 6);
+        assert!(matches!(
+            rx.recv().await,
+            Some(FeedItem::Input { offset: 6, .. })
+        ));
+        for _ in 0..FEED_ITEMS + 3 {
+            feed.event(&ViewerEvent::Close(EndReason::Deleted));
+        }
+        assert_eq!(rx.take_lost(), 3);
+        assert_eq!(rx.take_lost(), 0);
+    }
+}
