@@ -1,4 +1,4 @@
-//! The daemon's lifecycle events (PROTOCOL.md section 14): a bounded ring of `state`, `exec`,
+//! The daemon's lifecycle events (docs/protocol.md section 14): a bounded ring of `state`, `exec`,
 //! `rename`, `yolo` and `viewers` events with increasing ids, for `GET /api/events`, and the
 //! per-session watcher that turns a session's metadata changes into events.
 

@@ -2,7 +2,7 @@
 
 import { UNAUTHORISED, capitalise } from './api.js';
 
-/** Close codes of PROTOCOL.md section 8 that need more than a quiet reconnect. */
+/** Close codes of docs/protocol.md section 8 that need more than a quiet reconnect. */
 export const CLOSE = {
   NORMAL: 1000,
   GOING_AWAY: 1001,

@@ -3,7 +3,7 @@
 import { SnapshotAssembler, gunzip, isSnapshotChunk } from './protocol.js';
 import { deferred } from './util.js';
 
-/** With `?flow=ack`, acknowledge after about this many bytes of live output have been drawn (PROTOCOL.md §6). */
+/** With `?flow=ack`, acknowledge after about this many bytes of live output have been drawn (docs/protocol.md §6). */
 export const ACK_EVERY = 256 * 1024;
 
 /**

@@ -1,4 +1,4 @@
-// The /ws/{uuid} wire format of PROTOCOL.md: binary frame encoders, the input first-byte rule, snapshot chunks.
+// The /ws/{uuid} wire format of docs/protocol.md: binary frame encoders, the input first-byte rule, snapshot chunks.
 
 export const FRAME_RESIZE = 0x00;
 export const FRAME_UPLOAD = 0x01;

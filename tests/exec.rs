@@ -1,4 +1,4 @@
-//! Exec (PROTOCOL.md section 13) on the real daemon with real programs: pipe mode over a
+//! Exec (docs/protocol.md section 13) on the real daemon with real programs: pipe mode over a
 //! WebSocket (stream order, 10 MiB each way byte-exact, eof, signals, bad messages, a program
 //! that cannot start), exec over SSE (exact reassembly, split and invalid UTF-8, stdin, env,
 //! cwd, no shell for an array, timeouts), the process group ended when the client vanishes or

@@ -1,4 +1,4 @@
-//! The multiplexed terminals dialect (`GET /ws`, PROTOCOL.md section 11) against the real
+//! The multiplexed terminals dialect (`GET /ws`, docs/protocol.md section 11) against the real
 //! daemon and real bash: every session on one socket tagged by its number, replays on
 //! connect, sessions created later, input, resize, exit, close, errors, share links, a paste,
 //! and ten sockets on one session.

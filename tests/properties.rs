@@ -92,7 +92,7 @@ fn query() -> impl Strategy<Value = Query> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Binary client frames: never a panic, exactly the rules of PROTOCOL.md section 2.
+    /// Binary client frames: never a panic, exactly the rules of docs/protocol.md section 2.
     #[test]
     fn client_binary_frames_decode_by_the_rules(
         first in prop_oneof![Just(0u8), Just(1u8), any::<u8>()],

@@ -1,4 +1,4 @@
-//! The raw terminal dialect (`/ws/{id}/raw`, PROTOCOL.md section 10) against the real daemon
+//! The raw terminal dialect (`/ws/{id}/raw`, docs/protocol.md section 10) against the real daemon
 //! and real bash: the replay equals a browser joiner's screen, input as text, binary and
 //! `0x01` frames, control messages, exit, `create=0`, sizes, read-only links, bad frames, and
 //! many raw clients on one session.

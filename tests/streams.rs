@@ -1,4 +1,4 @@
-//! The event and log streams (PROTOCOL.md section 14) on the real daemon: lifecycle events
+//! The event and log streams (docs/protocol.md section 14) on the real daemon: lifecycle events
 //! with resume and reset, share links seeing their own session only, and a session's output
 //! as text lines (colours removed, progress bars at their last state, wide characters, split
 //! UTF-8) resuming exactly after `Last-Event-ID`, ending with `exit`.

@@ -1,4 +1,4 @@
-//! `ptyhub attach`: the local terminal joined to a session over the raw dialect (PROTOCOL.md
+//! `ptyhub attach`: the local terminal joined to a session over the raw dialect (docs/protocol.md
 //! section 10), full screen, as `ssh` or `tmux attach` would.
 //!
 //! Raw mode is restored on every way out (detach, exit, a lost server, a signal, a panic:

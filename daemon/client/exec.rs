@@ -1,4 +1,4 @@
-//! `ptyhub exec`: runs a program on the daemon's host in pipe mode (PROTOCOL.md section 13)
+//! `ptyhub exec`: runs a program on the daemon's host in pipe mode (docs/protocol.md section 13)
 //! as if it ran here: its stdout and stderr to ours, our stdin to it (end of file included),
 //! Ctrl+C, SIGTERM and SIGHUP passed on as signals, and its exit status as ours (128 + the
 //! signal's number when a signal ended it).

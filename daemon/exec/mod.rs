@@ -1,4 +1,4 @@
-//! Exec: one process per request (PROTOCOL.md section 13), on pipes instead of a PTY, bound to
+//! Exec: one process per request (docs/protocol.md section 13), on pipes instead of a PTY, bound to
 //! the client that asked for it. This module owns what every exec shares whatever its
 //! transport: the running-exec limit, the tasks that shutdown waits for, and how an ended exec
 //! is counted and journaled. [`child`] is the process; [`websocket`] drives pipe mode; the

@@ -1,4 +1,4 @@
-//! Pipe mode over a WebSocket (PROTOCOL.md section 13, seed 001): the connection's reader
+//! Pipe mode over a WebSocket (docs/protocol.md section 13, seed 001): the connection's reader
 //! writes the client's binary messages to the process's stdin, and its writer sends each piece
 //! of stdout and stderr as it is read, then `exit` and close 1000.
 //!

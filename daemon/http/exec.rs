@@ -1,4 +1,4 @@
-//! `/api/exec` (PROTOCOL.md section 13): a process per request, bound to its client. `GET`
+//! `/api/exec` (docs/protocol.md section 13): a process per request, bound to its client. `GET`
 //! upgrades to a pipe-mode WebSocket ([`crate::exec::websocket`]); `POST` runs the body's
 //! command and streams its output as server-sent events (here, next to the other streams).
 //!

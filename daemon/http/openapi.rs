@@ -55,7 +55,7 @@ impl Modify for Tokens {
     info(
         title = "ptyhub REST API",
         description = "Sessions, share links, recordings and assistants of one ptyhub host. \
-                       The WebSocket dialects and the exec endpoint are described in PROTOCOL.md.",
+                       The WebSocket dialects and the exec endpoint are described in docs/protocol.md.",
     ),
     paths(
         list_sessions,
@@ -269,12 +269,12 @@ mod tests {
         ("/session/{id}", "a session's page"),
         ("/replay/{id}", "a recording's player page"),
         ("/metrics", "Prometheus text"),
-        ("/ws", "the multiplexed WebSocket (PROTOCOL.md section 11)"),
-        ("/ws/{id}", "the browser dialect's WebSocket (PROTOCOL.md sections 1-8)"),
-        ("/ws/{id}/raw", "the raw dialect's WebSocket (PROTOCOL.md section 10)"),
+        ("/ws", "the multiplexed WebSocket (docs/protocol.md section 11)"),
+        ("/ws/{id}", "the browser dialect's WebSocket (docs/protocol.md sections 1-8)"),
+        ("/ws/{id}/raw", "the raw dialect's WebSocket (docs/protocol.md section 10)"),
         (
             "/api/exec",
-            "a process's output as a WebSocket or an SSE stream of its own (PROTOCOL.md section 13)",
+            "a process's output as a WebSocket or an SSE stream of its own (docs/protocol.md section 13)",
         ),
     ];
 

@@ -381,7 +381,7 @@ pub static ROUTES: &[Route] = &[
         audience: Audience::Program,
         handler: Handler::Now(|c| sse::events(c.req, &c.access, c.state, &c.slot)),
     },
-    // Never for a share link (PROTOCOL.md section 9).
+    // Never for a share link (docs/protocol.md section 9).
     Route {
         methods: &["GET"],
         pattern: "/api/exec",

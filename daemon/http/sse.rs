@@ -1,4 +1,4 @@
-//! Server-sent event streams (PROTOCOL.md section 14): the wire encoding, `Last-Event-ID`
+//! Server-sent event streams (docs/protocol.md section 14): the wire encoding, `Last-Event-ID`
 //! resume, keep-alive comments, and the two streams: the daemon's lifecycle events and a
 //! session's output as text lines.
 //!

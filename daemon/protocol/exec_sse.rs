@@ -1,4 +1,4 @@
-//! The exec-over-SSE codec (PROTOCOL.md section 13, seed 003): the `POST /api/exec` body, the
+//! The exec-over-SSE codec (docs/protocol.md section 13, seed 003): the `POST /api/exec` body, the
 //! process's output bytes as text (a UTF-8 character cut between two reads is carried, not
 //! replaced), and the `done` event's data. Pure: no I/O, no clock.
 

@@ -4,7 +4,7 @@
 //! session reports into frames, without doing any I/O itself or touching a session or a
 //! counter: the viewer task owns the socket and applies requests, and counts what a codec says
 //! to count ([`Encoded::error`]), so every codec can be unit-tested and fuzzed on its own. The browser dialect of
-//! `PROTOCOL.md` is the first; later dialects sit next to it on the same session core.
+//! `docs/protocol.md` is the first; later dialects sit next to it on the same session core.
 
 pub mod asciicast;
 pub mod dialect;

@@ -1,4 +1,4 @@
-//! The multiplexed terminals dialect (PROTOCOL.md section 11, seed 004): one connection carries
+//! The multiplexed terminals dialect (docs/protocol.md section 11, seed 004): one connection carries
 //! every session the token reaches, output and input as `[num][bytes]` binary frames, and
 //! `terminal` channel JSON messages for the rest.
 

@@ -1,4 +1,4 @@
-//! The pipe-mode exec dialect (PROTOCOL.md section 13, seed 001): stdin bytes and a few JSON
+//! The pipe-mode exec dialect (docs/protocol.md section 13, seed 001): stdin bytes and a few JSON
 //! control messages from the client; `[0x01|0x02][bytes]` output, `exit` and `error` from the
 //! server. Pure: no I/O, no clock.
 //!

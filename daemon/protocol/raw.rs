@@ -1,4 +1,4 @@
-//! The raw terminal dialect (PROTOCOL.md section 10, seeds 000 and 003): terminal bytes both
+//! The raw terminal dialect (docs/protocol.md section 10, seeds 000 and 003): terminal bytes both
 //! ways, a few JSON control messages, and a plain-ANSI replay of the screen on connect.
 //!
 //! For clients that want a terminal and nothing else: xterm.js's AttachAddon (keys as text

@@ -1,4 +1,4 @@
-//! The browser dialect of PROTOCOL.md (swe-swe compatible): binary and JSON frames <-> messages.
+//! The browser dialect of docs/protocol.md (swe-swe compatible): binary and JSON frames <-> messages.
 //!
 //! Client frames are decoded into [`ClientMessage`]s, server events are encoded from
 //! [`ServerMessage`]s, and raw terminal output and snapshots are cut into binary frames that a
@@ -73,7 +73,7 @@ pub fn refusal(r: &crate::session::Refusal) -> ServerMessage {
     ServerMessage::error(super::dialect::refusal_code(r), r.message())
 }
 
-/// The close code and reason that tell a client why its connection ends (PROTOCOL.md: the
+/// The close code and reason that tell a client why its connection ends (docs/protocol.md: the
 /// same in the raw and multiplexed dialects).
 pub fn close(why: Closing<'_>) -> (u16, &str) {
     use crate::session::EndReason;
@@ -119,7 +119,7 @@ fn bad(message: impl Into<String>) -> DecodeError {
     DecodeError::BadMessage(message.into())
 }
 
-/// Decode one binary frame from a client (PROTOCOL.md section 2, "Client → server, binary").
+/// Decode one binary frame from a client (docs/protocol.md section 2, "Client → server, binary").
 ///
 /// Takes the frame by value so that input and upload data are slices of it, not copies.
 pub fn decode_binary(frame: Bytes) -> Result<ClientMessage, DecodeError> {
@@ -153,7 +153,7 @@ pub fn decode_binary(frame: Bytes) -> Result<ClientMessage, DecodeError> {
     }
 }
 
-/// Decode one text frame from a client: a JSON object with a `type` field (PROTOCOL.md
+/// Decode one text frame from a client: a JSON object with a `type` field (docs/protocol.md
 /// section 2, "Client → server, JSON"). Unknown extra fields are ignored.
 pub fn decode_text(text: &str) -> Result<ClientMessage, DecodeError> {
     // serde_json limits nesting depth, so hostile input cannot overflow the stack here.
@@ -331,7 +331,7 @@ pub struct PresencePerson {
     pub you: bool,
 }
 
-/// The `status` message's fields (PROTOCOL.md section 2).
+/// The `status` message's fields (docs/protocol.md section 2).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {

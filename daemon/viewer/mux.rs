@@ -1,4 +1,4 @@
-//! One multiplexed connection (`GET /ws`, PROTOCOL.md section 11): every session the token
+//! One multiplexed connection (`GET /ws`, docs/protocol.md section 11): every session the token
 //! reaches, on one socket, each joined as a viewer of its own and tagged by its number.
 //!
 //! The reader task decodes `[num][bytes]` input and `terminal` channel messages and applies

@@ -1,5 +1,5 @@
 // The ptyhub addon for xterm.js: connects a Terminal to a live ptyhub session over the raw
-// terminal dialect (`GET /ws/{id}/raw`, PROTOCOL.md section 10) and keeps it connected.
+// terminal dialect (`GET /ws/{id}/raw`, docs/protocol.md section 10) and keeps it connected.
 //
 //   import { Terminal } from 'https://HOST/vendor/xterm/xterm.mjs?v=6.0.0';
 //   import { PtyhubAddon } from 'https://HOST/addon/ptyhub.js';
@@ -39,7 +39,7 @@
 // message (`{"type":"resize",…}`) is never mistaken for one. Resizes are forwarded, and the
 // current size is sent with each connection.
 
-/** Close codes after which retrying cannot help (PROTOCOL.md section 8). */
+/** Close codes after which retrying cannot help (docs/protocol.md section 8). */
 const FINAL_CLOSES = {
   1008: 'not authorised (wrong, revoked or expired token)',
   4002: 'the session could not be created',

@@ -1,4 +1,4 @@
-// A session's log as server-sent events in Chromium's own EventSource (PROTOCOL.md section 14,
+// A session's log as server-sent events in Chromium's own EventSource (docs/protocol.md section 14,
 // issue #15): the stream is closed under it twice, by the network and then by ptyhub itself, and
 // the browser resumes with Last-Event-ID each time: no line lost, none twice.
 

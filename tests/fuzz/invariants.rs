@@ -684,7 +684,7 @@ pub fn reassemble_snapshot(frames: &[Vec<u8>]) -> Result<Vec<u8>, String> {
 
 // ---- the browser dialect -----------------------------------------------------------------
 
-/// **Decoding a client binary frame never panics and follows PROTOCOL.md section 2 exactly**:
+/// **Decoding a client binary frame never panics and follows docs/protocol.md section 2 exactly**:
 /// empty is `bad_message`; `0x00` + 4 bytes is a resize (0 read as 1); `0x01` with a name
 /// that fits is an upload, and re-encoding it gives the same frame; other `0x01` frames of 3+
 /// bytes are an invalid upload; everything else is input, passed on byte for byte. Every
@@ -858,7 +858,7 @@ fn ulps(x: f64, y: f64) -> u64 {
     x.to_bits().abs_diff(y.to_bits())
 }
 
-/// A client message as the browser writes it (PROTOCOL.md section 2); `None` for the binary ones.
+/// A client message as the browser writes it (docs/protocol.md section 2); `None` for the binary ones.
 pub fn client_json(msg: &ClientMessage) -> Option<String> {
     client_value(msg).map(|v| v.to_string())
 }
@@ -890,7 +890,7 @@ fn client_value(msg: &ClientMessage) -> Option<Value> {
 }
 
 /// **Server messages encode to what a client decodes back**: one JSON object whose `type` and
-/// fields (names as in PROTOCOL.md) carry exactly the values encoded.
+/// fields (names as in docs/protocol.md) carry exactly the values encoded.
 pub fn check_server_message(msg: &ServerMessage) {
     let text = msg.to_json();
     let v: Value = serde_json::from_str(&text).expect("server JSON parses");
@@ -1456,7 +1456,7 @@ pub fn raw_control_json(req: &ClientMessage) -> Option<Value> {
     })
 }
 
-/// **Decoding a raw client frame never panics and follows PROTOCOL.md section 10**: a binary
+/// **Decoding a raw client frame never panics and follows docs/protocol.md section 10**: a binary
 /// frame without the `0x01` prefix is always input, byte for byte; input is always the frame
 /// unchanged; only a JSON object behind `0x01`, or a text object of a known type, may be
 /// refused (with a bounded message); a control message written back as JSON decodes to itself,
@@ -1541,7 +1541,7 @@ pub fn check_raw_output_frames(data: &[u8]) {
 
 // ---- the multiplexed terminals dialect -----------------------------------------------------
 
-/// **Decoding a multiplexed client frame never panics and follows PROTOCOL.md section 11**:
+/// **Decoding a multiplexed client frame never panics and follows docs/protocol.md section 11**:
 /// a binary frame is input for the session its first byte numbers (1-255), the rest unchanged,
 /// and only an empty frame or number 0 is refused; a text frame is a `terminal` message whose
 /// fields re-encode to itself, or an error with a bounded message and a bounded echoed id.
@@ -1670,7 +1670,7 @@ pub fn check_sse_roundtrip(data: &str) {
 
 // ---- exec: the pipe dialect and the SSE text ---------------------------------------------------
 
-/// **Decoding a pipe-mode client message never panics and follows PROTOCOL.md section 13**: a
+/// **Decoding a pipe-mode client message never panics and follows docs/protocol.md section 13**: a
 /// binary message is stdin, unchanged (empty: eof); a text message is `eof`, `resize` or an
 /// allowed `signal` exactly when its JSON says so, and anything else is an error with a known
 /// code and a bounded message, whose reply is a JSON `error` object.
