@@ -247,9 +247,8 @@ impl OnMessage for PipeMessages {
                 if let Err(e) = stdin.write_all(&bytes).await {
                     self.stdin = None;
                     let why = format!("stdin is closed: {e}");
-                    return self
-                        .reply(replies, ServerMessage::error("stdin_closed", why))
-                        .await;
+                    let closed = ServerMessage::error("stdin_closed", why);
+                    return self.reply(replies, closed).await;
                 }
                 self.metrics.bytes_in.add(bytes.len() as u64);
                 Ok(())

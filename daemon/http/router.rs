@@ -138,15 +138,8 @@ fn guard<'a>(
     let (route, params) = found.map_err(Box::new)?;
     let forbidden = || {
         let reason = "this link does not reach that";
-        let metrics = &state.metrics;
-        Box::new(refuse(
-            metrics,
-            StatusCode::FORBIDDEN,
-            reason,
-            audience,
-            peer,
-            path,
-        ))
+        let (metrics, status) = (&state.metrics, StatusCode::FORBIDDEN);
+        Box::new(refuse(metrics, status, reason, audience, peer, path))
     };
     let session = |kind| {
         // A route about a session has an `{id}` (the table's test says so); none is no id.

@@ -140,12 +140,8 @@ fn stream<F: Follower>(state: &Arc<AppState>, slot: &Slot, follower: F) -> Respo
     }
     let shutdown = state.shutdown.clone();
     let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
-    let start = (
-        follower,
-        shutdown,
-        Counted::new(state.metrics.clone()),
-        ping_at,
-    );
+    let counted = Counted::new(state.metrics.clone());
+    let start = (follower, shutdown, counted, ping_at);
     let frames = futures_util::stream::unfold(start, |state| async move {
         let (mut follower, shutdown, counted, ping_at) = state;
         // The follower first: what it has ready is sent, also while the daemon shuts down.
