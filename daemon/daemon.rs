@@ -22,6 +22,7 @@ use crate::config::Config;
 use crate::exec::Execs;
 use crate::http::connections::Connections;
 use crate::http::{self, AppState};
+use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::session::EndReason;
 use crate::shutdown::Shutdown;
@@ -121,23 +122,32 @@ impl Signals {
 impl Daemon {
     /// Builds the daemon's parts; `token: None` turns authentication off.
     pub fn new(cfg: Arc<Config>, token: Option<String>) -> Self {
-        Self::with_upgrades(cfg, token, Upgrades::default())
+        let metrics = Arc::new(Metrics::default());
+        Self::build(cfg, token, Upgrades::default(), metrics)
     }
 
-    /// Builds the daemon's parts for an image that comes after `upgrades`.
-    fn with_upgrades(cfg: Arc<Config>, token: Option<String>, upgrades: Upgrades) -> Self {
+    /// Builds the daemon's parts for an image that comes after `upgrades`, counting into
+    /// `metrics` (its own, or, when this process takes its sessions back after a failed
+    /// upgrade, the ones it counted into before).
+    fn build(
+        cfg: Arc<Config>,
+        token: Option<String>,
+        upgrades: Upgrades,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let auth = Arc::new(Auth::new(
             token,
             cfg.limits.failed_auth_per_minute,
             cfg.auth.allowed_origins.clone(),
         ));
-        let registry = Registry::new(cfg.clone(), auth.clone());
+        let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone());
         let shutdown = Shutdown::new();
         let execs = Execs::new(
             cfg.limits.max_execs,
             cfg.session.kill_grace,
             shutdown.clone(),
             registry.journal().clone(),
+            metrics.clone(),
         );
         let state = Arc::new(AppState {
             registry,
@@ -151,6 +161,7 @@ impl Daemon {
             tasks: TaskTracker::new(),
             execs,
             upgrades,
+            metrics,
         });
         Self {
             state,
@@ -282,6 +293,7 @@ impl Daemon {
         }
         let cfg = self.state.cfg.clone();
         let token = self.state.auth.token().map(str::to_owned);
+        let metrics = self.state.metrics.clone();
         let mut handoff = self.hand_over().await.map_err(DaemonError::HandOver)?;
         info!(
             sessions = handoff.image.sessions.len(),
@@ -293,7 +305,9 @@ impl Daemon {
         upgrade::release_signals();
         tracing::error!("live upgrade failed, resuming: {failed}");
         handoff.last_error = Some((SystemTime::now(), failed.to_string()));
-        let daemon = Self::adopt(cfg, token, handoff).map_err(DaemonError::TakeBack)?;
+        // The same process goes on: so do its counters.
+        let daemon =
+            Self::adopt_counting(cfg, token, handoff, metrics).map_err(DaemonError::TakeBack)?;
         systemd::ready();
         Ok(daemon)
     }
@@ -377,6 +391,16 @@ impl Daemon {
         token: Option<String>,
         handoff: Handoff,
     ) -> std::io::Result<Self> {
+        Self::adopt_counting(cfg, token, handoff, Arc::new(Metrics::default()))
+    }
+
+    /// [`Daemon::adopt`], counting into `metrics`.
+    fn adopt_counting(
+        cfg: Arc<Config>,
+        token: Option<String>,
+        handoff: Handoff,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<Self> {
         let Handoff {
             image,
             blobs,
@@ -385,7 +409,7 @@ impl Daemon {
             last_error,
         } = handoff;
         let upgrades = Upgrades::new(image.upgrades, last_error);
-        let mut daemon = Daemon::with_upgrades(cfg.clone(), token, upgrades);
+        let mut daemon = Daemon::build(cfg.clone(), token, upgrades, metrics);
         let st = daemon.state.clone();
         st.auth.restore_shares(&image.shares);
         st.registry.journal().restore(&image.journal);

@@ -1,11 +1,12 @@
-//! Counters for `GET /metrics`, in the Prometheus text format.
+//! Counters for `GET /metrics`, in the Prometheus text format. Each daemon has its own
+//! [`Metrics`] (two daemons in one process never share a count), handed to whatever counts:
+//! the sessions, the viewer drivers, exec, event streams, the recorder and the HTTP side. It
+//! imports nothing of the daemon: what it shows about the sessions is given to [`Metrics::render`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-
-use crate::session::SessionInfo;
 
 /// A monotonically increasing count.
 #[derive(Debug, Default)]
@@ -53,7 +54,8 @@ impl Gauge {
     }
 }
 
-/// Everything the daemon counts.
+/// Everything a daemon counts. Counting is a relaxed atomic add (errors by code take a lock:
+/// they are rare).
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Bytes from viewers to programs (input and pasted text).
@@ -92,8 +94,16 @@ pub struct Metrics {
     errors: Mutex<BTreeMap<String, u64>>,
 }
 
-/// The daemon's counters.
-pub static METRICS: std::sync::LazyLock<Metrics> = std::sync::LazyLock::new(Metrics::default);
+/// What `/metrics` shows about the sessions, read from the registry when it is rendered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCounts {
+    /// Sessions whose program runs.
+    pub running: u64,
+    /// Sessions whose program has exited.
+    pub exited: u64,
+    /// Viewers connected to any session.
+    pub viewers: u64,
+}
 
 /// How an exec ended, for `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,10 +155,8 @@ impl Metrics {
     }
 
     /// The text exposition.
-    pub fn render(&self, sessions: &[SessionInfo]) -> String {
+    pub fn render(&self, sessions: SessionCounts) -> String {
         let mut out = String::new();
-        let running = sessions.iter().filter(|s| s.alive).count();
-        let viewers: usize = sessions.iter().map(|s| s.viewers).sum();
         let mut gauge = |name: &str, help: &str, values: &[(&str, u64)]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             for (labels, v) in values {
@@ -159,14 +167,14 @@ impl Metrics {
             "ptyhub_sessions",
             "Sessions by state.",
             &[
-                ("{state=\"running\"}", running as u64),
-                ("{state=\"exited\"}", (sessions.len() - running) as u64),
+                ("{state=\"running\"}", sessions.running),
+                ("{state=\"exited\"}", sessions.exited),
             ],
         );
         gauge(
             "ptyhub_viewers",
             "Connected viewers.",
-            &[("", viewers as u64)],
+            &[("", sessions.viewers)],
         );
         gauge(
             "ptyhub_sse_streams",

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::session::{
     self, CreateError, CreateSpec, EndReason, RecentKeys, SessionHandle, SessionInfo,
 };
@@ -37,6 +38,8 @@ pub struct Registry {
     /// The latest keys typed into this daemon's sessions, shared by all of them (a session
     /// printing a lot yields to a typist elsewhere).
     recent_keys: Arc<RecentKeys>,
+    /// The daemon's counters, handed to every session and recorder.
+    metrics: Arc<Metrics>,
 }
 
 /// The session numbers in use. A number is taken before its session starts and given back
@@ -169,8 +172,8 @@ pub enum SessionId {
 }
 
 impl Registry {
-    /// An empty registry.
-    pub fn new(cfg: Arc<Config>, auth: Arc<Auth>) -> Arc<Self> {
+    /// An empty registry whose sessions and recorders count into `metrics`.
+    pub fn new(cfg: Arc<Config>, auth: Arc<Auth>, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new_cyclic(|me| Registry {
             sessions: DashMap::new(),
             nums: Mutex::new(Numbers {
@@ -183,8 +186,9 @@ impl Registry {
             closing: Default::default(),
             created: tokio::sync::broadcast::channel(CREATED_BACKLOG).0,
             journal: crate::journal::Journal::new(),
-            recordings: crate::record::Recordings::new(cfg.recording.clone()),
+            recordings: crate::record::Recordings::new(cfg.recording.clone(), metrics.clone()),
             recent_keys: Arc::new(RecentKeys::new()),
+            metrics,
             cfg,
         })
     }
@@ -236,8 +240,9 @@ impl Registry {
                 // Taken under the numbers' own lock, so racing creators of different uuids
                 // never share a number, and the session limit holds exactly.
                 let num = self.numbers().take(id, self.cfg.limits.max_sessions)?;
-                let keys = self.recent_keys.clone();
-                let started = session::start(self.cfg.clone(), spec, num, keys, self.on_end(num));
+                let (keys, metrics) = (self.recent_keys.clone(), self.metrics.clone());
+                let on_end = self.on_end(num);
+                let started = session::start(self.cfg.clone(), spec, num, keys, metrics, on_end);
                 match started {
                     Ok(handle) => {
                         // Before anyone else can reach it: the recording misses nothing.
@@ -283,8 +288,9 @@ impl Registry {
         self.numbers()
             .take_exact(num, id)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let keys = self.recent_keys.clone();
-        let adopted = session::adopt(self.cfg.clone(), image, blobs, pty, keys, self.on_end(num));
+        let (keys, metrics) = (self.recent_keys.clone(), self.metrics.clone());
+        let on_end = self.on_end(num);
+        let adopted = session::adopt(self.cfg.clone(), image, blobs, pty, keys, metrics, on_end);
         let handle = match adopted {
             Ok(handle) => handle,
             Err(e) => {

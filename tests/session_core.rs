@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ptyhub::metrics::Metrics;
 use ptyhub::session::{
     self, viewer_queue, CreateSpec, EndReason, ExitInfo, LiveOutput, Role, SessionHandle,
     ViewerEvent,
@@ -51,6 +52,11 @@ fn keys() -> Arc<session::RecentKeys> {
     Arc::new(session::RecentKeys::new())
 }
 
+/// The counters of a daemon of the test's own.
+fn metrics() -> Arc<Metrics> {
+    Arc::new(Metrics::default())
+}
+
 fn start(assistant: &str, screen: bool) -> SessionHandle {
     let spec = CreateSpec {
         id: Uuid::new_v4(),
@@ -61,7 +67,8 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         command: None,
         size: None,
     };
-    session::start(config(), spec, Some(1), keys(), Box::new(|_| {})).expect("session starts")
+    let on_end = Box::new(|_| {});
+    session::start(config(), spec, Some(1), keys(), metrics(), on_end).expect("session starts")
 }
 
 /// Everything the log holds from `from`.
@@ -240,7 +247,7 @@ async fn a_subscription_pumps_the_log_through_any_transport() {
         .join(Role::Viewer, events, live.clone(), FORM)
         .await
         .expect("join");
-    let sub = Subscription::new(handle.clone(), live, FORM, WAIT);
+    let sub = Subscription::new(handle.clone(), live, FORM, WAIT, metrics());
     sub.set_offset(join.offset);
     let recorder = Recorder::default();
     let mut sink = Sink::new(recorder.clone());
@@ -520,7 +527,9 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
         command: Some(vec!["sh".into(), "-c".into(), script]),
         size: None,
     };
-    let handle = session::start(config(), spec, Some(1), keys(), Box::new(|_| {})).expect("starts");
+    let on_end = Box::new(|_| {});
+    let handle =
+        session::start(config(), spec, Some(1), keys(), metrics(), on_end).expect("starts");
     wait_for_output(&handle, "READY").await;
     let gate = Arc::new(Gate {
         marker: marker.clone(),

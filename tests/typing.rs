@@ -1,7 +1,8 @@
 //! Interactive use: a typist at human speed with 100 viewers (real WebSocket clients reading
 //! all the time) is never resynced, and every viewer gets every key once, in order (no byte
 //! lost or duplicated for a viewer that keeps up); a session printing a flood takes turns with
-//! a typist in another session, and only then.
+//! a typist in another session, and only then. What is typed into one daemon is counted in
+//! that daemon's `/metrics` only, even with another daemon in the same process.
 
 use crate::common;
 
@@ -144,4 +145,34 @@ command = ["yes", "a line of plain text, printed as fast as the terminal takes i
             .await;
     }
     assert_eq!(String::from_utf8_lossy(&typist.output), typed, "the echoes");
+}
+
+/// Two daemons in one process keep their own counts: keys typed into a session of one are in
+/// its `/metrics`, and nothing is in the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_in_one_process_count_apart() {
+    let cfg = common::config(
+        r#"
+[assistants.echo]
+name = "Echo"
+command = ["sh", "-c", "stty raw -echo && printf ECHO-READY && exec cat"]
+"#,
+    );
+    let (typed_into, other) = (Daemon::in_process_with(&cfg), Daemon::in_process_with(&cfg));
+    let mut typist = Client::connect(&typed_into.ws(Uuid::new_v4(), "?assistant=echo")).await;
+    typist.wait_screen("ECHO-READY").await;
+    typist.type_str("counted").await;
+    typist.wait_screen("ECHO-READYcounted").await;
+    assert_eq!(typed_into.metric("ptyhub_bytes_in_total").await, 7);
+    assert!(typed_into.metric("ptyhub_bytes_out_total").await >= 7);
+    assert_eq!(typed_into.metric("ptyhub_viewers").await, 1);
+    for name in [
+        "ptyhub_bytes_in_total",
+        "ptyhub_bytes_out_total",
+        "ptyhub_snapshots_total",
+        "ptyhub_viewers",
+    ] {
+        assert_eq!(other.metric(name).await, 0, "{name} of the other daemon");
+    }
+    typist.close().await;
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_util::task::TaskTracker;
 
 use crate::journal::Journal;
-use crate::metrics::{ExecOutcome, METRICS};
+use crate::metrics::{ExecOutcome, Metrics};
 use crate::session::ExitInfo;
 use crate::shutdown::Shutdown;
 
@@ -35,15 +35,18 @@ pub struct Execs {
     /// Cancelled when the daemon shuts down: every exec ends its group.
     pub shutdown: Shutdown,
     journal: Arc<Journal>,
+    /// The daemon's counters: execs running and ended, and their traffic.
+    metrics: Arc<Metrics>,
 }
 
 impl Execs {
-    /// No exec running yet.
+    /// No exec running yet; they will be counted in `metrics`.
     pub fn new(
         max: usize,
         kill_grace: Duration,
         shutdown: Shutdown,
         journal: Arc<Journal>,
+        metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Execs {
             max,
@@ -52,12 +55,18 @@ impl Execs {
             kill_grace,
             shutdown,
             journal,
+            metrics,
         })
     }
 
     /// The limit.
     pub fn max(&self) -> usize {
         self.max
+    }
+
+    /// The counters execs count in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// A place for one more exec, `None` when `max` run already. `shown` is the command as the
@@ -68,7 +77,7 @@ impl Execs {
                 (n < self.max).then_some(n + 1)
             })
             .ok()?;
-        METRICS.execs_running.add(1);
+        self.metrics.execs_running.add(1);
         Some(Permit {
             execs: self.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -114,7 +123,7 @@ impl Permit {
             Some(e) if e.signal.is_some() => ExecOutcome::Signalled,
             Some(_) => ExecOutcome::Exited,
         };
-        METRICS.exec_ended(outcome);
+        self.execs.metrics.exec_ended(outcome);
         self.execs
             .journal
             .exec(&self.shown, exit.map(|e| e.code), ms);
@@ -125,7 +134,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         self.execs.running.fetch_sub(1, Ordering::AcqRel);
-        METRICS.execs_running.sub(1);
+        self.execs.metrics.execs_running.sub(1);
     }
 }
 
@@ -135,13 +144,16 @@ mod tests {
 
     #[test]
     fn the_limit_holds_and_places_come_back() {
-        let execs = Execs::new(2, Duration::ZERO, Shutdown::new(), Journal::new());
+        let metrics = Arc::new(Metrics::default());
+        let execs = Execs::new(2, Duration::ZERO, Shutdown::new(), Journal::new(), metrics);
         let a = execs.admit("a".into()).expect("first");
         let b = execs.admit("b".into()).expect("second");
         assert!(execs.admit("c".into()).is_none());
+        assert_eq!(execs.metrics().execs_running.get(), 2);
         assert_ne!(a.id, b.id);
         a.finish(Some(&ExitInfo::exited(0)), false);
         assert!(execs.admit("d".into()).is_some());
         drop(b);
+        assert_eq!(execs.metrics().execs_running.get(), 0);
     }
 }

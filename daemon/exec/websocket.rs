@@ -22,7 +22,7 @@ use tracing::debug;
 use super::child::{Event, ExecChild};
 use super::{Execs, Permit};
 use crate::config::Config;
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::protocol::pipe::{self, PipeRequest, ServerMessage};
 use crate::protocol::{Inbound, Outbound};
 use crate::session::ExitInfo;
@@ -35,9 +35,10 @@ const SIGNAL_QUEUE: usize = 8;
 /// How often a connection with unread input is looked at for its client having gone.
 const PEER_CHECK: Duration = Duration::from_secs(1);
 
-/// Tells the client its program could not start (`error`), then closes with 4002.
-pub async fn refuse(mut ws: Accepted, why: &str) {
-    METRICS.error("exec_failed");
+/// Tells the client its program could not start (`error`), then closes with 4002; the error
+/// is counted in `metrics`.
+pub async fn refuse(mut ws: Accepted, why: &str, metrics: &Metrics) {
+    metrics.error("exec_failed");
     let error = ServerMessage::error("exec_failed", why).to_json();
     let _ = ws.write_frame(Frame::text(error.into_bytes().into())).await;
     let _ = ws
@@ -71,9 +72,11 @@ pub async fn run(
     let overrun = CancellationToken::new();
     let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let (signal_tx, mut signals) = mpsc::channel(SIGNAL_QUEUE);
+    let metrics = execs.metrics().clone();
     let messages = PipeMessages {
         stdin: child.take_stdin(),
         signals: signal_tx,
+        metrics: metrics.clone(),
     };
     let read_task = tokio::spawn(read_loop(
         halves.read,
@@ -102,7 +105,7 @@ pub async fn run(
                 Some(signal) = signals.recv() => {
                     if let Err(e) = child.signal(signal) {
                         let why = format!("could not send {}: {e}", signal.as_str());
-                        METRICS.error("signal_failed");
+                        metrics.error("signal_failed");
                         let error = ServerMessage::error("signal_failed", why).to_json();
                         send(&mut write, &mut out, OpCode::Text, error.as_bytes()).await?;
                     }
@@ -110,7 +113,7 @@ pub async fn run(
                 ev = child.next() => match ev {
                     Event::Output(_, bytes) => {
                         send_output(&mut write, &mut out, &bytes).await?;
-                        METRICS.bytes_out.add(bytes.len() as u64 - 1);
+                        metrics.bytes_out.add(bytes.len() as u64 - 1);
                     }
                     Event::Exited(info) => return Ok::<_, std::io::Error>(End::Exited(info)),
                 },
@@ -217,12 +220,14 @@ async fn send_output(
 struct PipeMessages {
     stdin: Option<ChildStdin>,
     signals: mpsc::Sender<Signal>,
+    /// The daemon's counters: input, and errors told to the client.
+    metrics: Arc<Metrics>,
 }
 
 impl PipeMessages {
-    async fn reply(replies: &Replies, msg: ServerMessage) -> Result<(), Gone> {
+    async fn reply(&self, replies: &Replies, msg: ServerMessage) -> Result<(), Gone> {
         if let ServerMessage::Error { code, .. } = &msg {
-            METRICS.error(code);
+            self.metrics.error(code);
         }
         replies
             .send(Local::Send(Outbound::Text(msg.to_json())))
@@ -236,15 +241,16 @@ impl OnMessage for PipeMessages {
             Ok(PipeRequest::Stdin(bytes)) => {
                 let Some(stdin) = self.stdin.as_mut() else {
                     let closed = ServerMessage::error("stdin_closed", "stdin is closed");
-                    return Self::reply(replies, closed).await;
+                    return self.reply(replies, closed).await;
                 };
                 // Waits while the program is not reading: the client is slowed, nothing dropped.
                 if let Err(e) = stdin.write_all(&bytes).await {
                     self.stdin = None;
                     let why = format!("stdin is closed: {e}");
-                    return Self::reply(replies, ServerMessage::error("stdin_closed", why)).await;
+                    let closed = ServerMessage::error("stdin_closed", why);
+                    return self.reply(replies, closed).await;
                 }
-                METRICS.bytes_in.add(bytes.len() as u64);
+                self.metrics.bytes_in.add(bytes.len() as u64);
                 Ok(())
             }
             Ok(PipeRequest::Eof) => {
@@ -253,7 +259,7 @@ impl OnMessage for PipeMessages {
             }
             Ok(PipeRequest::Signal(signal)) => self.signals.send(signal).await.map_err(|_| Gone),
             Ok(PipeRequest::Resize) => Ok(()),
-            Err(bad) => Self::reply(replies, bad.into()).await,
+            Err(bad) => self.reply(replies, bad.into()).await,
         }
     }
 }

@@ -47,7 +47,7 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
             } else {
                 info!(%peer, "refused connection: too many from this address");
             }
-            crate::metrics::METRICS.refused(429);
+            state.metrics.refused(429);
             state
                 .tasks
                 .spawn(too_many_connections(stream, state.cfg.cluster.host.clone()));

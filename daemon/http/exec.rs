@@ -21,6 +21,7 @@ use super::connections::Slot;
 use super::sse::{channel, encode, Sink, KEEP_ALIVE};
 use crate::exec::child::{self, Event, ExecChild, ExecSpec};
 use crate::exec::{websocket, Execs, Permit};
+use crate::metrics::Metrics;
 use crate::protocol::exec_sse::{self, TextCarry};
 use crate::protocol::pipe::Stream;
 use crate::session::process::SpawnError;
@@ -76,9 +77,9 @@ fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
 
 /// A place for one more exec, or the 429 that refuses it.
 fn admit(state: &AppState, slot: &Slot, shown: String) -> Result<Permit, ApiError> {
-    long_lived(slot)?;
+    long_lived(slot, &state.metrics)?;
     state.execs.admit(shown).ok_or_else(|| {
-        crate::metrics::METRICS.refused(429);
+        state.metrics.refused(429);
         let max = state.execs.max();
         let why = format!("too many execs running (limits.max_execs = {max})");
         ApiError(StatusCode::TOO_MANY_REQUESTS, why)
@@ -137,7 +138,7 @@ pub(super) fn websocket(
             Err(e) => {
                 info!("exec could not start: {e}");
                 permit.finish(None, false);
-                websocket::refuse(ws, &e.to_string()).await;
+                websocket::refuse(ws, &e.to_string(), execs.metrics()).await;
             }
         }
     });
@@ -168,7 +169,7 @@ pub(super) async fn sse(
         Err(e) => {
             info!("exec could not start: {e}");
             permit.finish(None, false);
-            crate::metrics::METRICS.error("exec_failed");
+            state.metrics.error("exec_failed");
             let status = match &e {
                 SpawnError::Spawn { source, .. }
                     if !matches!(
@@ -223,7 +224,7 @@ async fn run_sse(
         }
     };
     let end = tokio::select! {
-        end = pump(&mut child, &sink, &mut carry) => end,
+        end = pump(&mut child, &sink, &mut carry, execs.metrics()) => end,
         _ = deadline => End::TimedOut,
         _ = sink.closed() => End::ClientGone,
         _ = execs.shutdown.cancelled() => End::Shutdown,
@@ -243,7 +244,7 @@ async fn run_sse(
         End::TimedOut | End::Shutdown => {
             let exit = child.terminate(execs.kill_grace).await;
             // What the group wrote before it died is still in the pipes: pass it on.
-            let drain = pump(&mut child, &sink, &mut carry);
+            let drain = pump(&mut child, &sink, &mut carry, execs.metrics());
             let _ = tokio::time::timeout(KEEP_ALIVE, drain).await;
             (exit, matches!(end, End::TimedOut))
         }
@@ -264,8 +265,13 @@ async fn run_sse(
 }
 
 /// Sends the process's output as events until it has exited (a keep-alive comment while it is
-/// quiet); `ClientGone` if the client went first.
-async fn pump(child: &mut ExecChild, sink: &Sink, carry: &mut [TextCarry; 2]) -> End {
+/// quiet); `ClientGone` if the client went first. What it sends is counted in `metrics`.
+async fn pump(
+    child: &mut ExecChild,
+    sink: &Sink,
+    carry: &mut [TextCarry; 2],
+    metrics: &Metrics,
+) -> End {
     loop {
         let ev = tokio::select! {
             ev = child.next() => ev,
@@ -283,9 +289,7 @@ async fn pump(child: &mut ExecChild, sink: &Sink, carry: &mut [TextCarry; 2]) ->
                 if text.is_empty() {
                     continue;
                 }
-                crate::metrics::METRICS
-                    .bytes_out
-                    .add(bytes.len() as u64 - 1);
+                metrics.bytes_out.add(bytes.len() as u64 - 1);
                 // Room for a `data: ` per line of 80 or so, without growing.
                 let mut out = String::with_capacity(text.len() + text.len() / 10 + 64);
                 encode(&mut out, None, Some(stream.name()), &text);

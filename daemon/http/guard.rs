@@ -26,6 +26,7 @@ pub(super) fn check(
     let query = query_pairs(req);
     if !state.auth.host_allowed(req.headers()) {
         return Err(Box::new(refuse(
+            &state.metrics,
             StatusCode::FORBIDDEN,
             "without authentication only loopback host names are served (DNS rebinding)",
             audience,
@@ -42,6 +43,7 @@ pub(super) fn check(
     };
     if changes_state && !same_origin {
         return Err(Box::new(refuse(
+            &state.metrics,
             StatusCode::FORBIDDEN,
             "cross-site request refused (Origin does not match)",
             audience,
@@ -53,9 +55,10 @@ pub(super) fn check(
     let access = match state.auth.authenticate(presented.as_deref(), peer.ip()) {
         Ok(access) => access,
         Err(denied) => {
-            crate::metrics::METRICS.auth_failures.inc();
+            state.metrics.auth_failures.inc();
             let mut resp = match denied {
                 Denied::RateLimited(_) => refuse(
+                    &state.metrics,
                     StatusCode::TOO_MANY_REQUESTS,
                     &denied.reason(),
                     audience,
@@ -63,6 +66,7 @@ pub(super) fn check(
                     path,
                 ),
                 _ => refuse(
+                    &state.metrics,
                     StatusCode::UNAUTHORIZED,
                     &denied.reason(),
                     audience,

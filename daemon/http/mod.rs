@@ -77,4 +77,6 @@ pub struct AppState {
     pub execs: Arc<crate::exec::Execs>,
     /// This image's live upgrades, for `/api/version`.
     pub upgrades: crate::upgrade::Upgrades,
+    /// This daemon's counters, for `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }

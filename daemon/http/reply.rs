@@ -12,13 +12,15 @@ use uuid::Uuid;
 
 use super::routes::Audience;
 use crate::auth::{self};
+use crate::metrics::Metrics;
 use crate::registry::{Registry, ResolveError};
 
 use super::*;
 
-/// Logs a refused request once, with its reason, and answers it as its audience reads:
-/// JSON for a program, the login page for a person.
+/// Logs a refused request once, with its reason, counts it in `metrics`, and answers it as its
+/// audience reads: JSON for a program, the login page for a person.
 pub(super) fn refuse(
+    metrics: &Metrics,
     status: StatusCode,
     reason: &str,
     audience: Audience,
@@ -26,7 +28,7 @@ pub(super) fn refuse(
     path: &str,
 ) -> Response<Body> {
     info!(%peer, %path, status = status.as_u16(), reason, "refused request");
-    crate::metrics::METRICS.refused(status.as_u16());
+    metrics.refused(status.as_u16());
     match audience {
         Audience::Program => error(status, reason),
         Audience::Person => login_page(status, reason),

@@ -104,7 +104,14 @@ pub(super) async fn share(
 }
 
 pub(super) fn metrics(state: &Arc<AppState>) -> Response<Body> {
-    let text = crate::metrics::METRICS.render(&state.registry.list());
+    let sessions = state.registry.list();
+    let running = sessions.iter().filter(|s| s.alive).count();
+    let counts = crate::metrics::SessionCounts {
+        running: running as u64,
+        exited: (sessions.len() - running) as u64,
+        viewers: sessions.iter().map(|s| s.viewers as u64).sum(),
+    };
+    let text = state.metrics.render(counts);
     with_type(
         StatusCode::OK,
         text.into_bytes(),

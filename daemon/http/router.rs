@@ -56,7 +56,7 @@ fn client(
     let peer = client.addr;
     if !slot.from_client(peer.ip()) {
         info!(%peer, "refused request: too many connections from this address");
-        crate::metrics::METRICS.refused(429);
+        state.metrics.refused(429);
         return Err(Box::new(error(
             StatusCode::TOO_MANY_REQUESTS,
             "too many connections from this address",
@@ -138,7 +138,8 @@ fn guard<'a>(
     let (route, params) = found.map_err(Box::new)?;
     let forbidden = || {
         let reason = "this link does not reach that";
-        Box::new(refuse(StatusCode::FORBIDDEN, reason, audience, peer, path))
+        let (metrics, status) = (&state.metrics, StatusCode::FORBIDDEN);
+        Box::new(refuse(metrics, status, reason, audience, peer, path))
     };
     let session = |kind| {
         // A route about a session has an `{id}` (the table's test says so); none is no id.

@@ -114,19 +114,19 @@ trait Follower: Send + 'static {
     fn next(&mut self) -> impl std::future::Future<Output = Option<String>> + Send;
 }
 
-/// Counts a stream in `ptyhub_sse_streams` while it lives.
-struct Counted;
+/// Counts a stream in `ptyhub_sse_streams` of the metrics it holds while it lives.
+struct Counted(Arc<crate::metrics::Metrics>);
 
 impl Counted {
-    fn new() -> Counted {
-        crate::metrics::METRICS.sse_streams.add(1);
-        Counted
+    fn new(metrics: Arc<crate::metrics::Metrics>) -> Counted {
+        metrics.sse_streams.add(1);
+        Counted(metrics)
     }
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        crate::metrics::METRICS.sse_streams.sub(1);
+        self.0.sse_streams.sub(1);
     }
 }
 
@@ -135,12 +135,13 @@ impl Drop for Counted {
 /// comment goes out after [`KEEP_ALIVE`] without anything sent. It ends when the follower
 /// does, the daemon shuts down, or the client goes (hyper drops it).
 fn stream<F: Follower>(state: &Arc<AppState>, slot: &Slot, follower: F) -> Response<Body> {
-    if let Err(e) = long_lived(slot) {
+    if let Err(e) = long_lived(slot, &state.metrics) {
         return e.response();
     }
     let shutdown = state.shutdown.clone();
     let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
-    let start = (follower, shutdown, Counted::new(), ping_at);
+    let counted = Counted::new(state.metrics.clone());
+    let start = (follower, shutdown, counted, ping_at);
     let frames = futures_util::stream::unfold(start, |state| async move {
         let (mut follower, shutdown, counted, ping_at) = state;
         // The follower first: what it has ready is sent, also while the daemon shuts down.

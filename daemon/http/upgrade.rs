@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::connections::Slot;
 use crate::auth::Access;
+use crate::metrics::Metrics;
 use crate::protocol::raw::Raw;
 use crate::protocol::swe::Swe;
 use crate::protocol::{Closing, Dialect};
@@ -93,12 +94,13 @@ pub(super) fn expect_upgrade(req: &Request<Incoming>) -> Result<(), ApiError> {
 }
 
 /// The connection is about to become long-lived (a WebSocket or a stream): it leaves the
-/// pool strangers compete for, or gets 429 when its address has no place left.
-pub(super) fn long_lived(slot: &Slot) -> Result<(), ApiError> {
+/// pool strangers compete for, or gets 429 (counted in `metrics`) when its address has no
+/// place left.
+pub(super) fn long_lived(slot: &Slot, metrics: &Metrics) -> Result<(), ApiError> {
     if slot.authenticate() {
         return Ok(());
     }
-    crate::metrics::METRICS.refused(429);
+    metrics.refused(429);
     Err(ApiError(
         StatusCode::TOO_MANY_REQUESTS,
         "too many long-lived connections (WebSockets and streams) from this address".to_owned(),
@@ -142,7 +144,7 @@ pub(super) fn websocket(
         Ok(q) => q,
         Err(why) => return error(StatusCode::BAD_REQUEST, &why),
     };
-    if let Err(e) = long_lived(&slot) {
+    if let Err(e) = long_lived(&slot, &state.metrics) {
         return e.response();
     }
     // Creation happens before the upgrade so two racing joiners start one program, but its
@@ -192,6 +194,7 @@ pub(super) fn websocket(
         revoked,
         expires,
         initial_size: q.size,
+        metrics: state.metrics.clone(),
     };
     state.tasks.spawn(async move {
         // The connection counts against its address for as long as the WebSocket lives.
@@ -224,11 +227,12 @@ async fn serve<D: Dialect>(
         Ok(handle) => viewer::run(ws, handle, cfg, opts, dialect).await,
         Err(Refused::CreateFailed(message)) => {
             info!(session = %id, "refused WebSocket: {message}");
-            viewer::refuse(ws, &dialect, Closing::CreateFailed(&message)).await;
+            let why = Closing::CreateFailed(&message);
+            viewer::refuse(ws, &dialect, why, &opts.metrics).await;
         }
         Err(Refused::NotFound) => {
             debug!(session = %id, "no such session to join (create=0)");
-            viewer::refuse(ws, &dialect, Closing::NoSuchSession).await;
+            viewer::refuse(ws, &dialect, Closing::NoSuchSession, &opts.metrics).await;
         }
     }
 }
@@ -240,7 +244,7 @@ pub(super) fn multiplexed(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    if let Err(e) = expect_upgrade(&req).and_then(|()| long_lived(&slot)) {
+    if let Err(e) = expect_upgrade(&req).and_then(|()| long_lived(&slot, &state.metrics)) {
         return e.response();
     }
     let (response, upgrade) = match accept_upgrade(&mut req) {
@@ -256,6 +260,7 @@ pub(super) fn multiplexed(
         role: access.role(),
         revoked,
         expires,
+        metrics: state.metrics.clone(),
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
     state.tasks.spawn(async move {

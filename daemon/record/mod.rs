@@ -14,6 +14,7 @@ use tracing::warn;
 use uuid::Uuid;
 
 use crate::config::RecordingConfig;
+use crate::metrics::Metrics;
 use crate::session::SessionHandle;
 use crate::shutdown::Shutdown;
 pub use catalog::RecordingInfo;
@@ -26,14 +27,17 @@ pub struct Recordings {
     cfg: RecordingConfig,
     /// The recorder tasks, so shutdown can let them finish their files.
     tasks: TaskTracker,
+    /// The daemon's counters: recordings that stop early are counted.
+    metrics: Arc<Metrics>,
 }
 
 impl Recordings {
-    /// Recordings as configured.
-    pub fn new(cfg: RecordingConfig) -> Arc<Self> {
+    /// Recordings as configured, counted into `metrics`.
+    pub fn new(cfg: RecordingConfig, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             cfg,
             tasks: TaskTracker::new(),
+            metrics,
         })
     }
 
@@ -69,6 +73,7 @@ impl Recordings {
             dir: self.cfg.dir.clone(),
             max_bytes: self.cfg.max_bytes_per_session,
             resume,
+            metrics: self.metrics.clone(),
         };
         self.tasks.spawn(writer::run(job));
     }

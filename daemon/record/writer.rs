@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use super::catalog::{self, Meta};
+use crate::metrics::Metrics;
 use crate::protocol::asciicast::{self, Code, Utf8Carry};
 use crate::session::output_log::{FellBehind, SharedLog};
 use crate::session::recorder_feed::{FeedItem, FeedReceiver};
@@ -57,6 +58,8 @@ pub(super) struct Job {
     pub max_bytes: u64,
     /// Set when the recording goes on from an earlier image of the daemon (a live upgrade).
     pub resume: Option<Resume>,
+    /// The daemon's counters.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Where a recording handed over by a live upgrade goes on.
@@ -436,7 +439,7 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 /// Logs and counts a stopped recording and tells the session's writers.
 async fn fail(job: &Job, stop: Stop) {
-    crate::metrics::METRICS.recording_failures.inc();
+    job.metrics.recording_failures.inc();
     let message = match stop {
         Stop::Full(max) => {
             info!(session = %job.id, max, "recording stopped at its size limit");

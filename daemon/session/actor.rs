@@ -32,6 +32,7 @@ use super::screen_bridge::ScreenBridge;
 use super::viewers::Viewers;
 use super::yield_to_typists::{RecentKeys, LONG_READ};
 use crate::config::Config;
+use crate::metrics::Metrics;
 
 /// What a session is made of, however it came to be: created now, or adopted in a live
 /// upgrade.
@@ -45,6 +46,8 @@ pub(super) struct Parts {
     pub(super) log: Arc<SharedLog>,
     /// The daemon's latest keys (see `yield_to_typists.rs`).
     pub(super) recent_keys: Arc<RecentKeys>,
+    /// The daemon's counters.
+    pub(super) metrics: Arc<Metrics>,
 }
 
 /// The actor's state: its parts, and how the outside hears of it.
@@ -61,6 +64,8 @@ struct Session {
     /// The daemon's latest keys: this session's are noted there, and it yields its worker
     /// after a long read while someone types elsewhere.
     recent_keys: Arc<RecentKeys>,
+    /// The daemon's counters: the turns this session gives.
+    metrics: Arc<Metrics>,
     /// The session's own way in, for work it finishes later (an upload's typed path).
     me: WeakSessionHandle,
     /// The metadata the session list shows.
@@ -82,6 +87,7 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         program,
         log,
         recent_keys,
+        metrics,
     } = parts;
     let (commands, rx) = command_queue();
     let input_budget = Arc::new(Semaphore::new(INPUT_QUEUE_BYTES));
@@ -96,6 +102,7 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         recorder: RecorderFeed::default(),
         log,
         recent_keys,
+        metrics,
         on_end: Some(on_end),
         ended: CancellationToken::new(),
         hand_over: None,
@@ -159,7 +166,7 @@ impl Session {
                     // Someone waits for an echo in another session: it goes before the rest
                     // of this output (see `yield_to_typists.rs` for why only then).
                     if long && self.recent_keys.typing_elsewhere(self.identity.id()) {
-                        crate::metrics::METRICS.turns_given.inc();
+                        self.metrics.turns_given.inc();
                         tokio::task::yield_now().await;
                     }
                 }

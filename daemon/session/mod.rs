@@ -49,6 +49,7 @@ use bytes::Bytes;
 use tracing::info;
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::upgrade::image::{Blobs, SessionImage};
 use actor::Parts;
 use chat::Chat;
@@ -76,12 +77,13 @@ pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM};
 pub use yield_to_typists::RecentKeys;
 
 /// Creates session number `num` (given by the registry; shown in its metadata): validates the
-/// request, starts the program, spawns the actor. `recent_keys` are the daemon's.
+/// request, starts the program, spawns the actor. `recent_keys` and `metrics` are the daemon's.
 pub fn start(
     cfg: Arc<Config>,
     spec: CreateSpec,
     num: Option<u8>,
     recent_keys: Arc<RecentKeys>,
+    metrics: Arc<Metrics>,
     on_end: OnEnd,
 ) -> Result<SessionHandle, CreateError> {
     let (assistant, argv) = match &spec.command {
@@ -123,7 +125,14 @@ pub fn start(
     let (rows, cols) = spec.size.unwrap_or((cfg.session.rows, cfg.session.cols));
     let (rows, cols) = size::clamp(rows, cols);
     let scrollback = cfg.session.scrollback_lines;
-    let screen = ScreenBridge::new(spec.screen, rows, cols, scrollback, spec.id);
+    let screen = ScreenBridge::new(
+        spec.screen,
+        rows,
+        cols,
+        scrollback,
+        spec.id,
+        metrics.clone(),
+    );
     let env = assistant.env_for(assistant.starts_in_yolo());
     let spawned = process::spawn(&process::SpawnSpec {
         argv: &argv,
@@ -136,7 +145,7 @@ pub fn start(
     info!(session = %spec.id, assistant = %spec.assistant, pid = spawned.pid, cwd = %cwd.display(), "session started");
 
     let log = Arc::new(SharedLog::new(cfg.session.output_log_bytes));
-    let mut program = Program::new(spec.id, 0);
+    let mut program = Program::new(spec.id, 0, metrics.clone());
     program.attach(spawned);
     let parts = Parts {
         identity: Identity::created(&spec, num, name, assistant, argv, cwd),
@@ -146,6 +155,7 @@ pub fn start(
         program,
         log,
         recent_keys,
+        metrics,
     };
     Ok(actor::launch(cfg, parts, on_end))
 }
@@ -153,13 +163,14 @@ pub fn start(
 /// Builds a running session from its image in a live upgrade: the program (still this
 /// process's child) on its PTY master `pty`, the screen rebuilt from the snapshot and the log
 /// bytes after it, the log with its offsets, the chat, and the input that was waiting,
-/// written first. `recent_keys` are the daemon's.
+/// written first. `recent_keys` and `metrics` are the daemon's.
 pub fn adopt(
     cfg: Arc<Config>,
     image: &SessionImage,
     blobs: &Blobs,
     pty: Option<OwnedFd>,
     recent_keys: Arc<RecentKeys>,
+    metrics: Arc<Metrics>,
     on_end: OnEnd,
 ) -> Result<SessionHandle, AdoptError> {
     let (rows, cols) = size::clamp(image.rows, image.cols);
@@ -174,13 +185,20 @@ pub fn adopt(
         false => None,
     };
     let scrollback = cfg.session.scrollback_lines;
-    let screen = ScreenBridge::rebuilt(screen, (rows, cols), scrollback, image.id, image.drawn);
+    let screen = ScreenBridge::rebuilt(
+        screen,
+        (rows, cols),
+        scrollback,
+        image.id,
+        image.drawn,
+        metrics.clone(),
+    );
     let log = Arc::new(SharedLog::resumed(
         cfg.session.output_log_bytes,
         image.log_start,
         Bytes::copy_from_slice(log_bytes),
     ));
-    let mut program = Program::new(image.id, image.last_pid);
+    let mut program = Program::new(image.id, image.last_pid, metrics.clone());
     match (&image.process, &image.exit) {
         (Some(p), _) => {
             let exit = process::ExitWatch::new(p.pid)?;
@@ -215,6 +233,7 @@ pub fn adopt(
         program,
         log,
         recent_keys,
+        metrics,
     };
     Ok(actor::launch(cfg, parts, on_end))
 }

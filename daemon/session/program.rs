@@ -22,6 +22,7 @@ use super::phase::{Ending, Phase, Then};
 use super::process::{self, ExitInfo, ExitWatch, Spawned};
 use super::pty::PtyMaster;
 use super::refusal::{Action, Refusal};
+use crate::metrics::Metrics;
 use crate::term::queries::Query;
 use crate::upgrade::image::{ExitImage, ProcessImage, SessionImage};
 
@@ -72,16 +73,20 @@ pub(super) struct Program {
     phase: Phase,
     /// The pid of the latest program, kept after it exits: its leftovers are found through it.
     last_pid: i32,
+    /// The daemon's counters: input taken for the program is counted.
+    metrics: Arc<Metrics>,
 }
 
 impl Program {
-    /// No program attached yet; `last_pid` is the latest one's (0 for none).
-    pub(super) fn new(session: Uuid, last_pid: i32) -> Self {
+    /// No program attached yet; `last_pid` is the latest one's (0 for none). Input is counted
+    /// in `metrics`.
+    pub(super) fn new(session: Uuid, last_pid: i32, metrics: Arc<Metrics>) -> Self {
         Self {
             session,
             proc: Proc::default(),
             phase: Phase::Running,
             last_pid,
+            metrics,
         }
     }
 
@@ -189,7 +194,7 @@ impl Program {
     pub(super) fn write(&mut self, data: Bytes, permit: InputPermit) {
         let len = data.len();
         if let Some(held) = self.phase.held_input_mut() {
-            crate::metrics::METRICS.bytes_in.add(len as u64);
+            self.metrics.bytes_in.add(len as u64);
             held.push(HeldInput::new(data, permit));
             return;
         }
@@ -209,13 +214,13 @@ impl Program {
             }
         }
         if data.is_empty() {
-            crate::metrics::METRICS.bytes_in.add(len as u64);
+            self.metrics.bytes_in.add(len as u64);
             return;
         }
         // The writer task ends only with the program, and then `proc.input` is gone too.
         let item = PtyInput::new(data, permit, None, &self.proc.input_queued);
         if input.send(item).is_ok() {
-            crate::metrics::METRICS.bytes_in.add(len as u64);
+            self.metrics.bytes_in.add(len as u64);
         }
     }
 

@@ -3,6 +3,7 @@
 //! output before anyone sees it, and whether the program has drawn anything yet.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -11,6 +12,7 @@ use uuid::Uuid;
 
 use super::output_log::SharedLog;
 use super::screen_thread::{Answers, ScreenFailed, ScreenThread};
+use crate::metrics::Metrics;
 use crate::term::model::ScreenModel;
 use crate::term::queries::{Query, QueryScan};
 use crate::term::snapshot::{EncodedSnapshot, SnapshotForm};
@@ -35,10 +37,18 @@ pub(super) struct ScreenBridge {
 }
 
 impl ScreenBridge {
-    /// A model of `rows` × `cols` with `scrollback` lines for session `id`, or none.
-    pub(super) fn new(with_model: bool, rows: u16, cols: u16, scrollback: usize, id: Uuid) -> Self {
+    /// A model of `rows` × `cols` with `scrollback` lines for session `id`, or none; its
+    /// thread counts into `metrics`.
+    pub(super) fn new(
+        with_model: bool,
+        rows: u16,
+        cols: u16,
+        scrollback: usize,
+        id: Uuid,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let model = with_model.then(|| ScreenModel::new(rows, cols, scrollback));
-        Self::start(model, scrollback, id, false)
+        Self::start(model, scrollback, id, false, metrics)
     }
 
     /// The model a live upgrade left: `snapshot` (the screen as ANSI) then `after` (the log
@@ -49,6 +59,7 @@ impl ScreenBridge {
         scrollback: usize,
         id: Uuid,
         drawn: bool,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let model = screen.map(|(snapshot, after)| {
             let mut model = ScreenModel::new(rows, cols, scrollback);
@@ -60,14 +71,21 @@ impl ScreenBridge {
             let _ = model.take_queries();
             model
         });
-        Self::start(model, scrollback, id, drawn)
+        Self::start(model, scrollback, id, drawn, metrics)
     }
 
-    fn start(model: Option<ScreenModel>, scrollback: usize, id: Uuid, drawn: bool) -> Self {
+    fn start(
+        model: Option<ScreenModel>,
+        scrollback: usize,
+        id: Uuid,
+        drawn: bool,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let (thread, answers) = match model {
             Some(model) => {
                 let name = format!("screen-{}", &id.simple().to_string()[..8]);
-                let (thread, answers) = ScreenThread::start(model, scrollback, PARSE_BACKLOG, name);
+                let (thread, answers) =
+                    ScreenThread::start(model, scrollback, PARSE_BACKLOG, name, metrics);
                 (Some(thread), Some(answers))
             }
             None => (None, None),

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 use tracing::error;
 
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::term::model::{Parked, ScreenModel};
 use crate::term::queries::Query;
 use crate::term::snapshot::{self, EncodedSnapshot, SnapshotForm};
@@ -124,6 +124,8 @@ struct Shared {
     name: String,
     max_scrollback: usize,
     answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
+    /// The daemon's counters: bytes the model skipped, and parked models.
+    metrics: Arc<Metrics>,
 }
 
 /// What the thread works on, kept across runs of the thread.
@@ -143,21 +145,22 @@ struct State {
     ahead: VecDeque<Job>,
 }
 
-/// A parked model, counted in the parked-screen gauges for as long as it is kept.
-struct ParkedScreen(Parked);
+/// A parked model, counted in the parked-screen gauges of the metrics it holds for as long as
+/// it is kept.
+struct ParkedScreen(Parked, Arc<Metrics>);
 
 impl ParkedScreen {
-    fn new(parked: Parked) -> Self {
-        METRICS.screens_parked.add(1);
-        METRICS.screens_parked_bytes.add(parked.held_bytes() as u64);
-        ParkedScreen(parked)
+    fn new(parked: Parked, metrics: Arc<Metrics>) -> Self {
+        metrics.screens_parked.add(1);
+        metrics.screens_parked_bytes.add(parked.held_bytes() as u64);
+        ParkedScreen(parked, metrics)
     }
 }
 
 impl Drop for ParkedScreen {
     fn drop(&mut self) {
-        METRICS.screens_parked.sub(1);
-        METRICS.screens_parked_bytes.sub(self.0.held_bytes() as u64);
+        self.1.screens_parked.sub(1);
+        self.1.screens_parked_bytes.sub(self.0.held_bytes() as u64);
     }
 }
 
@@ -173,12 +176,14 @@ pub type Answers = mpsc::UnboundedReceiver<Vec<(Query, Vec<u8>)>>;
 impl ScreenThread {
     /// Parks `model` for a thread started at the first job; at most `backlog_limit` bytes wait
     /// to be parsed before [`ScreenThread::has_room`] says no.
-    /// Snapshots keep at most `max_scrollback` lines.
+    /// Snapshots keep at most `max_scrollback` lines. What the model skips, and the model while
+    /// parked, are counted in `metrics`.
     pub fn start(
         model: ScreenModel,
         max_scrollback: usize,
         backlog_limit: usize,
         name: String,
+        metrics: Arc<Metrics>,
     ) -> (ScreenThread, Answers) {
         let (jobs, rx) = std_mpsc::channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
@@ -202,6 +207,7 @@ impl ScreenThread {
             name,
             max_scrollback,
             answers: answers_tx,
+            metrics,
         });
         (ScreenThread { jobs, shared }, answers)
     }
@@ -323,7 +329,7 @@ fn work(shared: &Shared) {
     state.last.shrink_to_fit();
     if let Some(parked) = state.model.park() {
         state.model = ScreenModel::new(1, 1, 0);
-        state.parked = Some(ParkedScreen::new(parked));
+        state.parked = Some(ParkedScreen::new(parked, shared.metrics.clone()));
     }
 }
 
@@ -376,7 +382,7 @@ fn open_pen_start(bytes: &[u8]) -> usize {
 fn parse(model: &mut ScreenModel, shared: &Shared, run: &[u8], len: usize) {
     let skipped = model.process_bulk(run);
     if skipped > 0 {
-        METRICS.parse_skipped.add(skipped as u64);
+        shared.metrics.parse_skipped.add(skipped as u64);
     }
     let found = model.take_queries();
     if !found.is_empty() {
@@ -558,13 +564,20 @@ mod tests {
         std::num::NonZeroU16::new(n).expect("not zero")
     }
 
+    /// Counters of the test's own.
+    fn metrics() -> Arc<Metrics> {
+        Arc::new(Metrics::default())
+    }
+
     /// No thread before the first job; one while there is work; none once idle for `LINGER`
     /// (the model parked, nothing woken), and the next job brings one back on the same model.
     #[test]
     fn an_idle_thread_ends_and_the_next_job_brings_it_back() {
         const NAME: &str = "screen-parktest";
+        let metrics = metrics();
+        let model = ScreenModel::new(24, 80, 100);
         let (screen, _answers) =
-            ScreenThread::start(ScreenModel::new(24, 80, 100), 100, 1 << 20, NAME.into());
+            ScreenThread::start(model, 100, 1 << 20, NAME.into(), metrics.clone());
         assert_eq!(threads_named(NAME), 0, "no thread before any job");
         screen.output(Bytes::from_static(b"\x1b[31mhello\r\n"));
         assert!(contents(&screen, 15).contains("hello"));
@@ -573,11 +586,16 @@ mod tests {
             assert!(Instant::now() < gone_by, "the idle thread did not end");
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The model was put away as its snapshot when the thread ended.
+        // The model was put away as its snapshot when the thread ended, and counted as parked
+        // while it is.
         assert!(screen.shared.state.lock().expect("lock").parked.is_some());
+        assert_eq!(metrics.screens_parked.get(), 1);
+        assert!(metrics.screens_parked_bytes.get() > 0);
         screen.output(Bytes::from_static(b"world"));
         let now = contents(&screen, 20);
         assert!(now.contains("hello") && now.contains("world"), "{now:?}");
+        assert_eq!(metrics.screens_parked.get(), 0);
+        assert_eq!(metrics.screens_parked_bytes.get(), 0);
     }
 
     /// A model brought back lately is kept (with its thread) until `PARK_EVERY` after that.
@@ -594,8 +612,8 @@ mod tests {
     #[test]
     fn queued_snapshots_are_served_exactly_at_a_later_offset() {
         let form = SnapshotForm::plain(1 << 20);
-        let (screen, _answers) =
-            ScreenThread::start(ScreenModel::new(24, 80, 100), 100, 1 << 20, "t".into());
+        let model = ScreenModel::new(24, 80, 100);
+        let (screen, _answers) = ScreenThread::start(model, 100, 1 << 20, "t".into(), metrics());
         let (tx, rx) = std_mpsc::channel();
         let mut fed = Vec::new();
         for i in 0..200 {
@@ -662,6 +680,7 @@ mod tests {
             100,
             1 << 20,
             "t-panic".into(),
+            metrics(),
         );
         screen.output(Bytes::from_static(b"before\r\n"));
         assert!(contents(&screen, 8).contains("before"));
@@ -695,6 +714,7 @@ mod tests {
             100,
             1 << 20,
             "t-nospawn".into(),
+            metrics(),
         );
         screen.shared.refuse_spawn.store(true, Ordering::SeqCst);
         screen.output(Bytes::from_static(b"kept\r\n"));

@@ -4,18 +4,20 @@
 
 use std::sync::Arc;
 
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::protocol::request::echoed_name;
 use crate::protocol::{Dialect, Inbound, Outcome, Request};
 use crate::session::{RenameError, SessionGone, SessionHandle, UploadFailed, ViewerId};
 use crate::ws::reader::{Gone, Local, OnMessage, Replies};
 
 /// Applies `request` from `viewer` to `session`: the same for every dialect. Permission checks
-/// happen in the session, from the role the viewer joined with. `Err` once the session is gone.
+/// happen in the session, from the role the viewer joined with. Uploads are counted in
+/// `metrics`. `Err` once the session is gone.
 pub async fn apply(
     request: Request,
     session: &SessionHandle,
     viewer: ViewerId,
+    metrics: &Metrics,
 ) -> Result<Outcome, SessionGone> {
     match request {
         Request::Input(data) => session.input(viewer, data).await.map(|()| Outcome::Done),
@@ -47,8 +49,8 @@ pub async fn apply(
                 },
             };
             match outcome {
-                Outcome::Uploaded { .. } => METRICS.uploads.inc(),
-                _ => METRICS.upload_failures.inc(),
+                Outcome::Uploaded { .. } => metrics.uploads.inc(),
+                _ => metrics.upload_failures.inc(),
             }
             Ok(outcome)
         }
@@ -75,12 +77,14 @@ pub struct SessionMessages<D> {
     pub viewer: ViewerId,
     /// The client's dialect.
     pub dialect: Arc<D>,
+    /// The daemon's counters.
+    pub metrics: Arc<Metrics>,
 }
 
 impl<D: Dialect> OnMessage for SessionMessages<D> {
     async fn on_message(&mut self, message: Inbound, replies: &Replies) -> Result<(), Gone> {
         let reply = match self.dialect.decode(message) {
-            Ok(request) => match apply(request, &self.session, self.viewer).await {
+            Ok(request) => match apply(request, &self.session, self.viewer, &self.metrics).await {
                 Ok(Outcome::Acked(bytes)) => return replies.send(Local::Ack(bytes)).await,
                 Ok(outcome) => self.dialect.outcome(outcome),
                 Err(SessionGone) => return Err(Gone),
@@ -88,7 +92,10 @@ impl<D: Dialect> OnMessage for SessionMessages<D> {
             Err(reply) => Some(reply),
         };
         match reply {
-            Some(reply) => replies.send(Local::Send(super::counted(reply))).await,
+            Some(reply) => {
+                let reply = super::counted(&self.metrics, reply);
+                replies.send(Local::Send(reply)).await
+            }
             None => Ok(()),
         }
     }

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::transport::{MessageKind, Transport};
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::protocol::Dialect;
 use crate::session::LiveOutput;
 
@@ -23,8 +23,9 @@ pub struct Live {
     /// Wakes the writer task: output to catch up with (shared by every session a
     /// multiplexed connection carries).
     notify: Arc<Notify>,
-    /// The socket, for the actor's non-blocking writes (none: the actor only wakes the task).
-    tcp: Option<Arc<TcpStream>>,
+    /// The socket, for the actor's non-blocking writes, and the daemon's counters they count
+    /// in (none: the actor only wakes the task).
+    tcp: Option<(Arc<TcpStream>, Arc<Metrics>)>,
     /// `?flow=ack`: at most `budget` bytes sent and not acknowledged.
     flow_ack: bool,
     budget: u64,
@@ -63,12 +64,14 @@ impl LiveState {
 }
 
 impl Live {
-    /// A viewer starting busy (its writer task greets it first), at offset 0.
+    /// A viewer starting busy (its writer task greets it first), at offset 0; what the actor
+    /// writes to it is counted in `metrics`.
     pub fn new(
         tcp: Option<Arc<TcpStream>>,
         flow_ack: bool,
         budget: u64,
         frame_output: fn(&mut Vec<u8>, &[u8]),
+        metrics: Arc<Metrics>,
     ) -> Arc<Live> {
         Arc::new(Live {
             state: Mutex::new(LiveState {
@@ -76,7 +79,7 @@ impl Live {
                 ..LiveState::default()
             }),
             notify: Arc::new(Notify::new()),
-            tcp,
+            tcp: tcp.map(|tcp| (tcp, metrics)),
             flow_ack,
             budget,
             frame_output,
@@ -110,7 +113,7 @@ impl Live {
 
 impl LiveOutput for Live {
     fn try_push(&self, start: u64, chunk: &[u8]) -> bool {
-        let Some(tcp) = &self.tcp else {
+        let Some((tcp, metrics)) = &self.tcp else {
             return false;
         };
         // The writer task holds the lock only for moments; never wait for it here.
@@ -144,7 +147,7 @@ impl LiveOutput for Live {
         };
         st.offset += len;
         st.sent += len;
-        METRICS.bytes_out.add(len);
+        metrics.bytes_out.add(len);
         let done = written == frames.len();
         if !done {
             st.leftover.extend_from_slice(&frames[written..]);
@@ -183,7 +186,9 @@ mod tests {
         let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
         let mut client = client.expect("connect");
         let server = Arc::new(accepted.expect("accept").0);
-        let live = Live::new(Some(server), false, 0, push_output::<Swe, WebSocket>);
+        let metrics = Arc::new(Metrics::default());
+        let frame = push_output::<Swe, WebSocket>;
+        let live = Live::new(Some(server), false, 0, frame, metrics.clone());
         live.lock().busy = false;
         assert!(live.try_push(0, b"abc"));
         // Joined with what came next: only "de" goes.
@@ -194,6 +199,7 @@ mod tests {
         assert!(!live.try_push(9, b"x"));
         assert!(!live.try_push(0, b"ab"));
         assert_eq!(live.lock().offset, 5);
+        assert_eq!(metrics.bytes_out.get(), 5, "each byte counted once");
         let mut got = [0u8; 7];
         client.read_exact(&mut got).await.expect("read");
         assert_eq!(got, [0x82, 3, b'a', b'b', b'c', 0x82, 2]);

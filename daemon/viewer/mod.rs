@@ -26,9 +26,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::metrics::METRICS;
-
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::protocol::{Closing, Dialect, Encoded, Notice, Outbound};
 use crate::session::viewer_queue::{self, EventReceiver};
 use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent};
@@ -56,20 +55,28 @@ pub struct ViewerOptions {
     /// The client's terminal size given when connecting (rows, cols), applied as its first
     /// resize once it has joined.
     pub initial_size: Option<(u16, u16)>,
+    /// The daemon's counters, which the viewer's traffic and errors count in.
+    pub metrics: Arc<Metrics>,
 }
 
-/// The message a codec built, its `error` (if it is one) counted.
-pub(crate) fn counted(encoded: Encoded) -> Outbound {
+/// The message a codec built, its `error` (if it is one) counted in `metrics`.
+pub(crate) fn counted(metrics: &Metrics, encoded: Encoded) -> Outbound {
     if let Some(code) = &encoded.error {
-        METRICS.error(code);
+        metrics.error(code);
     }
     encoded.message
 }
 
 /// Tells the client why (in its dialect) and closes its connection; for connections refused
-/// after the upgrade.
-pub async fn refuse<D: Dialect>(mut ws: Accepted, dialect: &D, why: Closing<'_>) {
-    let frame = match dialect.notice(Notice::Closing(why)).map(counted) {
+/// after the upgrade. An error told is counted in `metrics`.
+pub async fn refuse<D: Dialect>(
+    mut ws: Accepted,
+    dialect: &D,
+    why: Closing<'_>,
+    metrics: &Metrics,
+) {
+    let told = dialect.notice(Notice::Closing(why));
+    let frame = match told.map(|encoded| counted(metrics, encoded)) {
         Some(Outbound::Text(t)) => Some(Frame::text(t.into_bytes().into())),
         Some(Outbound::Binary(b)) => Some(Frame::binary(b.into())),
         None => None,
@@ -101,6 +108,7 @@ pub async fn run<D: Dialect>(
         opts.flow_ack && dialect.flow_ack(),
         cfg.viewer.flow_budget_bytes,
         live::push_output::<D, transport::WebSocket>,
+        opts.metrics.clone(),
     );
     let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
     let mut writer = Writer {
@@ -110,6 +118,7 @@ pub async fn run<D: Dialect>(
             live.clone(),
             dialect.snapshot_form(),
             cfg.viewer.stall_deadline,
+            opts.metrics.clone(),
         ),
         opts: opts.clone(),
         scratch: Scratch::new(),
@@ -159,6 +168,7 @@ pub async fn run<D: Dialect>(
         session: session.clone(),
         viewer,
         dialect,
+        metrics: opts.metrics.clone(),
     };
     let read_task = tokio::spawn(read_loop(halves.read, replies, max_message, messages));
 
@@ -173,7 +183,7 @@ pub async fn run<D: Dialect>(
         _ = async { share_end.wait().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
         _ = overrun.cancelled() => {
             info!(session = %session.id(), viewer, "closing a viewer that is not reading what it is sent");
-            METRICS.error("not_reading");
+            opts.metrics.error("not_reading");
             let (code, why) = writer.dialect().close(Closing::NotReading);
             writer.sink.try_close(code, why, CLOSE_GRACE).await;
             Ok(())
@@ -294,7 +304,9 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
         } = join;
         if let Some(snapshot) = snapshot {
             self.sub.note_snapshot(snapshot.bytes.len());
-            subscription::send_snapshot(&mut self.sink, &self.framing, &snapshot.bytes).await?;
+            let metrics = &self.opts.metrics;
+            subscription::send_snapshot(metrics, &mut self.sink, &self.framing, &snapshot.bytes)
+                .await?;
         }
         self.sub.set_offset(offset);
         for line in &chat {
@@ -482,7 +494,8 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
 
     /// Tells the client `notice`, if its dialect has a way to say it.
     async fn notice(&mut self, notice: Notice<'_>) -> WriteResult {
-        match self.dialect().notice(notice).map(counted) {
+        let told = self.dialect().notice(notice);
+        match told.map(|encoded| counted(&self.opts.metrics, encoded)) {
             Some(msg) => self.sink.message(&msg).await,
             None => Ok(()),
         }

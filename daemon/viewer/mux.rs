@@ -23,7 +23,7 @@ use super::subscription::{self, Framing, Pumped, Scratch, Subscription};
 use super::transport::{self, MessageKind, Sink, Transport, WriteResult};
 use super::ShareEnd;
 use crate::config::Config;
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::protocol::mux::{self, MuxRequest, ServerMessage};
 use crate::protocol::raw::REPLAY_LIMIT;
 use crate::protocol::{Closing, Inbound, Outbound};
@@ -50,6 +50,8 @@ pub struct MuxOptions {
     pub revoked: Option<CancellationToken>,
     /// When the share link expires.
     pub expires: Option<std::time::SystemTime>,
+    /// The daemon's counters, which the connection's traffic and errors count in.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The sessions this connection carries, by number: what the reader needs to apply input.
@@ -92,6 +94,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     let messages = MuxMessages {
         table: table.clone(),
         may_end: opts.only.is_none() && opts.role == Role::Writer,
+        metrics: opts.metrics.clone(),
     };
     let read_task = tokio::spawn(read_loop(
         halves.read,
@@ -115,12 +118,13 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         untagged: std::collections::HashSet::new(),
         stall_deadline: cfg.viewer.stall_deadline,
         scratch: Scratch::new(),
+        metrics: opts.metrics.clone(),
     };
     let result = tokio::select! {
         r = writer.serve(&registry, created, &mut events, &mut local, &share_end) => r,
         _ = overrun.cancelled() => {
             info!("closing a multiplexed connection that is not reading what it is sent");
-            METRICS.error("not_reading");
+            opts.metrics.error("not_reading");
             let (code, why) = mux::close(Closing::NotReading);
             writer.sink.try_close(code, why, CLOSE_GRACE).await;
             Ok(())
@@ -141,6 +145,8 @@ struct MuxMessages {
     table: Arc<Table>,
     /// Whether `close` may end sessions (full access only, as REST `DELETE`).
     may_end: bool,
+    /// The daemon's counters: errors told to the client.
+    metrics: Arc<Metrics>,
 }
 
 impl MuxMessages {
@@ -193,7 +199,7 @@ impl OnMessage for MuxMessages {
         match reply {
             Some(msg) => {
                 if matches!(msg, ServerMessage::Error { .. }) {
-                    METRICS.error("bad_message");
+                    self.metrics.error("bad_message");
                 }
                 replies
                     .send(Local::Send(Outbound::Text(msg.to_json())))
@@ -253,6 +259,8 @@ struct MuxWriter<T> {
     untagged: std::collections::HashSet<Uuid>,
     stall_deadline: Duration,
     scratch: Scratch,
+    /// The daemon's counters, handed to each session's subscription.
+    metrics: Arc<Metrics>,
 }
 
 /// What woke an idle writer.
@@ -434,7 +442,8 @@ impl<T: Transport> MuxWriter<T> {
                 }
             }
         });
-        let sub = Subscription::new(handle, live, form, self.stall_deadline);
+        let metrics = self.metrics.clone();
+        let sub = Subscription::new(handle, live, form, self.stall_deadline, metrics);
         sub.set_offset(join.offset);
         self.subs.insert(
             num,
@@ -446,7 +455,8 @@ impl<T: Transport> MuxWriter<T> {
         );
         self.send_text(&open).await?;
         if let Some(snapshot) = &join.snapshot {
-            subscription::send_snapshot(&mut self.sink, &Tagged(num), &snapshot.bytes).await?;
+            let (metrics, packed) = (&self.metrics, &snapshot.bytes);
+            subscription::send_snapshot(metrics, &mut self.sink, &Tagged(num), packed).await?;
         }
         if let Some(exit) = join.exit {
             let msg = ServerMessage::Exit {

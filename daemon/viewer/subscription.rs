@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 
 use super::live::Live;
 use super::transport::{Sink, Transport, WriteResult};
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::session::output_log::FellBehind;
 use crate::session::SessionHandle;
 use crate::term::snapshot::SnapshotForm;
@@ -91,15 +91,19 @@ pub struct Subscription {
     behind_logged: AtomicBool,
     /// Set by a resync for being behind: the driver pauses before sending more.
     behind: AtomicBool,
+    /// The daemon's counters: output sent, snapshots and resyncs.
+    metrics: Arc<Metrics>,
 }
 
 impl Subscription {
-    /// Follows `session` from the position `live` holds, resyncing with snapshots of `form`.
+    /// Follows `session` from the position `live` holds, resyncing with snapshots of `form`;
+    /// counts what it sends in `metrics`.
     pub fn new(
         session: SessionHandle,
         live: Arc<Live>,
         form: SnapshotForm,
         stall_deadline: Duration,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Subscription {
             session,
@@ -109,6 +113,7 @@ impl Subscription {
             snapshot_cost: AtomicU64::new(0),
             behind_logged: AtomicBool::new(false),
             behind: AtomicBool::new(false),
+            metrics,
         }
     }
 
@@ -199,7 +204,7 @@ impl Subscription {
         let started = Instant::now();
         // One write for the whole batch: a syscall per batch, not per frame.
         sink.write(&scratch.out).await?;
-        METRICS.bytes_out.add(next - offset);
+        self.metrics.bytes_out.add(next - offset);
         {
             let mut st = self.live.lock();
             st.sent += next - offset;
@@ -258,23 +263,24 @@ impl Subscription {
         } else {
             info!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
         }
-        METRICS.resyncs.inc();
+        self.metrics.resyncs.inc();
         if let Some(snapshot) = &resync.snapshot {
             self.note_snapshot(snapshot.bytes.len());
-            send_snapshot(sink, framing, &snapshot.bytes).await?;
+            send_snapshot(&self.metrics, sink, framing, &snapshot.bytes).await?;
         }
         self.set_offset(resync.offset);
         Ok(Pumped::Sent)
     }
 }
 
-/// Writes a snapshot, framed for the connection, in one write.
+/// Writes a snapshot, framed for the connection, in one write; counts it in `metrics`.
 pub async fn send_snapshot<T: Transport>(
+    metrics: &Metrics,
     sink: &mut Sink<T>,
     framing: &impl Framing,
     packed: &[u8],
 ) -> WriteResult {
-    METRICS.snapshots.inc();
+    metrics.snapshots.inc();
     let mut out = Vec::with_capacity(packed.len() + packed.len() / 512 + 64);
     framing.snapshot::<T>(&mut out, packed);
     sink.write(&out).await
