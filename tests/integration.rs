@@ -9,6 +9,7 @@ mod basics;
 mod cli;
 mod cluster;
 mod collab;
+mod docs;
 mod exec;
 mod faults;
 mod mux;

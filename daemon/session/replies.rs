@@ -60,7 +60,12 @@ impl Expected {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::{Expected, REPLY_WINDOW};
+    use crate::term::queries::Query;
 
     #[test]
     fn drops_one_expected_reply_per_query() {

@@ -524,7 +524,15 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+
+    use super::{linger_after, ScreenFailed, ScreenThread, LINGER, PARK_EVERY};
+    use crate::term::model::ScreenModel;
+    use crate::term::snapshot::{self, SnapshotForm};
 
     /// This process's threads named `name`.
     fn threads_named(name: &str) -> usize {
