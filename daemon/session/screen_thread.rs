@@ -525,12 +525,14 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
+    use std::sync::Arc;
     use std::sync::mpsc as std_mpsc;
     use std::time::{Duration, Instant};
 
     use bytes::Bytes;
 
     use super::{linger_after, ScreenFailed, ScreenThread, LINGER, PARK_EVERY};
+    use crate::metrics::Metrics;
     use crate::term::model::ScreenModel;
     use crate::term::snapshot::{self, SnapshotForm};
 
