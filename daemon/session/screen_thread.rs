@@ -525,8 +525,8 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
-    use std::sync::Arc;
     use std::sync::mpsc as std_mpsc;
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use bytes::Bytes;
