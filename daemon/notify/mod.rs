@@ -14,6 +14,8 @@ mod command;
 mod delivery;
 mod inbox;
 mod payload;
+#[cfg(test)]
+mod tests;
 mod transition;
 
 use std::sync::Arc;
