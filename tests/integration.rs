@@ -12,6 +12,7 @@ mod collab;
 mod exec;
 mod faults;
 mod mux;
+mod notify;
 mod openapi;
 mod package;
 mod properties;
