@@ -23,6 +23,7 @@ use crate::exec::Execs;
 use crate::http::connections::Connections;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
+use crate::notify::Notifier;
 use crate::registry::Registry;
 use crate::session::EndReason;
 use crate::shutdown::Shutdown;
@@ -149,6 +150,7 @@ impl Daemon {
             registry.journal().clone(),
             metrics.clone(),
         );
+        let notifier = Notifier::new(&cfg.notify, metrics.clone(), shutdown.clone());
         let state = Arc::new(AppState {
             registry,
             auth,
@@ -162,6 +164,7 @@ impl Daemon {
             execs,
             upgrades,
             metrics,
+            notifier,
         });
         Self {
             state,
@@ -266,6 +269,11 @@ impl Daemon {
     /// The shared state every request handler sees.
     pub fn state(&self) -> &Arc<AppState> {
         &self.state
+    }
+
+    /// What tells webhooks and the command of sessions' changes of state.
+    pub fn notifier(&self) -> &Notifier {
+        &self.state.notifier
     }
 
     /// Live sessions.

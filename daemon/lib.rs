@@ -21,6 +21,7 @@
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
 //! - [`metrics`]: counters for `/metrics`.
+//! - [`notify`]: sessions' changes of state told to webhooks and a command.
 //! - [`record`]: session recordings (asciicast v2 files): written, listed, pruned.
 //! - [`config`]: the embedded default, a TOML file, environment and flags, merged.
 //! - [`shutdown`]: the signal every long-lived task watches to end cleanly.
@@ -43,6 +44,7 @@ pub mod exec;
 pub mod http;
 pub mod journal;
 pub mod metrics;
+pub mod notify;
 pub mod protocol;
 pub mod record;
 pub mod registry;

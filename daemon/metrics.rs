@@ -90,6 +90,8 @@ pub struct Metrics {
     pub screens_parked_bytes: Gauge,
     /// Execs that ended, by outcome, in [`ExecOutcome`] order.
     execs: [Counter; 4],
+    /// Notifications by outcome, in [`NotifyOutcome`] order.
+    notifications: [Counter; 3],
     /// Error messages sent to viewers and refused requests, by code.
     errors: Mutex<BTreeMap<String, u64>>,
 }
@@ -137,7 +139,45 @@ impl ExecOutcome {
     }
 }
 
+/// What became of one notification to one receiver, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifyOutcome {
+    /// The receiver took it.
+    Sent,
+    /// Every attempt failed, or the receiver refused it.
+    Failed,
+    /// Never attempted: pushed out of a full queue, or still queued when the daemon stopped.
+    Dropped,
+}
+
+impl NotifyOutcome {
+    const ALL: [NotifyOutcome; 3] = [
+        NotifyOutcome::Sent,
+        NotifyOutcome::Failed,
+        NotifyOutcome::Dropped,
+    ];
+
+    /// The `outcome` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            NotifyOutcome::Sent => "sent",
+            NotifyOutcome::Failed => "failed",
+            NotifyOutcome::Dropped => "dropped",
+        }
+    }
+}
+
 impl Metrics {
+    /// Counts `n` notifications that came to `outcome`.
+    pub fn notified(&self, outcome: NotifyOutcome, n: u64) {
+        self.notifications[outcome as usize].add(n);
+    }
+
+    /// Notifications counted so far with `outcome`.
+    pub fn notifications(&self, outcome: NotifyOutcome) -> u64 {
+        self.notifications[outcome as usize].get()
+    }
+
     /// Counts an exec that ended.
     pub fn exec_ended(&self, outcome: ExecOutcome) {
         self.execs[outcome as usize].inc();
@@ -265,6 +305,18 @@ impl Metrics {
                 out,
                 "ptyhub_execs_total{{outcome=\"{}\"}} {n}",
                 outcome.label()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP ptyhub_notifications_total Notifications to webhooks and the command, by outcome.\n# TYPE ptyhub_notifications_total counter"
+        );
+        for outcome in NotifyOutcome::ALL {
+            let _ = writeln!(
+                out,
+                "ptyhub_notifications_total{{outcome=\"{}\"}} {}",
+                outcome.label(),
+                self.notifications(outcome)
             );
         }
         let errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());

@@ -13,6 +13,7 @@ mod docs;
 mod exec;
 mod faults;
 mod mux;
+mod notify;
 mod openapi;
 mod package;
 mod properties;

@@ -12,8 +12,10 @@ use ipnet::IpNet;
 
 use super::cluster::{machine_hostname, HostName, PeerUrl};
 use super::deploy::{BasePath, Trusted};
+use super::notify::{NotifyCommand, PageLink, Webhook, WebhookEntry};
 use super::section::section;
 use super::values::{Days, Dur, Int, Token, USIZE_MAX};
+use crate::notify::StateName;
 
 /// Smallest output window, bytes (64 KiB): below it ordinary bursts of output would push every
 /// viewer into a snapshot resync.
@@ -179,5 +181,32 @@ section! {
         /// Base URLs (`http://10.0.0.2:1977`) of the other hosts, without a trailing slash.
         #[unset = Vec::new()]
         peers: Vec<String> = Vec<PeerUrl>,
+    }
+}
+
+section! {
+    /// `[notify]`: each session's changes of state told beyond the browser, to webhooks and a
+    /// command. Nothing is sent unless one is configured.
+    #[derive(Debug, Clone)]
+    pub struct NotifyConfig, written as RawNotify in "notify" {
+        /// Webhooks posted one request per transition into one of their states.
+        #[unset = Vec::new()]
+        webhooks: Vec<Webhook> = Vec<WebhookEntry>,
+        /// A program (argument array, no shell) run per transition with the event JSON on its
+        /// stdin.
+        #[unset = None]
+        command: Option<Vec<String>> = NotifyCommand,
+        /// The address people open ptyhub at: notifications link to the session's page under
+        /// it. Unset: no link.
+        #[unset = None]
+        link: Option<String> = PageLink,
+        /// The states whose transitions are told (a webhook's own `on` wins for it).
+        on: Vec<StateName> = Vec<StateName>,
+        /// How long one delivery may take (a post, or the command's run, killed then).
+        timeout: Duration = PositiveDuration,
+        /// Retries after a failed delivery, with a doubling wait between them.
+        retries: u16 = Int<0, 10>,
+        /// Most transitions waiting per receiver; past it the oldest are dropped.
+        queue: usize = Int<1, 100_000>,
     }
 }

@@ -14,7 +14,8 @@ use toml::Spanned;
 
 use super::deploy::RawTls;
 use super::keys::{
-    RawAuth, RawCluster, RawLimits, RawProxy, RawRecording, RawServer, RawSession, RawViewer,
+    RawAuth, RawCluster, RawLimits, RawNotify, RawProxy, RawRecording, RawServer, RawSession,
+    RawViewer,
 };
 use super::section::required;
 use super::values::{Argv, AssistantKey, DisplayName, EnvVars, Listen};
@@ -63,6 +64,9 @@ impl<'a> Layer<'a> {
                     "yolo_env is set but yolo is not: add a yolo command or remove yolo_env",
                 ));
             }
+        }
+        if let Some((offset, why)) = super::notify::misplaced_ntfy(&layer.raw.notify) {
+            return Err(layer.error_at(offset, why));
         }
         Ok(layer)
     }
@@ -190,6 +194,8 @@ struct RawConfig {
     recording: RawRecording,
     #[serde(default)]
     cluster: RawCluster,
+    #[serde(default)]
+    notify: RawNotify,
 }
 
 impl RawConfig {
@@ -209,6 +215,7 @@ impl RawConfig {
             limits: self.limits.merge(over.limits),
             recording: self.recording.merge(over.recording),
             cluster: self.cluster.merge(over.cluster),
+            notify: self.notify.merge(over.notify),
         }
     }
 }
@@ -238,6 +245,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         limits: raw.limits.finish()?,
         recording: raw.recording.finish()?,
         cluster: raw.cluster.finish()?,
+        notify: raw.notify.finish()?,
         source,
     })
 }

@@ -18,6 +18,7 @@ mod cluster;
 mod deploy;
 mod keys;
 mod layers;
+mod notify;
 mod section;
 mod values;
 
@@ -28,10 +29,11 @@ use std::path::{Path, PathBuf};
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
 pub use deploy::{canonical, TlsConfig};
 pub use keys::{
-    AuthConfig, ClusterConfig, LimitsConfig, ProxyConfig, RecordingConfig, ServerConfig,
-    SessionConfig, ViewerConfig,
+    AuthConfig, ClusterConfig, LimitsConfig, NotifyConfig, ProxyConfig, RecordingConfig,
+    ServerConfig, SessionConfig, ViewerConfig,
 };
 use layers::build;
+pub use notify::Webhook;
 
 /// The embedded default configuration, which is also the documented example.
 pub const DEFAULT_TOML: &str = include_str!("../../config/ptyhub.toml");
@@ -70,6 +72,8 @@ pub struct Config {
     pub recording: RecordingConfig,
     /// This host's name and its peers.
     pub cluster: ClusterConfig,
+    /// Webhooks and the command told of sessions' changes of state.
+    pub notify: NotifyConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
 }

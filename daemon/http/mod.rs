@@ -79,4 +79,6 @@ pub struct AppState {
     pub upgrades: crate::upgrade::Upgrades,
     /// This daemon's counters, for `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Tells webhooks and the command of sessions' changes of state.
+    pub notifier: crate::notify::Notifier,
 }
