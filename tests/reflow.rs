@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use base64::Engine as _;
 use proptest::prelude::*;
-use ptyhub::session::screen::ScreenModel;
+use ptyhub::term::model::ScreenModel;
 use serde_json::{json, Value};
 
 /// xterm.js in a node process: one request a line, one reply a line.
@@ -133,8 +133,14 @@ impl Dump {
         lines
             .iter()
             .map(|l| {
+                let styles: String = l["cells"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| if c[2].as_str().is_some_and(|s| s.contains('b')) { 'b' } else { '.' })
+                    .collect();
                 format!(
-                    "{}|{}|",
+                    "{}|{}| {styles}",
                     if l["wrapped"] == true { "~" } else { " " },
                     Self::text(l)
                 )
@@ -164,8 +170,8 @@ fn piece() -> impl Strategy<Value = Vec<u8>> {
         1 => Just(b"\r".to_vec()),
         1 => Just(b"\x08".to_vec()),
         1 => Just(b"\x1b[K".to_vec()),
-        1 => Just(b"\x1b[A".to_vec()),
         1 => Just(b"\t".to_vec()),
+        1 => Just(b"\x1b[A".to_vec()),
     ]
 }
 
@@ -223,9 +229,19 @@ fn check(
     prop_assume!(want.0["overran"] != true);
     // Nor where xterm.js threw on its own state (a live page's terminal stops there).
     prop_assume!(want.0["crashed"].is_null());
+    let case = json!([
+        [rows, cols],
+        scrollback,
+        ops.iter()
+            .map(|op| match op {
+                Op::Print(b) => json!(["p", b]),
+                Op::Resize(r, c) => json!(["r", r, c]),
+            })
+            .collect::<Vec<_>>()
+    ]);
     let context = || {
         format!(
-            "\nlive xterm.js:\n{}\n--- screen\n{}\n\njoiner:\n{}\n--- screen\n{}",
+            "\nPTYHUB_REFLOW_CASE='{case}' shows it step by step (show_a_case_step_by_step)\nlive xterm.js:\n{}\n--- screen\n{}\n\njoiner:\n{}\n--- screen\n{}",
             Dump::show(want.scrollback()),
             Dump::show(&want.screen()),
             Dump::show(got.scrollback()),
@@ -278,7 +294,17 @@ fn check(
     };
     let screen_want = screen(want.screen());
     let screen_got = screen(got.screen());
-    prop_assert_eq!(screen_want, screen_got, "screens differ{}", context());
+    if screen_want != screen_got {
+        let mut cells = Vec::new();
+        for (row, (w, g)) in screen_want.iter().zip(&screen_got).enumerate() {
+            for (col, (w, g)) in w.as_array().into_iter().flatten().zip(g.as_array().into_iter().flatten()).enumerate() {
+                if w != g {
+                    cells.push(format!("({row},{col}) live {w} joiner {g}"));
+                }
+            }
+        }
+        prop_assert!(false, "screens differ: {}{}", cells.join("; "), context());
+    }
     prop_assert_eq!(want.cursor(), got.cursor(), "cursors differ{}", context());
     // The scrollback the model keeps: the newest lines of the live one's.
     let kept = got.scrollback().len().min(want.scrollback().len());
@@ -395,6 +421,7 @@ fn show_a_case_step_by_step() {
                 println!("== resize {r}x{c}");
             }
         }
+        println!("snapshot: {:?}", String::from_utf8_lossy(&model.snapshot_ansi(scrollback)));
         let d = xterm.dump(live);
         println!("xterm:\n{}\n--- screen\n{}\ncursor {}\nmodel:\n{}\ncursor {:?}\n", Dump::show(d.scrollback()), Dump::show(&d.screen()), d.cursor(), model_lines(&model), model.screen().cursor_position());
     }

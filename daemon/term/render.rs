@@ -59,7 +59,14 @@ pub(crate) fn snapshot_parts(
     // Rendered; dropping it makes the probes' copies cheap.
     view.screen_mut().clear_scrollback();
 
-    let main = Rendered::of(view.screen());
+    let mut main = Rendered::of(view.screen());
+    // The snapshot starts with a reset and the bridge leaves the screen blank but for the row
+    // the newest scrollback line wraps into: erasing the screen again would end that wrap (an
+    // erase from the first column ends a row's wrap in xterm.js), so the grid is drawn from
+    // home without one.
+    if let Some(at) = main.contents.find("\x1b[H\x1b[J").filter(|at| *at < 16) {
+        main.contents.replace_range(at..at + 6, "\x1b[H");
+    }
     let main_extras = Extras::probe(&mut view, rows);
     let mut screen = String::new();
     main.write(&mut screen, &main_extras, view.screen());

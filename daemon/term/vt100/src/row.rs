@@ -100,8 +100,15 @@ impl Row {
     }
 
     pub fn erase(&mut self, i: u16, attrs: crate::attrs::Attrs) {
-        self.clear_wide(i);
-        self.cells[usize::from(i)].clear(attrs);
+        // ptyhub: the other half of a wide character cut by the erase is blanked with the
+        // erase's attributes too, as in xterm.js.
+        let col = usize::from(i);
+        if self.cells[col].is_wide_continuation() && col > 0 {
+            self.cells[col - 1].clear(attrs);
+        } else if self.cells[col].is_wide() && col + 1 < self.cells.len() {
+            self.cells[col + 1].clear(attrs);
+        }
+        self.cells[col].clear(attrs);
         // ptyhub: the row still wraps into the next (erasing cells never joins or splits
         // lines in xterm.js); the erases that do end a wrap say so (see `Grid::unwrap_into`).
     }
@@ -365,6 +372,21 @@ impl Row {
                     prev_pos.col += if cell.is_wide() { 2 } else { 1 };
                     let cell_contents = cell.contents();
                     contents.push_str(cell_contents);
+                    // ptyhub: printing the first cell of a row that continues the one above
+                    // makes the terminal start that row, blank in this cell's background
+                    // (xterm.js erases new rows in the current background): the rest of the
+                    // row is erased to default first, as the cells below expect.
+                    if wrapping
+                        && col == start
+                        && start == 0
+                        && attrs.bgcolor != crate::Color::Default
+                        && usize::from(prev_pos.col) < self.cells.len()
+                    {
+                        let default_attrs = crate::attrs::Attrs::default();
+                        default_attrs.write_escape_code_diff(contents, &prev_attrs);
+                        prev_attrs = default_attrs;
+                        crate::term::ClearRowForward.write_buf(contents);
+                    }
                 } else if erase.is_none() {
                     erase = Some((pos.col, attrs));
                 }

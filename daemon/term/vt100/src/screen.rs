@@ -959,7 +959,8 @@ impl Screen {
                 // checked to be greater than 0.
                 .unwrap();
             if prev_cell.is_wide() {
-                prev_cell.clear(*prev_cell.attrs());
+                // ptyhub: with the attributes printed now, as xterm.js does.
+                prev_cell.clear(attrs);
             }
         }
 
@@ -974,7 +975,9 @@ impl Screen {
                 // was wide, so there must have been a continuation cell
                 // after it.
                 .unwrap();
-            next_cell.set(' ', attrs);
+            // ptyhub: an empty cell, as xterm.js leaves it (a space would count as text in a
+            // later rewrap).
+            next_cell.clear(attrs);
         }
 
         if !cell_was_wide && cell_is_wide {
