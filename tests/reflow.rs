@@ -24,8 +24,10 @@ impl Xterm {
         let root = env!("CARGO_MANIFEST_DIR");
         let script = format!("{root}/tests/browser/headless-xterm.mjs");
         assert!(
-            std::path::Path::new(&format!("{root}/tests/browser/node_modules/@xterm/headless"))
-                .exists(),
+            std::path::Path::new(&format!(
+                "{root}/tests/browser/node_modules/@xterm/headless"
+            ))
+            .exists(),
             "@xterm/headless is not installed: run tests/run (or `npm ci` in tests/browser)"
         );
         let mut child = Command::new("node")
@@ -48,12 +50,16 @@ impl Xterm {
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("read from node");
         let reply: Value = serde_json::from_str(&line).expect("a JSON reply");
-        assert!(reply.get("error").is_none(), "xterm.js: {reply} (for {req})");
+        assert!(
+            reply.get("error").is_none(),
+            "xterm.js: {reply} (for {req})"
+        );
         reply
     }
 
     fn open(&mut self, rows: u16, cols: u16, scrollback: usize) -> u64 {
-        let r = self.call(json!({"op": "new", "cols": cols, "rows": rows, "scrollback": scrollback}));
+        let r =
+            self.call(json!({"op": "new", "cols": cols, "rows": rows, "scrollback": scrollback}));
         r["id"].as_u64().expect("an id")
     }
 
@@ -137,7 +143,13 @@ impl Dump {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .map(|c| if c[2].as_str().is_some_and(|s| s.contains('b')) { 'b' } else { '.' })
+                    .map(|c| {
+                        if c[2].as_str().is_some_and(|s| s.contains('b')) {
+                            'b'
+                        } else {
+                            '.'
+                        }
+                    })
                     .collect();
                 format!(
                     "{}|{}| {styles}",
@@ -209,7 +221,10 @@ fn check(
                 // and comes back whole on a widening; the model blanks it (see vt100's
                 // `reflow.rs`): past this point the two may differ, by design.
                 let cut = xterm.dump(live).lines().iter().any(|l| {
-                    l["cells"].as_array().and_then(|c| c.last()).is_some_and(|c| c[1] == 2)
+                    l["cells"]
+                        .as_array()
+                        .and_then(|c| c.last())
+                        .is_some_and(|c| c[1] == 2)
                 });
                 if cut {
                     xterm.free(live);
@@ -270,7 +285,10 @@ fn check(
                 let inverse = style.split(' ').any(|a| a == "R");
                 let seen: Vec<&str> = style
                     .split(' ')
-                    .filter(|a| a.starts_with('b') && a.len() > 1 || inverse && (a.starts_with('f') || *a == "R"))
+                    .filter(|a| {
+                        a.starts_with('b') && a.len() > 1
+                            || inverse && (a.starts_with('f') || *a == "R")
+                    })
                     .collect();
                 cell[2] = json!(seen.join(" "));
             }
@@ -297,7 +315,13 @@ fn check(
     if screen_want != screen_got {
         let mut cells = Vec::new();
         for (row, (w, g)) in screen_want.iter().zip(&screen_got).enumerate() {
-            for (col, (w, g)) in w.as_array().into_iter().flatten().zip(g.as_array().into_iter().flatten()).enumerate() {
+            for (col, (w, g)) in w
+                .as_array()
+                .into_iter()
+                .flatten()
+                .zip(g.as_array().into_iter().flatten())
+                .enumerate()
+            {
                 if w != g {
                     cells.push(format!("({row},{col}) live {w} joiner {g}"));
                 }
@@ -385,10 +409,22 @@ fn model_lines(model: &ScreenModel) -> String {
     let mut out = Vec::new();
     let mut prev_wrapped = false;
     for i in 0..total + usize::from(rows.get()) {
-        let (offset, row) = if i < total { (total - i, 0) } else { (0, (i - total) as u16) };
+        let (offset, row) = if i < total {
+            (total - i, 0)
+        } else {
+            (0, (i - total) as u16)
+        };
         screen.set_scrollback(offset);
-        let text: String = screen.rows(0, cols.get()).nth(usize::from(row)).unwrap_or_default();
-        out.push(format!("{}|{:width$}|", if prev_wrapped { "~" } else { " " }, text, width = usize::from(cols.get())));
+        let text: String = screen
+            .rows(0, cols.get())
+            .nth(usize::from(row))
+            .unwrap_or_default();
+        out.push(format!(
+            "{}|{:width$}|",
+            if prev_wrapped { "~" } else { " " },
+            text,
+            width = usize::from(cols.get())
+        ));
         prev_wrapped = screen.row_wrapped(row);
         if i + 1 == total {
             out.push("--- screen".into());
@@ -401,7 +437,10 @@ fn model_lines(model: &ScreenModel) -> String {
 #[ignore = "a debugging aid: PTYHUB_REFLOW_CASE='[[\"p\",\"text\"],[\"r\",rows,cols]]' shows each step"]
 fn show_a_case_step_by_step() {
     let case: Value = serde_json::from_str(&std::env::var("PTYHUB_REFLOW_CASE").unwrap()).unwrap();
-    let size = (case[0][0].as_u64().unwrap() as u16, case[0][1].as_u64().unwrap() as u16);
+    let size = (
+        case[0][0].as_u64().unwrap() as u16,
+        case[0][1].as_u64().unwrap() as u16,
+    );
     let scrollback = case[1].as_u64().unwrap() as usize;
     let mut xterm = Xterm::start();
     let mut model = ScreenModel::new(size.0, size.1, scrollback);
@@ -409,20 +448,38 @@ fn show_a_case_step_by_step() {
     for op in case[2].as_array().unwrap() {
         match op[0].as_str().unwrap() {
             "p" => {
-                let bytes: Vec<u8> = op[1].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect();
+                let bytes: Vec<u8> = op[1]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b.as_u64().unwrap() as u8)
+                    .collect();
                 model.process(&bytes);
                 xterm.write(live, &bytes);
                 println!("== print {:?}", String::from_utf8_lossy(&bytes));
             }
             _ => {
-                let (r, c) = (op[1].as_u64().unwrap() as u16, op[2].as_u64().unwrap() as u16);
+                let (r, c) = (
+                    op[1].as_u64().unwrap() as u16,
+                    op[2].as_u64().unwrap() as u16,
+                );
                 model.resize(r, c);
                 xterm.resize(live, r, c);
                 println!("== resize {r}x{c}");
             }
         }
-        println!("snapshot: {:?}", String::from_utf8_lossy(&model.snapshot_ansi(scrollback)));
+        println!(
+            "snapshot: {:?}",
+            String::from_utf8_lossy(&model.snapshot_ansi(scrollback))
+        );
         let d = xterm.dump(live);
-        println!("xterm:\n{}\n--- screen\n{}\ncursor {}\nmodel:\n{}\ncursor {:?}\n", Dump::show(d.scrollback()), Dump::show(&d.screen()), d.cursor(), model_lines(&model), model.screen().cursor_position());
+        println!(
+            "xterm:\n{}\n--- screen\n{}\ncursor {}\nmodel:\n{}\ncursor {:?}\n",
+            Dump::show(d.scrollback()),
+            Dump::show(&d.screen()),
+            d.cursor(),
+            model_lines(&model),
+            model.screen().cursor_position()
+        );
     }
 }

@@ -106,11 +106,7 @@ impl Attrs {
         }
     }
 
-    pub fn write_escape_code_diff(
-        &self,
-        contents: &mut String,
-        other: &Self,
-    ) {
+    pub fn write_escape_code_diff(&self, contents: &mut String, other: &Self) {
         self.write_escape_code_diff_fmt(contents, other)
             .expect("writing to a String cannot fail");
     }

@@ -15,25 +15,14 @@ pub trait Callbacks {
     fn resize(&mut self, _: &mut crate::Screen, _request: (u16, u16)) {}
     /// This callback is called when the terminal requests the window title
     /// to be set (typically with `\e]1;<icon_name>\a`)
-    fn set_window_icon_name(
-        &mut self,
-        _: &mut crate::Screen,
-        _icon_name: &[u8],
-    ) {
-    }
+    fn set_window_icon_name(&mut self, _: &mut crate::Screen, _icon_name: &[u8]) {}
     /// This callback is called when the terminal requests the window title
     /// to be set (typically with `\e]2;<title>\a`)
     fn set_window_title(&mut self, _: &mut crate::Screen, _title: &[u8]) {}
     /// This callback is called when the terminal requests data to be copied
     /// to the system clipboard (typically with `\e]52;<ty>;<data>\a`). Note
     /// that `data` will be encoded as base64.
-    fn copy_to_clipboard(
-        &mut self,
-        _: &mut crate::Screen,
-        _ty: &[u8],
-        _data: &[u8],
-    ) {
-    }
+    fn copy_to_clipboard(&mut self, _: &mut crate::Screen, _ty: &[u8], _data: &[u8]) {}
     /// This callback is called when the terminal requests data to be pasted
     /// from the system clipboard (typically with `\e]52;<ty>;?\a`).
     fn paste_from_clipboard(&mut self, _: &mut crate::Screen, _ty: &[u8]) {}
@@ -98,12 +87,7 @@ pub trait Callbacks {
     /// [`Screen::set_size`]: crate::Screen::set_size
     /// [write]: crate::Screen::write_contents_formatted_basic
     #[allow(unused_variables)]
-    fn on_scroll(
-        &mut self,
-        contents: crate::capture::RowContents<'_>,
-        alternate_screen: bool,
-    ) {
-    }
+    fn on_scroll(&mut self, contents: crate::capture::RowContents<'_>, alternate_screen: bool) {}
 }
 
 impl Callbacks for () {}

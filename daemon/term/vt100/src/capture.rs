@@ -105,21 +105,19 @@ impl<'a> Iterator for BasicFormattedToPlainIndexed<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         while !self.capture.is_empty() {
             let index = self.index;
-            let Some((before, after)) = self.capture.split_once('\x1b')
-            else {
+            let Some((before, after)) = self.capture.split_once('\x1b') else {
                 self.index += self.capture.len();
                 return Some((index, core::mem::take(&mut self.capture)));
             };
 
             self.index += before.len() + 1;
-            self.capture =
-                if let Some((esc_body, after_esc)) = after.split_once('m') {
-                    self.index += esc_body.len() + 1;
-                    after_esc
-                } else {
-                    self.index += after.len();
-                    ""
-                };
+            self.capture = if let Some((esc_body, after_esc)) = after.split_once('m') {
+                self.index += esc_body.len() + 1;
+                after_esc
+            } else {
+                self.index += after.len();
+                ""
+            };
 
             if !before.is_empty() {
                 return Some((index, before));
@@ -172,9 +170,7 @@ pub fn basic_formatted_to_plain(capture: &str) -> BasicFormattedToPlain<'_> {
 /// assert_eq!(iter.next(), None);
 /// ```
 #[must_use]
-pub fn basic_formatted_to_plain_indexed(
-    capture: &str,
-) -> BasicFormattedToPlainIndexed<'_> {
+pub fn basic_formatted_to_plain_indexed(capture: &str) -> BasicFormattedToPlainIndexed<'_> {
     BasicFormattedToPlainIndexed { capture, index: 0 }
 }
 
@@ -208,9 +204,9 @@ impl<'a> Iterator for BasicFormattedRows<'a> {
             // This crate renders every character that has a width greater than
             // 1 in exactly 2 columns (see `Screen::prepare_text`), so clamp
             // the width to 2 to be consistent with how we render.
-            let char_width = c.width().map_or(1, |w| {
-                u16::try_from(w).unwrap_or(u16::MAX).clamp(0, 2)
-            });
+            let char_width = c
+                .width()
+                .map_or(1, |w| u16::try_from(w).unwrap_or(u16::MAX).clamp(0, 2));
 
             // Always append zero-width characters, even if we're over the
             // width limit due to the case described below where a single
@@ -274,10 +270,7 @@ impl core::iter::FusedIterator for BasicFormattedRows<'_> {}
 ///
 /// [`on_scroll`]: crate::Callbacks::on_scroll
 #[must_use]
-pub fn basic_formatted_rows(
-    capture: &str,
-    screen_width: u16,
-) -> BasicFormattedRows<'_> {
+pub fn basic_formatted_rows(capture: &str, screen_width: u16) -> BasicFormattedRows<'_> {
     BasicFormattedRows {
         capture: Some(capture),
         width: screen_width,

@@ -120,19 +120,18 @@ impl Grid {
                 .unwrap_or(u16::MAX)
                 .min(diff);
             // Number of rows actually pulled from scrollback.
-            let num_pulled_scrollback =
-                scrollback.rows.len().min(num_pulled.into());
+            let num_pulled_scrollback = scrollback.rows.len().min(num_pulled.into());
             // Number of blank rows inserted at the top, because our scrollback
             // buffer isn't as large as the theoretical amount of scrollback
             // an unbounded terminal would have.
-            let num_pulled_blank =
-                usize::from(num_pulled) - num_pulled_scrollback;
-            let pulled =
-                core::iter::repeat_with(new_row)
-                    .take(num_pulled_blank)
-                    .chain(scrollback.rows.drain(
-                        scrollback.rows.len() - num_pulled_scrollback..,
-                    ));
+            let num_pulled_blank = usize::from(num_pulled) - num_pulled_scrollback;
+            let pulled = core::iter::repeat_with(new_row)
+                .take(num_pulled_blank)
+                .chain(
+                    scrollback
+                        .rows
+                        .drain(scrollback.rows.len() - num_pulled_scrollback..),
+                );
             self.rows.splice(0..0, pulled);
             self.rows.resize_with(size.rows().into(), new_row);
             scrollback.unbounded_len -= usize::from(num_pulled);
@@ -314,9 +313,7 @@ impl Grid {
         self.rows.iter()
     }
 
-    pub fn drawing_rows_mut(
-        &mut self,
-    ) -> impl Iterator<Item = &mut crate::row::Row> {
+    pub fn drawing_rows_mut(&mut self) -> impl Iterator<Item = &mut crate::row::Row> {
         self.rows.iter_mut()
     }
 
@@ -328,10 +325,7 @@ impl Grid {
         self.drawing_rows().nth(usize::from(row))
     }
 
-    pub fn drawing_row_mut(
-        &mut self,
-        row: u16,
-    ) -> Option<&mut crate::row::Row> {
+    pub fn drawing_row_mut(&mut self, row: u16) -> Option<&mut crate::row::Row> {
         self.drawing_rows_mut().nth(usize::from(row))
     }
 
@@ -403,10 +397,7 @@ impl Grid {
         }
     }
 
-    pub fn write_contents_formatted(
-        &self,
-        contents: &mut String,
-    ) -> crate::attrs::Attrs {
+    pub fn write_contents_formatted(&self, contents: &mut String) -> crate::attrs::Attrs {
         crate::term::ClearAttrs.write_buf(contents);
         crate::term::ClearScreen.write_buf(contents);
 
@@ -419,8 +410,7 @@ impl Grid {
             // we limit the number of cols to a u16 (see Size), so
             // visible_rows() can never return more rows than will fit
             let i = i.try_into().unwrap();
-            let next_starts_wide =
-                rows.peek().is_some_and(|(_, next)| next.starts_wide());
+            let next_starts_wide = rows.peek().is_some_and(|(_, next)| next.starts_wide());
             let (new_pos, new_attrs) = row.write_contents_formatted(
                 contents,
                 0,
@@ -436,11 +426,7 @@ impl Grid {
             wrapping = row.wrapped();
         }
 
-        self.write_cursor_position_formatted(
-            contents,
-            Some(prev_pos),
-            Some(prev_attrs),
-        );
+        self.write_cursor_position_formatted(contents, Some(prev_pos), Some(prev_attrs));
 
         prev_attrs
     }
@@ -482,9 +468,7 @@ impl Grid {
         let mut prev_pos = prev.pos;
         let mut wrapping = false;
         let mut prev_wrapping = false;
-        for (i, (row, prev_row)) in
-            self.visible_rows().zip(prev.visible_rows()).enumerate()
-        {
+        for (i, (row, prev_row)) in self.visible_rows().zip(prev.visible_rows()).enumerate() {
             // we limit the number of cols to a u16 (see Size), so
             // visible_rows() can never return more rows than will fit
             let i = i.try_into().unwrap();
@@ -505,11 +489,7 @@ impl Grid {
             prev_wrapping = prev_row.wrapped();
         }
 
-        self.write_cursor_position_formatted(
-            contents,
-            Some(prev_pos),
-            Some(prev_attrs),
-        );
+        self.write_cursor_position_formatted(contents, Some(prev_pos), Some(prev_attrs));
 
         prev_attrs
     }
@@ -550,8 +530,7 @@ impl Grid {
                 self.drawing_cell(pos).unwrap();
             if cell.has_contents() {
                 if let Some(prev_pos) = prev_pos {
-                    crate::term::MoveFromTo::new(prev_pos, pos)
-                        .write_buf(contents);
+                    crate::term::MoveFromTo::new(prev_pos, pos).write_buf(contents);
                 } else {
                     crate::term::MoveTo::new(pos).write_buf(contents);
                 }
@@ -594,36 +573,19 @@ impl Grid {
                         .unwrap();
                     if cell.has_contents() {
                         if let Some(prev_pos) = prev_pos {
-                            if prev_pos.row != i
-                                || prev_pos.col < self.size.cols()
-                            {
-                                crate::term::MoveFromTo::new(prev_pos, pos)
-                                    .write_buf(contents);
-                                cell.attrs().write_escape_code_diff(
-                                    contents,
-                                    &prev_attrs,
-                                );
+                            if prev_pos.row != i || prev_pos.col < self.size.cols() {
+                                crate::term::MoveFromTo::new(prev_pos, pos).write_buf(contents);
+                                cell.attrs().write_escape_code_diff(contents, &prev_attrs);
                                 contents.push_str(cell.contents());
-                                prev_attrs.write_escape_code_diff(
-                                    contents,
-                                    cell.attrs(),
-                                );
+                                prev_attrs.write_escape_code_diff(contents, cell.attrs());
                             }
                         } else {
                             crate::term::MoveTo::new(pos).write_buf(contents);
-                            cell.attrs().write_escape_code_diff(
-                                contents,
-                                &prev_attrs,
-                            );
+                            cell.attrs().write_escape_code_diff(contents, &prev_attrs);
                             contents.push_str(cell.contents());
-                            prev_attrs.write_escape_code_diff(
-                                contents,
-                                cell.attrs(),
-                            );
+                            prev_attrs.write_escape_code_diff(contents, cell.attrs());
                         }
-                        contents.push_str(
-                            &"\n".repeat(usize::from(self.pos.row - i)),
-                        );
+                        contents.push_str(&"\n".repeat(usize::from(self.pos.row - i)));
                         found = true;
                         break;
                     }
@@ -641,8 +603,7 @@ impl Grid {
                         col: self.size.cols() - 1,
                     };
                     if let Some(prev_pos) = prev_pos {
-                        crate::term::MoveFromTo::new(prev_pos, pos)
-                            .write_buf(contents);
+                        crate::term::MoveFromTo::new(prev_pos, pos).write_buf(contents);
                     } else {
                         crate::term::MoveTo::new(pos).write_buf(contents);
                     }
@@ -661,13 +622,11 @@ impl Grid {
                     crate::term::Backspace.write_buf(contents);
                     crate::term::EraseChar::new(1).write_buf(contents);
                     crate::term::RestoreCursor.write_buf(contents);
-                    prev_attrs
-                        .write_escape_code_diff(contents, end_cell.attrs());
+                    prev_attrs.write_escape_code_diff(contents, end_cell.attrs());
                 }
             }
         } else if let Some(prev_pos) = prev_pos {
-            crate::term::MoveFromTo::new(prev_pos, self.pos)
-                .write_buf(contents);
+            crate::term::MoveFromTo::new(prev_pos, self.pos).write_buf(contents);
         } else {
             crate::term::MoveTo::new(self.pos).write_buf(contents);
         }
@@ -773,8 +732,7 @@ impl Grid {
         let size = self.size;
         let pos = self.pos;
         let row = self.current_row_mut();
-        for col in pos.col..((pos.col.saturating_add(count)).min(size.cols()))
-        {
+        for col in pos.col..((pos.col.saturating_add(count)).min(size.cols())) {
             row.erase(col, attrs);
         }
     }
@@ -787,8 +745,7 @@ impl Grid {
             return;
         }
         let blank = self.blank;
-        let between = &mut self.rows
-            [usize::from(self.pos.row)..=usize::from(self.scroll_bottom)];
+        let between = &mut self.rows[usize::from(self.pos.row)..=usize::from(self.scroll_bottom)];
         let num_between = between.len();
         let num_removed = usize::from(count).min(num_between);
         between.rotate_right(num_removed);
@@ -804,8 +761,7 @@ impl Grid {
             return;
         }
         let blank = self.blank;
-        let between = &mut self.rows
-            [usize::from(self.pos.row)..=usize::from(self.scroll_bottom)];
+        let between = &mut self.rows[usize::from(self.pos.row)..=usize::from(self.scroll_bottom)];
         let num_between = between.len();
         let num_removed = usize::from(count).min(num_between);
         for row in &mut between[..num_removed] {
@@ -821,8 +777,8 @@ impl Grid {
         // This can be true even when `self.scrollback` is `None`; it controls
         // whether we call the `on_row` callback.
         let scrollback_enabled = self.scroll_top == 0;
-        let between = &mut self.rows
-            [usize::from(self.scroll_top)..=usize::from(self.scroll_bottom)];
+        let between =
+            &mut self.rows[usize::from(self.scroll_top)..=usize::from(self.scroll_bottom)];
         let num_between = between.len();
         let count = usize::from(count).min(num_between);
 
@@ -836,19 +792,16 @@ impl Grid {
             row
         };
 
-        if let Some(scrollback) =
-            self.scrollback.as_mut().filter(|_| scrollback_enabled)
-        {
-            scrollback.unbounded_len =
-                scrollback.unbounded_len.saturating_add(num_removed);
+        if let Some(scrollback) = self.scrollback.as_mut().filter(|_| scrollback_enabled) {
+            scrollback.unbounded_len = scrollback.unbounded_len.saturating_add(num_removed);
 
             // Number of rows that will be pushed to the scrollback.
             let num_pushed = count.min(scrollback.capacity);
 
             // Scrollback length is capped at `scrollback.capacity`. These rows
             // will be lost, so just remove them now to avoid allocating.
-            let scrollback_overflow = (scrollback.rows.len() + num_pushed)
-                .saturating_sub(scrollback.capacity);
+            let scrollback_overflow =
+                (scrollback.rows.len() + num_pushed).saturating_sub(scrollback.capacity);
             for row in scrollback.rows.drain(0..scrollback_overflow) {
                 on_row(&row);
             }
@@ -862,12 +815,12 @@ impl Grid {
                 row.clear(blank);
             }
 
-            scrollback.rows.extend(
-                between[num_reset..num_removed].iter_mut().map(|row| {
+            scrollback
+                .rows
+                .extend(between[num_reset..num_removed].iter_mut().map(|row| {
                     row.trim();
                     core::mem::replace(row, new_row())
-                }),
-            );
+                }));
 
             if scrollback.offset > 0 {
                 scrollback.offset = scrollback
@@ -895,8 +848,8 @@ impl Grid {
             return;
         }
         let blank = self.blank;
-        let between = &mut self.rows
-            [usize::from(self.scroll_top)..=usize::from(self.scroll_bottom)];
+        let between =
+            &mut self.rows[usize::from(self.scroll_top)..=usize::from(self.scroll_bottom)];
         let num_between = between.len();
         let num_removed = usize::from(count).min(num_between);
         between.rotate_right(num_removed);

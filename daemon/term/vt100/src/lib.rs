@@ -67,6 +67,4 @@ pub use attrs::Color;
 pub use callbacks::Callbacks;
 pub use cell::Cell;
 pub use parser::Parser;
-pub use screen::{
-    CursorStyle, MouseProtocolEncoding, MouseProtocolMode, Screen,
-};
+pub use screen::{CursorStyle, MouseProtocolEncoding, MouseProtocolMode, Screen};

@@ -11,21 +11,19 @@ impl Parser {
     ///
     /// The value of this constant is 24.
     // `unwrap` is not `const` in this crate's MSRV.
-    pub const DEFAULT_ROWS: core::num::NonZeroU16 =
-        match core::num::NonZeroU16::new(24) {
-            Some(n) => n,
-            None => unreachable!(),
-        };
+    pub const DEFAULT_ROWS: core::num::NonZeroU16 = match core::num::NonZeroU16::new(24) {
+        Some(n) => n,
+        None => unreachable!(),
+    };
 
     /// The default number of columns used when creating a parser with
     /// [`Parser::default`].
     ///
     /// The value of this constant is 80.
-    pub const DEFAULT_COLS: core::num::NonZeroU16 =
-        match core::num::NonZeroU16::new(80) {
-            Some(n) => n,
-            None => unreachable!(),
-        };
+    pub const DEFAULT_COLS: core::num::NonZeroU16 = match core::num::NonZeroU16::new(80) {
+        Some(n) => n,
+        None => unreachable!(),
+    };
 
     /// Creates a new terminal parser of the given size and with the given
     /// amount of scrollback.
@@ -49,10 +47,8 @@ impl<CB: crate::Callbacks> Parser<CB> {
         scrollback_capacity: usize,
         callbacks: CB,
     ) -> Self {
-        let screen = crate::screen::Screen::new(
-            crate::grid::Size { rows, cols },
-            scrollback_capacity,
-        );
+        let screen =
+            crate::screen::Screen::new(crate::grid::Size { rows, cols }, scrollback_capacity);
         Self {
             parser: vte::Parser::new(),
             screen: crate::screen::WrappedScreen { screen, callbacks },
@@ -105,11 +101,7 @@ impl<CB: crate::Callbacks> Parser<CB> {
     /// might be mirroring.
     ///
     /// [`on_scroll`]: crate::Callbacks::on_scroll
-    pub fn set_size(
-        &mut self,
-        rows: core::num::NonZeroU16,
-        cols: core::num::NonZeroU16,
-    ) {
+    pub fn set_size(&mut self, rows: core::num::NonZeroU16, cols: core::num::NonZeroU16) {
         self.screen.set_size_with_cb(rows, cols);
     }
 
@@ -141,9 +133,7 @@ impl<CB: crate::Callbacks> Parser<CB> {
 
     /// Returns mutable references to both the [screen](Self::screen_mut) and
     /// [callbacks](Self::callbacks_mut).
-    pub fn screen_and_callbacks_mut(
-        &mut self,
-    ) -> (&mut crate::Screen, &mut CB) {
+    pub fn screen_and_callbacks_mut(&mut self) -> (&mut crate::Screen, &mut CB) {
         (&mut self.screen.screen, &mut self.screen.callbacks)
     }
 }

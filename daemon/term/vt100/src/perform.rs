@@ -1,7 +1,6 @@
 use alloc::vec::Vec;
 
-const BASE64: &[u8] =
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
+const BASE64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
 const CLIPBOARD_SELECTOR: &[u8] = b"cpqs01234567";
 
 impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
@@ -47,24 +46,14 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
                 b'c' => self.ris(),
                 b'g' => self.callbacks.visual_bell(&mut self.screen),
                 _ => {
-                    self.callbacks.unhandled_escape(
-                        &mut self.screen,
-                        None,
-                        None,
-                        b,
-                    );
+                    self.callbacks
+                        .unhandled_escape(&mut self.screen, None, None, b);
                 }
             }
         }
     }
 
-    fn csi_dispatch(
-        &mut self,
-        params: &vte::Params,
-        intermediates: &[u8],
-        _ignore: bool,
-        c: char,
-    ) {
+    fn csi_dispatch(&mut self, params: &vte::Params, intermediates: &[u8], _ignore: bool, c: char) {
         let unhandled = |screen: &mut Self| {
             screen.callbacks.unhandled_csi(
                 &mut screen.screen,
@@ -105,8 +94,7 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
                 )),
                 't' => {
                     let mut params_iter = params.iter();
-                    let op =
-                        params_iter.next().and_then(|x| x.first().copied());
+                    let op = params_iter.next().and_then(|x| x.first().copied());
                     if op == Some(8) {
                         let (screen_rows, screen_cols) = self.screen.size();
                         let rows = params_iter
@@ -140,10 +128,7 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
             },
             Some(b' ') => match c {
                 'q' => {
-                    self.decscusr(
-                        canonicalize_params_1(params, 0),
-                        unhandled,
-                    );
+                    self.decscusr(canonicalize_params_1(params, 0), unhandled);
                 }
                 _ => {
                     self.callbacks.unhandled_csi(
@@ -155,25 +140,21 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
                     );
                 }
             },
-            Some(b'?') => {
-                match c {
-                    'J' => self
-                        .decsed(canonicalize_params_1(params, 0), unhandled),
-                    'K' => self
-                        .decsel(canonicalize_params_1(params, 0), unhandled),
-                    'h' => self.decset(params, unhandled),
-                    'l' => self.decrst(params, unhandled),
-                    _ => {
-                        self.callbacks.unhandled_csi(
-                            &mut self.screen,
-                            Some(b'?'),
-                            intermediates.get(1).copied(),
-                            &params.iter().collect::<Vec<_>>(),
-                            c,
-                        );
-                    }
+            Some(b'?') => match c {
+                'J' => self.decsed(canonicalize_params_1(params, 0), unhandled),
+                'K' => self.decsel(canonicalize_params_1(params, 0), unhandled),
+                'h' => self.decset(params, unhandled),
+                'l' => self.decrst(params, unhandled),
+                _ => {
+                    self.callbacks.unhandled_csi(
+                        &mut self.screen,
+                        Some(b'?'),
+                        intermediates.get(1).copied(),
+                        &params.iter().collect::<Vec<_>>(),
+                        c,
+                    );
                 }
-            }
+            },
             Some(i) => {
                 self.callbacks.unhandled_csi(
                     &mut self.screen,
@@ -198,30 +179,17 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
             [b"2", s] => {
                 self.callbacks.set_window_title(&mut self.screen, s);
             }
-            [b"52", ty, data] => {
-                match (
-                    ty.iter().all(|c| CLIPBOARD_SELECTOR.contains(c)),
-                    *data,
-                ) {
-                    (true, b"?") => {
-                        self.callbacks
-                            .paste_from_clipboard(&mut self.screen, ty);
-                    }
-                    (true, data)
-                        if data.iter().all(|c| BASE64.contains(c)) =>
-                    {
-                        self.callbacks.copy_to_clipboard(
-                            &mut self.screen,
-                            ty,
-                            data,
-                        );
-                    }
-                    _ => {
-                        self.callbacks
-                            .unhandled_osc(&mut self.screen, params);
-                    }
+            [b"52", ty, data] => match (ty.iter().all(|c| CLIPBOARD_SELECTOR.contains(c)), *data) {
+                (true, b"?") => {
+                    self.callbacks.paste_from_clipboard(&mut self.screen, ty);
                 }
-            }
+                (true, data) if data.iter().all(|c| BASE64.contains(c)) => {
+                    self.callbacks.copy_to_clipboard(&mut self.screen, ty, data);
+                }
+                _ => {
+                    self.callbacks.unhandled_osc(&mut self.screen, params);
+                }
+            },
             _ => {
                 self.callbacks.unhandled_osc(&mut self.screen, params);
             }
@@ -234,11 +202,7 @@ fn canonicalize_params_1(params: &vte::Params, default: u16) -> u16 {
     if first == 0 { default } else { first }
 }
 
-fn canonicalize_params_2(
-    params: &vte::Params,
-    default1: u16,
-    default2: u16,
-) -> (u16, u16) {
+fn canonicalize_params_2(params: &vte::Params, default1: u16, default2: u16) -> (u16, u16) {
     let mut iter = params.iter();
     let first = iter.next().map_or(0, |x| *x.first().unwrap_or(&0));
     let first = if first == 0 { default1 } else { first };
@@ -249,10 +213,7 @@ fn canonicalize_params_2(
     (first, second)
 }
 
-fn canonicalize_params_decstbm(
-    params: &vte::Params,
-    size: crate::grid::Size,
-) -> (u16, u16) {
+fn canonicalize_params_decstbm(params: &vte::Params, size: crate::grid::Size) -> (u16, u16) {
     let mut iter = params.iter();
     let top = iter.next().map_or(0, |x| *x.first().unwrap_or(&0));
     let top = if top == 0 { 1 } else { top };

@@ -18,10 +18,10 @@ use alloc::vec::Vec;
 use crate::Cell;
 
 /// One line of the buffer.
-pub(crate) struct Line {
-    pub(crate) cells: Vec<Cell>,
+pub struct Line {
+    pub cells: Vec<Cell>,
     /// Whether it continues the line above (a soft wrap).
-    pub(crate) is_wrapped: bool,
+    pub is_wrapped: bool,
 }
 
 impl Line {
@@ -145,20 +145,20 @@ fn wrapped_trimmed_len(lines: &[Line], i: usize, cols: usize) -> usize {
 
 /// The whole buffer of the main screen during a resize: the scrollback's lines, then the
 /// screen's, with xterm.js's cursor and bounds.
-pub(crate) struct Buffer {
-    pub(crate) lines: Vec<Line>,
+pub struct Buffer {
+    pub lines: Vec<Line>,
     /// Most lines kept (screen rows plus scrollback).
-    pub(crate) max_length: usize,
+    pub max_length: usize,
     /// Lines above the screen.
-    pub(crate) ybase: usize,
+    pub ybase: usize,
     /// The cursor's row on the screen.
-    pub(crate) y: usize,
+    pub y: usize,
     /// The cursor's column.
-    pub(crate) x: usize,
+    pub x: usize,
     /// The saved cursor's line, counted from the top of the buffer.
-    pub(crate) saved_y: usize,
+    pub saved_y: usize,
     /// The saved cursor's column.
-    pub(crate) saved_x: usize,
+    pub saved_x: usize,
 }
 
 impl Buffer {
@@ -172,7 +172,7 @@ impl Buffer {
 
     /// `Buffer.resize`: from `cols`×`rows` to `new_cols`×`new_rows`, keeping `scrollback`
     /// lines above the screen at most.
-    pub(crate) fn resize(
+    pub fn resize(
         &mut self,
         (cols, rows): (usize, usize),
         (new_cols, new_rows): (usize, usize),
@@ -283,26 +283,25 @@ impl Buffer {
         // at the end in one pass.
         let mut to_insert: Vec<(usize, Vec<Line>)> = Vec::new();
         let mut count_to_insert = 0;
-        let mut y = self.lines.len() as isize - 1;
-        while y >= 0 {
-            let end = y as usize + 1;
+        // One past the line looked at (xterm.js's `y + 1`): lines are looked at bottom up.
+        let mut next = self.lines.len();
+        while next > 0 {
+            let end = next;
+            next -= 1;
             let Some(last) = self.lines.get(end - 1) else {
-                y -= 1;
                 continue;
             };
             if !last.is_wrapped && last.trimmed_len() <= new_cols {
-                y -= 1;
                 continue;
             }
             let mut start = end - 1;
             while self.lines[start].is_wrapped && start > 0 {
                 start -= 1;
             }
-            y = start as isize;
+            next = start;
             let cursor = self.ybase + self.y;
             if cursor >= start && cursor < end {
                 // The program redraws the line it is on.
-                y -= 1;
                 continue;
             }
             let group = end - start;
@@ -310,7 +309,6 @@ impl Buffer {
             let dest_lengths = smaller_line_lengths(&self.lines[start..end], cols, new_cols);
             if dest_lengths.is_empty() {
                 // Nothing to rewrap (an empty line continuing one the scrollback dropped).
-                y -= 1;
                 continue;
             }
             let lines_to_add = dest_lengths.len().saturating_sub(group);
@@ -331,40 +329,31 @@ impl Buffer {
             w.extend((0..lines_to_add).map(|_| Line::blank(new_cols, true)));
 
             // Copied from the end backwards, so nothing is overwritten before it is read.
-            let mut dest = dest_lengths.len() as isize - 1;
-            let mut dest_col = dest_lengths[dest as usize];
+            // `None` once past the first line (xterm.js's index -1).
+            let length_at = |i: Option<usize>| i.and_then(|i| dest_lengths.get(i)).copied();
+            let mut dest = dest_lengths.len().checked_sub(1);
+            let mut dest_col = length_at(dest).unwrap_or(0);
             if dest_col == 0 {
-                dest -= 1;
-                dest_col = dest_lengths[dest as usize];
+                dest = dest.and_then(|d| d.checked_sub(1));
+                dest_col = length_at(dest).unwrap_or(0);
             }
-            let mut src = (w.len() - lines_to_add) as isize - 1;
+            let mut src = group.checked_sub(1);
             let mut src_col = last_line_length;
-            while src >= 0 {
-                if dest < 0 || dest as usize >= w.len() {
+            while let Some(s) = src {
+                let Some(d) = dest.filter(|d| *d < w.len()) else {
                     break;
-                }
+                };
                 let n = src_col.min(dest_col);
-                copy_cells(
-                    &mut w,
-                    src as usize,
-                    src_col - n,
-                    dest as usize,
-                    dest_col - n,
-                    n,
-                );
+                copy_cells(&mut w, s, src_col - n, d, dest_col - n, n);
                 dest_col -= n;
                 if dest_col == 0 {
-                    dest -= 1;
-                    dest_col = if dest >= 0 {
-                        dest_lengths[dest as usize]
-                    } else {
-                        0
-                    };
+                    dest = d.checked_sub(1);
+                    dest_col = length_at(dest).unwrap_or(0);
                 }
                 src_col -= n;
                 if src_col == 0 {
-                    src -= 1;
-                    src_col = wrapped_trimmed_len(&w, src.max(0) as usize, cols);
+                    src = s.checked_sub(1);
+                    src_col = wrapped_trimmed_len(&w, src.unwrap_or(0), cols);
                 }
             }
             // The end of a line a wide character went past is left empty.
@@ -386,9 +375,7 @@ impl Buffer {
                 count_to_insert += lines_to_add;
             }
 
-            let mut adjustments = lines_to_add as isize - trimmed_lines as isize;
-            while adjustments > 0 {
-                adjustments -= 1;
+            for _ in 0..lines_to_add.saturating_sub(trimmed_lines) {
                 if self.ybase == 0 {
                     if self.y + 1 < new_rows {
                         self.y += 1;
@@ -406,7 +393,6 @@ impl Buffer {
                 }
             }
             self.saved_y = (self.saved_y + lines_to_add).min(self.ybase + new_rows - 1);
-            y -= 1;
         }
 
         if to_insert.is_empty() {
@@ -419,34 +405,35 @@ impl Buffer {
         let mut original: Vec<Option<Line>> = original.into_iter().map(Some).collect();
         let new_len = self.max_length.min(original_len + count_to_insert);
         let mut placed: Vec<Option<Line>> = (0..new_len).map(|_| None).collect();
-        let mut original_index = original_len as isize - 1;
+        // One past the original line and the slot next filled (xterm.js's index + 1), so
+        // that 0 is its -1.
+        let mut original_next = original_len;
         let mut inserted = 0;
         let mut pending = to_insert.into_iter().peekable();
-        let mut i = (self.max_length as isize - 1).min((original_len + count_to_insert) as isize - 1);
-        while i >= 0 {
+        let mut slot_next = new_len;
+        while slot_next > 0 {
+            let slot = slot_next - 1;
             let due = pending
                 .peek()
-                .is_some_and(|(start, _)| *start as isize > original_index + inserted as isize);
-            if due {
-                if let Some((_, lines)) = pending.next() {
-                    inserted += lines.len();
-                    for line in lines.into_iter().rev() {
-                        if i >= 0 {
-                            placed[i as usize] = Some(line);
-                        }
-                        i -= 1;
+                .is_some_and(|(start, _)| *start + 1 > original_next + inserted);
+            if let Some((_, lines)) = pending.next_if(|_| due) {
+                let k = lines.len();
+                inserted += k;
+                // Past the top, xterm.js writes out of its list's bounds: those lines are lost.
+                for (n, line) in lines.into_iter().rev().enumerate() {
+                    if let Some(at) = slot.checked_sub(n) {
+                        placed[at] = Some(line);
                     }
-                    i += 1;
                 }
-            } else {
-                placed[i as usize] = if original_index >= 0 {
-                    original[original_index as usize].take()
-                } else {
-                    None
-                };
-                original_index -= 1;
+                slot_next = slot_next.saturating_sub(k.max(1));
+                continue;
             }
-            i -= 1;
+            placed[slot] = original_next
+                .checked_sub(1)
+                .and_then(|o| original.get_mut(o))
+                .and_then(Option::take);
+            original_next = original_next.saturating_sub(1);
+            slot_next -= 1;
         }
         self.lines = placed
             .into_iter()
@@ -542,8 +529,10 @@ fn smaller_line_lengths(lines: &[Line], cols: usize, new_cols: usize) -> Vec<usi
             src_col -= old_len;
             src_line += 1;
         }
-        let ends_wide =
-            src_col > 0 && lines.get(src_line).is_some_and(|l| l.width(src_col - 1) == 2);
+        let ends_wide = src_col > 0
+            && lines
+                .get(src_line)
+                .is_some_and(|l| l.width(src_col - 1) == 2);
         if ends_wide {
             src_col -= 1;
         }

@@ -95,10 +95,7 @@ pub struct Screen {
 }
 
 impl Screen {
-    pub(crate) fn new(
-        size: crate::grid::Size,
-        scrollback_capacity: usize,
-    ) -> Self {
+    pub(crate) fn new(size: crate::grid::Size, scrollback_capacity: usize) -> Self {
         let mut grid = crate::grid::Grid::new(
             size,
             crate::grid::Scrollback::Enabled {
@@ -108,10 +105,7 @@ impl Screen {
         grid.allocate_rows();
         Self {
             grid,
-            alternate_grid: crate::grid::Grid::new(
-                size,
-                crate::grid::Scrollback::Disabled,
-            ),
+            alternate_grid: crate::grid::Grid::new(size, crate::grid::Scrollback::Disabled),
 
             attrs: crate::attrs::Attrs::default(),
             saved_attrs: crate::attrs::Attrs::default(),
@@ -132,11 +126,7 @@ impl Screen {
     ///
     /// [`on_scroll`]: crate::Callbacks::on_scroll
     /// [`Parser::set_size`]: crate::Parser::set_size
-    pub fn set_size(
-        &mut self,
-        rows: core::num::NonZeroU16,
-        cols: core::num::NonZeroU16,
-    ) {
+    pub fn set_size(&mut self, rows: core::num::NonZeroU16, cols: core::num::NonZeroU16) {
         self.grid.set_size(crate::grid::Size { rows, cols }, |_| {});
         self.alternate_grid
             .set_size(crate::grid::Size { rows, cols }, |_| {});
@@ -219,11 +209,7 @@ impl Screen {
     /// text format.
     ///
     /// Newlines will not be included.
-    pub fn rows(
-        &self,
-        start: u16,
-        width: u16,
-    ) -> impl Iterator<Item = String> + '_ {
+    pub fn rows(&self, start: u16, width: u16) -> impl Iterator<Item = String> + '_ {
         self.grid().visible_rows().map(move |row| {
             let mut contents = String::new();
             row.write_contents(&mut contents, start, width, false);
@@ -258,12 +244,7 @@ impl Screen {
                     .take(usize::from(end_row) - usize::from(start_row) + 1)
                 {
                     if i == usize::from(start_row) {
-                        row.write_contents(
-                            &mut contents,
-                            start_col,
-                            cols - start_col,
-                            false,
-                        );
+                        row.write_contents(&mut contents, start_col, cols - start_col, false);
                         if !row.wrapped() {
                             contents.push('\n');
                         }
@@ -398,11 +379,7 @@ impl Screen {
     /// unspecified.
     // the unwraps in this method shouldn't be reachable
     #[allow(clippy::missing_panics_doc)]
-    pub fn rows_formatted(
-        &self,
-        start: u16,
-        width: u16,
-    ) -> impl Iterator<Item = String> + '_ {
+    pub fn rows_formatted(&self, start: u16, width: u16) -> impl Iterator<Item = String> + '_ {
         let mut wrapping = false;
         let rows: Vec<&crate::row::Row> = self.grid().visible_rows().collect();
         let next_wide: Vec<bool> = rows
@@ -411,26 +388,29 @@ impl Screen {
             .map(|r| r.starts_wide())
             .chain(core::iter::once(false))
             .collect();
-        rows.into_iter().zip(next_wide).enumerate().map(move |(i, (row, next_starts_wide))| {
-            // number of rows in a grid is stored in a u16 (see Size), so
-            // visible_rows can never return enough rows to overflow here
-            let i = i.try_into().unwrap();
-            let mut contents = String::new();
-            row.write_contents_formatted(
-                &mut contents,
-                start,
-                width,
-                i,
-                wrapping,
-                None,
-                None,
-                next_starts_wide,
-            );
-            if start == 0 && width == self.grid.size().cols() {
-                wrapping = row.wrapped();
-            }
-            contents
-        })
+        rows.into_iter()
+            .zip(next_wide)
+            .enumerate()
+            .map(move |(i, (row, next_starts_wide))| {
+                // number of rows in a grid is stored in a u16 (see Size), so
+                // visible_rows can never return enough rows to overflow here
+                let i = i.try_into().unwrap();
+                let mut contents = String::new();
+                row.write_contents_formatted(
+                    &mut contents,
+                    start,
+                    width,
+                    i,
+                    wrapping,
+                    None,
+                    None,
+                    next_starts_wide,
+                );
+                if start == 0 && width == self.grid.size().cols() {
+                    wrapping = row.wrapped();
+                }
+                contents
+            })
     }
 
     /// Returns a string containing escape sequences sufficient to turn the
@@ -452,14 +432,11 @@ impl Screen {
 
     fn write_contents_diff(&self, contents: &mut String, prev: &Self) {
         if self.hide_cursor() != prev.hide_cursor() {
-            crate::term::HideCursor::new(self.hide_cursor())
-                .write_buf(contents);
+            crate::term::HideCursor::new(self.hide_cursor()).write_buf(contents);
         }
-        let prev_attrs = self.grid().write_contents_diff(
-            contents,
-            prev.grid(),
-            prev.attrs,
-        );
+        let prev_attrs = self
+            .grid()
+            .write_contents_diff(contents, prev.grid(), prev.attrs);
         self.attrs.write_escape_code_diff(contents, &prev_attrs);
     }
 
@@ -519,31 +496,17 @@ impl Screen {
     }
 
     fn write_input_mode_formatted(&self, contents: &mut String) {
-        crate::term::ApplicationKeypad::new(
-            self.mode(MODE_APPLICATION_KEYPAD),
-        )
-        .write_buf(contents);
-        crate::term::ApplicationCursor::new(
-            self.mode(MODE_APPLICATION_CURSOR),
-        )
-        .write_buf(contents);
-        crate::term::BracketedPaste::new(self.mode(MODE_BRACKETED_PASTE))
+        crate::term::ApplicationKeypad::new(self.mode(MODE_APPLICATION_KEYPAD)).write_buf(contents);
+        crate::term::ApplicationCursor::new(self.mode(MODE_APPLICATION_CURSOR)).write_buf(contents);
+        crate::term::BracketedPaste::new(self.mode(MODE_BRACKETED_PASTE)).write_buf(contents);
+        crate::term::MouseProtocolMode::new(self.mouse_protocol_mode, MouseProtocolMode::None)
             .write_buf(contents);
-        crate::term::MouseProtocolMode::new(
-            self.mouse_protocol_mode,
-            MouseProtocolMode::None,
-        )
-        .write_buf(contents);
         crate::term::MouseProtocolEncoding::new(
             self.mouse_protocol_encoding,
             MouseProtocolEncoding::Default,
         )
         .write_buf(contents);
-        crate::term::CursorStyle::new(
-            self.cursor_style,
-            CursorStyle::Default,
-        )
-        .write_buf(contents);
+        crate::term::CursorStyle::new(self.cursor_style, CursorStyle::Default).write_buf(contents);
     }
 
     /// Returns terminal escape sequences sufficient to change the previous
@@ -557,39 +520,25 @@ impl Screen {
     }
 
     fn write_input_mode_diff(&self, contents: &mut String, prev: &Self) {
-        if self.mode(MODE_APPLICATION_KEYPAD)
-            != prev.mode(MODE_APPLICATION_KEYPAD)
-        {
-            crate::term::ApplicationKeypad::new(
-                self.mode(MODE_APPLICATION_KEYPAD),
-            )
-            .write_buf(contents);
-        }
-        if self.mode(MODE_APPLICATION_CURSOR)
-            != prev.mode(MODE_APPLICATION_CURSOR)
-        {
-            crate::term::ApplicationCursor::new(
-                self.mode(MODE_APPLICATION_CURSOR),
-            )
-            .write_buf(contents);
-        }
-        if self.mode(MODE_BRACKETED_PASTE) != prev.mode(MODE_BRACKETED_PASTE)
-        {
-            crate::term::BracketedPaste::new(self.mode(MODE_BRACKETED_PASTE))
+        if self.mode(MODE_APPLICATION_KEYPAD) != prev.mode(MODE_APPLICATION_KEYPAD) {
+            crate::term::ApplicationKeypad::new(self.mode(MODE_APPLICATION_KEYPAD))
                 .write_buf(contents);
         }
-        crate::term::MouseProtocolMode::new(
-            self.mouse_protocol_mode,
-            prev.mouse_protocol_mode,
-        )
-        .write_buf(contents);
+        if self.mode(MODE_APPLICATION_CURSOR) != prev.mode(MODE_APPLICATION_CURSOR) {
+            crate::term::ApplicationCursor::new(self.mode(MODE_APPLICATION_CURSOR))
+                .write_buf(contents);
+        }
+        if self.mode(MODE_BRACKETED_PASTE) != prev.mode(MODE_BRACKETED_PASTE) {
+            crate::term::BracketedPaste::new(self.mode(MODE_BRACKETED_PASTE)).write_buf(contents);
+        }
+        crate::term::MouseProtocolMode::new(self.mouse_protocol_mode, prev.mouse_protocol_mode)
+            .write_buf(contents);
         crate::term::MouseProtocolEncoding::new(
             self.mouse_protocol_encoding,
             prev.mouse_protocol_encoding,
         )
         .write_buf(contents);
-        crate::term::CursorStyle::new(self.cursor_style, prev.cursor_style)
-            .write_buf(contents);
+        crate::term::CursorStyle::new(self.cursor_style, prev.cursor_style).write_buf(contents);
     }
 
     /// Returns terminal escape sequences sufficient to set the current
@@ -619,10 +568,8 @@ impl Screen {
 
     fn write_attributes_formatted(&self, contents: &mut String) {
         crate::term::ClearAttrs.write_buf(contents);
-        self.attrs.write_escape_code_diff(
-            contents,
-            &crate::attrs::Attrs::default(),
-        );
+        self.attrs
+            .write_escape_code_diff(contents, &crate::attrs::Attrs::default());
     }
 
     /// Returns the current cursor position of the terminal.
@@ -910,11 +857,7 @@ impl Screen {
     // if we already have a character in a cell, but adding a continuation
     // character widened the cell off the end of the row, we need to move the
     // base character to the beginning of the next row
-    fn wrap_widened_cell(
-        &mut self,
-        old_pos: crate::grid::Pos,
-        new_pos: crate::grid::Pos,
-    ) {
+    fn wrap_widened_cell(&mut self, old_pos: crate::grid::Pos, new_pos: crate::grid::Pos) {
         if new_pos.col == 0 {
             let attrs = self.attrs;
             let contents = self
@@ -1025,14 +968,10 @@ pub struct WrappedScreen<CB: crate::Callbacks> {
 impl<CB: crate::Callbacks> WrappedScreen<CB> {
     /// Gets the `on_row` callback for methods like
     /// [`crate::grid::Grid::scroll_up`].
-    fn on_row<'cb>(
-        screen: &Screen,
-        callbacks: &'cb mut CB,
-    ) -> impl FnMut(&crate::row::Row) + 'cb {
+    fn on_row<'cb>(screen: &Screen, callbacks: &'cb mut CB) -> impl FnMut(&crate::row::Row) + 'cb {
         let is_alternate = screen.mode(MODE_ALTERNATE_SCREEN);
         move |row| {
-            callbacks
-                .on_scroll(crate::capture::RowContents(row), is_alternate);
+            callbacks.on_scroll(crate::capture::RowContents(row), is_alternate);
         }
     }
 
@@ -1040,23 +979,18 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
     /// off the top of the screen's scrollback.
     ///
     /// [`on_scroll`]: crate::Callbacks::on_scroll
-    pub fn set_size_with_cb(
-        &mut self,
-        rows: core::num::NonZeroU16,
-        cols: core::num::NonZeroU16,
-    ) {
+    pub fn set_size_with_cb(&mut self, rows: core::num::NonZeroU16, cols: core::num::NonZeroU16) {
         let callbacks = &mut self.callbacks;
         self.screen
             .grid
             .set_size(crate::grid::Size { rows, cols }, |row| {
                 callbacks.on_scroll(crate::capture::RowContents(row), false);
             });
-        self.screen.alternate_grid.set_size(
-            crate::grid::Size { rows, cols },
-            |row| {
+        self.screen
+            .alternate_grid
+            .set_size(crate::grid::Size { rows, cols }, |row| {
                 callbacks.on_scroll(crate::capture::RowContents(row), true);
-            },
-        );
+            });
     }
 
     pub fn text(&mut self, c: char) {
@@ -1088,8 +1022,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
             screen.grid_blanking().col_wrap(width, wrap, on_row);
             // col_wrap always sets self.grid().pos() to a valid cell
             base_pos = screen.grid().pos();
-            cell_was_wide =
-                screen.grid().drawing_cell(base_pos).unwrap().is_wide();
+            cell_was_wide = screen.grid().drawing_cell(base_pos).unwrap().is_wide();
 
             screen
                 .grid_mut()
@@ -1124,16 +1057,14 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
                     col: pos.col - 2,
                 };
             }
-            cell_was_wide =
-                screen.grid().drawing_cell(base_pos).unwrap().is_wide();
+            cell_was_wide = screen.grid().drawing_cell(base_pos).unwrap().is_wide();
 
             screen
                 .grid_mut()
                 .drawing_cell_mut(base_pos)
                 .unwrap()
                 .append(c);
-            let cell_is_wide =
-                screen.grid().drawing_cell(base_pos).unwrap().is_wide();
+            let cell_is_wide = screen.grid().drawing_cell(base_pos).unwrap().is_wide();
             if !cell_was_wide && cell_is_wide {
                 let on_row = Self::on_row(screen, &mut self.callbacks);
                 screen.grid_blanking().col_wrap(1, false, on_row);
@@ -1147,8 +1078,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
             }
         }
 
-        let cell_is_wide =
-            screen.grid().drawing_cell(base_pos).unwrap().is_wide();
+        let cell_is_wide = screen.grid().drawing_cell(base_pos).unwrap().is_wide();
 
         screen.text_cleanup(base_pos, cell_was_wide, cell_is_wide);
     }
@@ -1225,11 +1155,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
     // csi codes
 
     // CSI SP
-    pub(crate) fn decscusr(
-        &mut self,
-        cursor_style: u16,
-        mut unhandled: impl FnMut(&mut Self),
-    ) {
+    pub(crate) fn decscusr(&mut self, cursor_style: u16, mut unhandled: impl FnMut(&mut Self)) {
         match cursor_style {
             0 => self.screen.set_cursor_style(CursorStyle::Default),
             1 => self.screen.set_cursor_style(CursorStyle::BlinkBlock),
@@ -1380,11 +1306,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
     }
 
     // CSI ? h
-    pub fn decset(
-        &mut self,
-        params: &vte::Params,
-        mut unhandled: impl FnMut(&mut Self),
-    ) {
+    pub fn decset(&mut self, params: &vte::Params, mut unhandled: impl FnMut(&mut Self)) {
         for param in params {
             let screen = &mut self.screen;
             match param {
@@ -1418,11 +1340,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
     }
 
     // CSI ? l
-    pub fn decrst(
-        &mut self,
-        params: &vte::Params,
-        mut unhandled: impl FnMut(&mut Self),
-    ) {
+    pub fn decrst(&mut self, params: &vte::Params, mut unhandled: impl FnMut(&mut Self)) {
         for param in params {
             let screen = &mut self.screen;
             match param {
@@ -1459,11 +1377,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
     }
 
     // CSI m
-    pub fn sgr(
-        &mut self,
-        params: &vte::Params,
-        mut unhandled: impl FnMut(&mut Self),
-    ) {
+    pub fn sgr(&mut self, params: &vte::Params, mut unhandled: impl FnMut(&mut Self)) {
         // XXX really i want to just be able to pass in a default Params
         // instance with a 0 in it, but vte doesn't allow creating new Params
         // instances
@@ -1520,8 +1434,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
                     screen.attrs.fgcolor = crate::Color::Idx(to_u8!(*n) - 30);
                 }
                 [38, 2, r, g, b] => {
-                    screen.attrs.fgcolor =
-                        crate::Color::Rgb(to_u8!(*r), to_u8!(*g), to_u8!(*b));
+                    screen.attrs.fgcolor = crate::Color::Rgb(to_u8!(*r), to_u8!(*g), to_u8!(*b));
                 }
                 [38, 5, i] => {
                     screen.attrs.fgcolor = crate::Color::Idx(to_u8!(*i));
@@ -1534,8 +1447,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
                         screen.attrs.fgcolor = crate::Color::Rgb(r, g, b);
                     }
                     [5] => {
-                        screen.attrs.fgcolor =
-                            crate::Color::Idx(next_param_u8!());
+                        screen.attrs.fgcolor = crate::Color::Idx(next_param_u8!());
                     }
                     _ => {
                         unhandled(self);
@@ -1549,8 +1461,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
                     screen.attrs.bgcolor = crate::Color::Idx(to_u8!(*n) - 40);
                 }
                 [48, 2, r, g, b] => {
-                    screen.attrs.bgcolor =
-                        crate::Color::Rgb(to_u8!(*r), to_u8!(*g), to_u8!(*b));
+                    screen.attrs.bgcolor = crate::Color::Rgb(to_u8!(*r), to_u8!(*g), to_u8!(*b));
                 }
                 [48, 5, i] => {
                     screen.attrs.bgcolor = crate::Color::Idx(to_u8!(*i));
@@ -1563,8 +1474,7 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
                         screen.attrs.bgcolor = crate::Color::Rgb(r, g, b);
                     }
                     [5] => {
-                        screen.attrs.bgcolor =
-                            crate::Color::Idx(next_param_u8!());
+                        screen.attrs.bgcolor = crate::Color::Idx(next_param_u8!());
                     }
                     _ => {
                         unhandled(self);

@@ -2,10 +2,7 @@
 use alloc::string::String;
 
 pub trait BufWrite {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result;
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result;
 
     fn write_buf(&self, buf: &mut String) {
         self.write_fmt(buf)
@@ -18,10 +15,7 @@ pub trait BufWrite {
 pub struct ClearScreen;
 
 impl BufWrite for ClearScreen {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\x1b[H\x1b[J")
     }
 }
@@ -31,10 +25,7 @@ impl BufWrite for ClearScreen {
 pub struct ClearRowForward;
 
 impl BufWrite for ClearRowForward {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\x1b[K")
     }
 }
@@ -44,10 +35,7 @@ impl BufWrite for ClearRowForward {
 pub struct Crlf;
 
 impl BufWrite for Crlf {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\r\n")
     }
 }
@@ -57,10 +45,7 @@ impl BufWrite for Crlf {
 pub struct Backspace;
 
 impl BufWrite for Backspace {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\x08")
     }
 }
@@ -70,10 +55,7 @@ impl BufWrite for Backspace {
 pub struct SaveCursor;
 
 impl BufWrite for SaveCursor {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\x1b7")
     }
 }
@@ -83,10 +65,7 @@ impl BufWrite for SaveCursor {
 pub struct RestoreCursor;
 
 impl BufWrite for RestoreCursor {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\x1b8")
     }
 }
@@ -108,10 +87,7 @@ impl MoveTo {
 }
 
 impl BufWrite for MoveTo {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.row == 0 && self.col == 0 {
             writer.write_str("\x1b[H")
         } else {
@@ -129,10 +105,7 @@ impl BufWrite for MoveTo {
 pub struct ClearAttrs;
 
 impl BufWrite for ClearAttrs {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         writer.write_str("\x1b[m")
     }
 }
@@ -190,10 +163,7 @@ impl Attrs {
 impl BufWrite for Attrs {
     #[allow(unused_assignments)]
     #[allow(clippy::branches_sharing_code)]
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.fgcolor.is_none()
             && self.bgcolor.is_none()
             && self.intensity.is_none()
@@ -325,10 +295,7 @@ impl Default for MoveRight {
 }
 
 impl BufWrite for MoveRight {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         match self.count {
             0 => Ok(()),
             1 => writer.write_str("\x1b[C"),
@@ -360,10 +327,7 @@ impl Default for EraseChar {
 }
 
 impl BufWrite for EraseChar {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         match self.count {
             0 => Ok(()),
             1 => writer.write_str("\x1b[X"),
@@ -389,10 +353,7 @@ impl HideCursor {
 }
 
 impl BufWrite for HideCursor {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.state {
             writer.write_str("\x1b[?25l")
         } else {
@@ -415,16 +376,11 @@ impl MoveFromTo {
 }
 
 impl BufWrite for MoveFromTo {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.to.row == self.from.row + 1 && self.to.col == 0 {
             crate::term::Crlf.write_fmt(writer)
-        } else if self.from.row == self.to.row && self.from.col < self.to.col
-        {
-            crate::term::MoveRight::new(self.to.col - self.from.col)
-                .write_fmt(writer)
+        } else if self.from.row == self.to.row && self.from.col < self.to.col {
+            crate::term::MoveRight::new(self.to.col - self.from.col).write_fmt(writer)
         } else if self.to != self.from {
             crate::term::MoveTo::new(self.to).write_fmt(writer)
         } else {
@@ -446,10 +402,7 @@ impl ApplicationKeypad {
 }
 
 impl BufWrite for ApplicationKeypad {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.state {
             writer.write_str("\x1b=")
         } else {
@@ -471,10 +424,7 @@ impl ApplicationCursor {
 }
 
 impl BufWrite for ApplicationCursor {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.state {
             writer.write_str("\x1b[?1h")
         } else {
@@ -496,10 +446,7 @@ impl BracketedPaste {
 }
 
 impl BufWrite for BracketedPaste {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.state {
             writer.write_str("\x1b[?2004h")
         } else {
@@ -516,19 +463,13 @@ pub struct MouseProtocolMode {
 }
 
 impl MouseProtocolMode {
-    pub fn new(
-        mode: crate::MouseProtocolMode,
-        prev: crate::MouseProtocolMode,
-    ) -> Self {
+    pub fn new(mode: crate::MouseProtocolMode, prev: crate::MouseProtocolMode) -> Self {
         Self { mode, prev }
     }
 }
 
 impl BufWrite for MouseProtocolMode {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.mode == self.prev {
             return Ok(());
         }
@@ -536,29 +477,15 @@ impl BufWrite for MouseProtocolMode {
         match self.mode {
             crate::MouseProtocolMode::None => match self.prev {
                 crate::MouseProtocolMode::None => Ok(()),
-                crate::MouseProtocolMode::Press => {
-                    writer.write_str("\x1b[?9l")
-                }
-                crate::MouseProtocolMode::PressRelease => {
-                    writer.write_str("\x1b[?1000l")
-                }
-                crate::MouseProtocolMode::ButtonMotion => {
-                    writer.write_str("\x1b[?1002l")
-                }
-                crate::MouseProtocolMode::AnyMotion => {
-                    writer.write_str("\x1b[?1003l")
-                }
+                crate::MouseProtocolMode::Press => writer.write_str("\x1b[?9l"),
+                crate::MouseProtocolMode::PressRelease => writer.write_str("\x1b[?1000l"),
+                crate::MouseProtocolMode::ButtonMotion => writer.write_str("\x1b[?1002l"),
+                crate::MouseProtocolMode::AnyMotion => writer.write_str("\x1b[?1003l"),
             },
             crate::MouseProtocolMode::Press => writer.write_str("\x1b[?9h"),
-            crate::MouseProtocolMode::PressRelease => {
-                writer.write_str("\x1b[?1000h")
-            }
-            crate::MouseProtocolMode::ButtonMotion => {
-                writer.write_str("\x1b[?1002h")
-            }
-            crate::MouseProtocolMode::AnyMotion => {
-                writer.write_str("\x1b[?1003h")
-            }
+            crate::MouseProtocolMode::PressRelease => writer.write_str("\x1b[?1000h"),
+            crate::MouseProtocolMode::ButtonMotion => writer.write_str("\x1b[?1002h"),
+            crate::MouseProtocolMode::AnyMotion => writer.write_str("\x1b[?1003h"),
         }
     }
 }
@@ -571,19 +498,13 @@ pub struct MouseProtocolEncoding {
 }
 
 impl MouseProtocolEncoding {
-    pub fn new(
-        encoding: crate::MouseProtocolEncoding,
-        prev: crate::MouseProtocolEncoding,
-    ) -> Self {
+    pub fn new(encoding: crate::MouseProtocolEncoding, prev: crate::MouseProtocolEncoding) -> Self {
         Self { encoding, prev }
     }
 }
 
 impl BufWrite for MouseProtocolEncoding {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.encoding == self.prev {
             return Ok(());
         }
@@ -591,19 +512,11 @@ impl BufWrite for MouseProtocolEncoding {
         match self.encoding {
             crate::MouseProtocolEncoding::Default => match self.prev {
                 crate::MouseProtocolEncoding::Default => Ok(()),
-                crate::MouseProtocolEncoding::Utf8 => {
-                    writer.write_str("\x1b[?1005l")
-                }
-                crate::MouseProtocolEncoding::Sgr => {
-                    writer.write_str("\x1b[?1006l")
-                }
+                crate::MouseProtocolEncoding::Utf8 => writer.write_str("\x1b[?1005l"),
+                crate::MouseProtocolEncoding::Sgr => writer.write_str("\x1b[?1006l"),
             },
-            crate::MouseProtocolEncoding::Utf8 => {
-                writer.write_str("\x1b[?1005h")
-            }
-            crate::MouseProtocolEncoding::Sgr => {
-                writer.write_str("\x1b[?1006h")
-            }
+            crate::MouseProtocolEncoding::Utf8 => writer.write_str("\x1b[?1005h"),
+            crate::MouseProtocolEncoding::Sgr => writer.write_str("\x1b[?1006h"),
         }
     }
 }
@@ -622,10 +535,7 @@ impl CursorStyle {
 }
 
 impl BufWrite for CursorStyle {
-    fn write_fmt(
-        &self,
-        writer: &mut impl alloc::fmt::Write,
-    ) -> alloc::fmt::Result {
+    fn write_fmt(&self, writer: &mut impl alloc::fmt::Write) -> alloc::fmt::Result {
         if self.style == self.prev {
             return Ok(());
         }
@@ -634,26 +544,15 @@ impl BufWrite for CursorStyle {
             crate::CursorStyle::Default => writer.write_str("\x1b[0 q"),
             crate::CursorStyle::BlinkBlock => writer.write_str("\x1b[1 q"),
             crate::CursorStyle::SteadyBlock => writer.write_str("\x1b[2 q"),
-            crate::CursorStyle::BlinkUnderline => {
-                writer.write_str("\x1b[3 q")
-            }
-            crate::CursorStyle::SteadyUnderline => {
-                writer.write_str("\x1b[4 q")
-            }
-            crate::CursorStyle::BlinkVerticalBar => {
-                writer.write_str("\x1b[5 q")
-            }
-            crate::CursorStyle::SteadyVerticalBar => {
-                writer.write_str("\x1b[6 q")
-            }
+            crate::CursorStyle::BlinkUnderline => writer.write_str("\x1b[3 q"),
+            crate::CursorStyle::SteadyUnderline => writer.write_str("\x1b[4 q"),
+            crate::CursorStyle::BlinkVerticalBar => writer.write_str("\x1b[5 q"),
+            crate::CursorStyle::SteadyVerticalBar => writer.write_str("\x1b[6 q"),
         }
     }
 }
 
-fn write_itoa<I: itoa::Integer>(
-    writer: &mut impl alloc::fmt::Write,
-    i: I,
-) -> alloc::fmt::Result {
+fn write_itoa<I: itoa::Integer>(writer: &mut impl alloc::fmt::Write, i: I) -> alloc::fmt::Result {
     let mut itoa_buf = itoa::Buffer::new();
     writer.write_str(itoa_buf.format(i))
 }
