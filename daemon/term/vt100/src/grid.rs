@@ -405,12 +405,12 @@ impl Grid {
         let mut prev_pos = Pos::default();
         let mut wrapping = false;
 
-        let mut rows = self.visible_rows().enumerate().peekable();
-        while let Some((i, row)) = rows.next() {
+        let rows = self.visible_rows().enumerate();
+        let mut above: Option<&crate::row::Row> = None;
+        for (i, row) in rows {
             // we limit the number of cols to a u16 (see Size), so
             // visible_rows() can never return more rows than will fit
             let i = i.try_into().unwrap();
-            let next_starts_wide = rows.peek().is_some_and(|(_, next)| next.starts_wide());
             let (new_pos, new_attrs) = row.write_contents_formatted(
                 contents,
                 0,
@@ -419,8 +419,9 @@ impl Grid {
                 wrapping,
                 Some(prev_pos),
                 Some(prev_attrs),
-                next_starts_wide,
+                above,
             );
+            above = Some(row);
             prev_pos = new_pos;
             prev_attrs = new_attrs;
             wrapping = row.wrapped();
@@ -538,66 +539,17 @@ impl Grid {
                 contents.push_str(cell.contents());
                 prev_attrs.write_escape_code_diff(contents, cell.attrs());
             } else {
-                // if the cell doesn't have contents, we can't have gotten
-                // here by drawing a character in the last column. this means
-                // that as far as i'm aware, we have to have reached here from
-                // a newline when we were already after the end of an earlier
-                // row. in the case where we are already after the end of an
-                // earlier row, we can just write a few newlines, otherwise we
-                // also need to do the same as above to get ourselves to after
-                // the end of a row.
-                let mut found = false;
-                for i in (0..self.pos.row).rev() {
-                    pos.row = i;
-                    pos.col = self.size.cols() - 1;
-                    if self
-                        .drawing_cell(pos)
-                        // i is always less than self.pos.row, which we assume
-                        // to be always valid, so it must also be valid.
-                        // self.size.cols - 1 is always a valid col.
-                        .unwrap()
-                        .is_wide_continuation()
-                    {
-                        pos.col = self.size.cols() - 2;
-                    }
-                    let cell = self
-                        .drawing_cell(pos)
-                        // i is always less than self.pos.row, which we assume
-                        // to be always valid, so it must also be valid.
-                        // self.size.cols - 2 is valid because self.size.cols
-                        // - 1 is always valid, and col gets set to
-                        // self.size.cols - 2 when the cell at self.size.cols
-                        // - 1 is a wide continuation character, meaning that
-                        // the first half of the wide character must be before
-                        // it
-                        .unwrap();
-                    if cell.has_contents() {
-                        if let Some(prev_pos) = prev_pos {
-                            if prev_pos.row != i || prev_pos.col < self.size.cols() {
-                                crate::term::MoveFromTo::new(prev_pos, pos).write_buf(contents);
-                                cell.attrs().write_escape_code_diff(contents, &prev_attrs);
-                                contents.push_str(cell.contents());
-                                prev_attrs.write_escape_code_diff(contents, cell.attrs());
-                            }
-                        } else {
-                            crate::term::MoveTo::new(pos).write_buf(contents);
-                            cell.attrs().write_escape_code_diff(contents, &prev_attrs);
-                            contents.push_str(cell.contents());
-                            prev_attrs.write_escape_code_diff(contents, cell.attrs());
-                        }
-                        contents.push_str(&"\n".repeat(usize::from(self.pos.row - i)));
-                        found = true;
-                        break;
-                    }
-                }
-
+                // ptyhub: the cell has no contents: the row was erased after the cursor got
+                // past its end (a line feed ends the pending wrap, in xterm.js as here, so
+                // the cursor cannot be brought down to it from a row above). The blank
+                // drawn to get there is taken back with the cursor saved and restored.
                 // this can happen if you get the cursor off the end of a row,
                 // and then do something to clear the end of the current row
                 // without moving the cursor (IL, DL, ED, EL, etc). we know
                 // there can't be something in the last column because we
                 // would have caught that above, so it should be safe to
                 // overwrite it.
-                if !found {
+                {
                     pos = Pos {
                         row: self.pos.row,
                         col: self.size.cols() - 1,
@@ -618,8 +570,10 @@ impl Grid {
                     end_cell
                         .attrs()
                         .write_escape_code_diff(contents, &prev_attrs);
+                    // ptyhub: no backspace: erasing from the pending wrap erases the last
+                    // column (the cursor is brought back onto it first, in xterm.js as here),
+                    // where a backspace from there would go one further in xterm.js.
                     crate::term::SaveCursor.write_buf(contents);
-                    crate::term::Backspace.write_buf(contents);
                     crate::term::EraseChar::new(1).write_buf(contents);
                     crate::term::RestoreCursor.write_buf(contents);
                     prev_attrs.write_escape_code_diff(contents, end_cell.attrs());
@@ -729,6 +683,9 @@ impl Grid {
     }
 
     pub fn erase_cells(&mut self, count: u16, attrs: crate::attrs::Attrs) {
+        // ptyhub: from the pending wrap, the last column (xterm.js brings the cursor back
+        // onto the screen first).
+        self.col_clamp();
         let size = self.size;
         let pos = self.pos;
         let row = self.current_row_mut();
@@ -980,7 +937,13 @@ impl Grid {
         // A row that scrolls away (into the scrollback, or off a one-row screen) is marked
         // before it goes: it wrapped all the same, and a resize rewraps it (xterm.js marks it
         // too).
-        if wrap && self.in_scroll_region() && self.pos.row == self.scroll_bottom {
+        // (Not on a one-row screen, where no renderer could bring the wrap back: there the
+        // row above is in the scrollback before the next one is drawn.)
+        if wrap
+            && self.size.rows() > 1
+            && self.in_scroll_region()
+            && self.pos.row == self.scroll_bottom
+        {
             self.current_row_mut().wrap(true);
         }
         self.pos.col = 0;

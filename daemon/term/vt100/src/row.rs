@@ -249,9 +249,52 @@ impl Row {
         }
     }
 
-    /// Whether the row starts with a wide character.
-    pub fn starts_wide(&self) -> bool {
-        self.cells.first().is_some_and(crate::Cell::is_wide)
+    /// Where this row's trailing empty cells start when a renderer must draw them (in spaces,
+    /// taken back once the next row has begun) so that the next row continues this one:
+    /// `None` when the row does not wrap or ends in text.
+    pub fn padding_start(&self) -> Option<u16> {
+        if !self.wrapped {
+            return None;
+        }
+        let end = self
+            .cells
+            .iter()
+            .rposition(|c| c.has_contents() || c.is_wide_continuation())
+            .map_or(0, |i| i + 1);
+        if end >= self.cells.len() {
+            return None;
+        }
+        u16::try_from(end).ok()
+    }
+
+    /// Takes back the spaces drawn from `from` to this row's end (see `padding_start`), from
+    /// the start of the row below it: up a row, each run of cells erased with its attributes,
+    /// and back to where it was. Returns the attributes left set.
+    fn take_back_padding(
+        &self,
+        contents: &mut String,
+        from: u16,
+        mut prev_attrs: crate::attrs::Attrs,
+    ) -> crate::attrs::Attrs {
+        use core::fmt::Write as _;
+        let _ = write!(contents, "\x1b[A\x1b[{}G", from + 1);
+        let cells = &self.cells[usize::from(from)..];
+        let mut i = 0;
+        while i < cells.len() {
+            let attrs = cells[i].attrs();
+            let run = cells[i..].iter().take_while(|c| c.attrs() == attrs).count();
+            if &prev_attrs != attrs {
+                attrs.write_escape_code_diff(contents, &prev_attrs);
+                prev_attrs = *attrs;
+            }
+            let _ = write!(contents, "\x1b[{run}X");
+            i += run;
+            if i < cells.len() {
+                let _ = write!(contents, "\x1b[{run}C");
+            }
+        }
+        contents.push_str("\x1b[B\x1b[G");
+        prev_attrs
     }
 
     pub fn write_contents_formatted(
@@ -263,7 +306,7 @@ impl Row {
         wrapping: bool,
         prev_pos: Option<crate::grid::Pos>,
         prev_attrs: Option<crate::attrs::Attrs>,
-        next_starts_wide: bool,
+        prev_row: Option<&Self>,
     ) -> (crate::grid::Pos, crate::attrs::Attrs) {
         let mut prev_was_wide = false;
 
@@ -279,8 +322,29 @@ impl Row {
         });
         let mut prev_attrs = prev_attrs.unwrap_or_default();
 
+        // ptyhub: a row that continues the one above is started by printing a blank in the
+        // default attributes from the pending wrap (the terminal marks the wrap and blanks the
+        // new row in the current background, default here), then drawn like any row. When the
+        // row above was drawn to its end in spaces to get
+        // there (see `padding_start`), they are taken back now that the wrap is made.
         let first_cell = &self.cells[usize::from(start)];
-        if wrapping && first_cell == &crate::cell::Cell::DEFAULT {
+        let at_margin = prev_pos.row + 1 == row && prev_pos.col >= self.cols();
+        if wrapping && start == 0 && at_margin {
+            let default_attrs = crate::cell::Cell::DEFAULT.attrs();
+            if prev_attrs != *default_attrs {
+                default_attrs.write_escape_code_diff(contents, &prev_attrs);
+                prev_attrs = *default_attrs;
+            }
+            contents.push(' ');
+            crate::term::Backspace.write_buf(contents);
+            crate::term::EraseChar::new(1).write_buf(contents);
+            prev_pos = crate::grid::Pos { row, col: 0 };
+            if let Some(above) = prev_row {
+                if let Some(from) = above.padding_start() {
+                    prev_attrs = above.take_back_padding(contents, from, prev_attrs);
+                }
+            }
+        } else if wrapping && first_cell == &crate::cell::Cell::DEFAULT {
             let default_attrs = crate::cell::Cell::DEFAULT.attrs();
             if prev_attrs != *default_attrs {
                 default_attrs.write_escape_code_diff(contents, &prev_attrs);
@@ -291,6 +355,7 @@ impl Row {
             crate::term::EraseChar::new(1).write_buf(contents);
             prev_pos = crate::grid::Pos { row, col: 0 };
         }
+        let wrapping = wrapping && prev_pos.row + 1 == row;
 
         let mut erase: Option<(u16, &crate::attrs::Attrs)> = None;
         for (col, cell) in self
@@ -357,21 +422,6 @@ impl Row {
                     prev_pos.col += if cell.is_wide() { 2 } else { 1 };
                     let cell_contents = cell.contents();
                     contents.push_str(cell_contents);
-                    // ptyhub: printing the first cell of a row that continues the one above
-                    // makes the terminal start that row, blank in this cell's background
-                    // (xterm.js erases new rows in the current background): the rest of the
-                    // row is erased to default first, as the cells below expect.
-                    if wrapping
-                        && col == start
-                        && start == 0
-                        && attrs.bgcolor != crate::Color::Default
-                        && usize::from(prev_pos.col) < self.cells.len()
-                    {
-                        let default_attrs = crate::attrs::Attrs::default();
-                        default_attrs.write_escape_code_diff(contents, &prev_attrs);
-                        prev_attrs = default_attrs;
-                        crate::term::ClearRowForward.write_buf(contents);
-                    }
                 } else if erase.is_none() {
                     erase = Some((pos.col, attrs));
                 }
@@ -394,18 +444,28 @@ impl Row {
                 attrs.write_escape_code_diff(contents, &prev_attrs);
                 prev_attrs = *attrs;
             }
-            crate::term::ClearRowForward.write_buf(contents);
+            if prev_col == 0 {
+                // ptyhub: a whole row of blanks is erased with ECH: erasing in line from the
+                // first column ends the row's wrap from the row above in xterm.js.
+                crate::term::EraseChar::new(self.cols()).write_buf(contents);
+            } else {
+                crate::term::ClearRowForward.write_buf(contents);
+            }
         }
 
         // ptyhub: a row that wraps but ends in empty cells is drawn to its end in spaces, so
-        // the next row continues it (the terminal marks the wrap) rather than starting a line
-        // of its own; except the one empty cell a wide character leaves when it does not fit,
-        // which the next row's wide character leaves again by itself.
-        if self.wrapped && start == 0 && width == self.cols() {
-            let from = if prev_pos.row == row { prev_pos.col } else { 0 };
-            if from < self.cols() && !(from + 1 == self.cols() && next_starts_wide) {
+        // that the next row continues it (the next row takes them back; see above).
+        if start == 0 && width == self.cols() {
+            if let Some(from) = self.padding_start() {
                 let to = crate::grid::Pos { row, col: from };
-                if prev_pos != to {
+                // Relative moves on the row: rows drawn one by one (the scrollback) have no
+                // absolute place.
+                if prev_pos.row == row && prev_pos.col > from {
+                    let _ = core::fmt::Write::write_fmt(
+                        contents,
+                        format_args!("\x1b[{}D", prev_pos.col - from),
+                    );
+                } else if prev_pos != to {
                     crate::term::MoveFromTo::new(prev_pos, to).write_buf(contents);
                 }
                 for cell in &self.cells[usize::from(from)..] {

@@ -382,16 +382,16 @@ impl Screen {
     pub fn rows_formatted(&self, start: u16, width: u16) -> impl Iterator<Item = String> + '_ {
         let mut wrapping = false;
         let rows: Vec<&crate::row::Row> = self.grid().visible_rows().collect();
-        let next_wide: Vec<bool> = rows
-            .iter()
-            .skip(1)
-            .map(|r| r.starts_wide())
-            .chain(core::iter::once(false))
+        // The row above, for a row that takes back the spaces it was drawn to its end with;
+        // a one-row screen cannot reach it (the row is in the scrollback by then).
+        let one_row = self.grid().size().rows() == 1;
+        let above: Vec<Option<&crate::row::Row>> = core::iter::once(None)
+            .chain(rows.iter().map(|r| Some(*r).filter(|_| !one_row)))
             .collect();
         rows.into_iter()
-            .zip(next_wide)
+            .zip(above)
             .enumerate()
-            .map(move |(i, (row, next_starts_wide))| {
+            .map(move |(i, (row, above))| {
                 // number of rows in a grid is stored in a u16 (see Size), so
                 // visible_rows can never return enough rows to overflow here
                 let i = i.try_into().unwrap();
@@ -404,7 +404,7 @@ impl Screen {
                     wrapping,
                     None,
                     None,
-                    next_starts_wide,
+                    above,
                 );
                 if start == 0 && width == self.grid.size().cols() {
                     wrapping = row.wrapped();
