@@ -3,14 +3,24 @@
 //! For any output and any sequence of resizes, a joiner (the model's snapshot written into a
 //! fresh xterm.js) sees what an xterm.js that saw everything live shows: cell for cell on the
 //! screen, line for line in the scrollback the model keeps, the cursor in the same place.
+//! And the issue's own scenario on a real daemon: a line narrowed and widened back is whole for
+//! a joiner of every dialect, and after a live upgrade.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use base64::Engine as _;
+use futures_util::StreamExt;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use proptest::prelude::*;
 use ptyhub::term::model::ScreenModel;
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+use crate::cli::{Tmux, BIN, TOKEN};
+use crate::common::{self, eventually_async, Client, Daemon, TIMEOUT};
 
 /// xterm.js in a node process: one request a line, one reply a line.
 struct Xterm {
@@ -482,4 +492,154 @@ fn show_a_case_step_by_step() {
             model.screen().cursor_position()
         );
     }
+}
+
+/// The 120-character line of the issue: 60 `A`, then 60 `B`.
+fn long_line() -> String {
+    format!("{}{}", "A".repeat(60), "B".repeat(60))
+}
+
+/// Whether `screen` (rows joined by newlines) has the whole line on one row.
+fn whole(screen: &str) -> bool {
+    screen.lines().any(|l| l.trim_end() == long_line())
+}
+
+/// Waits until the session's size, as its writer's status messages say, is `cols` wide.
+async fn size_is(writer: &mut Client, cols: u64) {
+    writer
+        .until(&format!("the session at {cols} columns"), move |c| {
+            c.last("status").is_some_and(|s| s["cols"] == cols)
+        })
+        .await;
+}
+
+/// What a multiplexed connection (`GET /ws`) draws for session `num` once replayed.
+async fn mux_screen(d: &Daemon, num: u8) -> String {
+    let url = format!("ws://{}/ws?role=viewer&token={TOKEN}", d.addr);
+    let (mut ws, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(url))
+        .await
+        .expect("connect in time")
+        .expect("connect");
+    let mut term: Option<vt100::Parser> = None;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        if let Some(t) = &term {
+            let screen = t.screen().contents();
+            if whole(&screen) {
+                return screen;
+            }
+        }
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("the replay in time")
+            .expect("open")
+            .expect("a frame");
+        match msg {
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).expect("JSON");
+                if v["type"] == "open" && v["id"].as_str() == Some(num.to_string().as_str()) {
+                    let dim = |k: &str| {
+                        std::num::NonZeroU16::new(v[k].as_u64().unwrap_or(1) as u16).expect("size")
+                    };
+                    term = Some(vt100::Parser::new(dim("rows"), dim("cols"), 100));
+                }
+            }
+            Message::Binary(b) => {
+                if let (Some((n, data)), Some(t)) = (b.split_first(), term.as_mut()) {
+                    if *n == num {
+                        t.process(data);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The issue's case on a real daemon: a 120-character line at 139 columns, the session narrowed
+/// to 60 and widened back; every kind of joiner then has the whole line on one row: the browser
+/// dialect's snapshot, the raw dialect's replay, the multiplexed socket's, `ptyhub attach`, and a
+/// joiner after a live upgrade (the model is carried over).
+#[tokio::test]
+async fn narrowed_and_widened_back_the_line_is_whole_for_every_joiner() {
+    let mut d = Daemon::start_args(&common::config(""), &["--token", TOKEN]);
+    let script = format!("read x; printf '%s\\n' {}; exec sleep 600", long_line());
+    let created: Value = reqwest::Client::new()
+        .post(d.http("/api/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"command": ["sh", "-c", script], "rows": 24, "cols": 139}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id: Uuid = created["id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("an id");
+    let num = created["num"].as_u64().expect("a number") as u8;
+
+    let mut writer = Client::connect(&d.ws(id, &format!("?token={TOKEN}"))).await;
+    writer.resize(24, 139).await;
+    writer.wait_json("ready").await;
+    writer.type_str("\r").await;
+    writer.wait_screen(&"B".repeat(60)).await;
+    assert!(whole(&writer.screen_text()), "{}", writer.screen_text());
+    writer.resize(24, 60).await;
+    size_is(&mut writer, 60).await;
+    writer.resize(24, 139).await;
+    size_is(&mut writer, 139).await;
+
+    let mut browser = Client::connect(&d.ws(id, &format!("?role=viewer&token={TOKEN}"))).await;
+    browser.set_term_size(24, 139);
+    browser.wait_json("ready").await;
+    assert!(
+        whole(&browser.screen_text()),
+        "browser joiner:\n{}",
+        browser.screen_text()
+    );
+
+    let mut raw = Client::connect_raw(&d.ws_raw(id, &format!("?role=viewer&token={TOKEN}"))).await;
+    raw.set_term_size(24, 139);
+    raw.wait_json("ready").await;
+    assert!(
+        whole(&raw.screen_text()),
+        "raw joiner:\n{}",
+        raw.screen_text()
+    );
+
+    let mux = mux_screen(&d, num).await;
+    assert!(whole(&mux), "multiplexed joiner:\n{mux}");
+
+    let server = format!("http://{}", d.addr);
+    let tmux = Tmux::new(&server, 139, 30);
+    tmux.line(&format!("{BIN} attach --read-only {num}"));
+    tmux.wait_for("the whole line in `ptyhub attach`", whole);
+
+    let before = version(&d).await;
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGUSR2).expect("SIGUSR2");
+    eventually_async("the live upgrade", || async { version(&d).await > before }).await;
+    let mut after = Client::connect(&d.ws(id, &format!("?role=viewer&token={TOKEN}"))).await;
+    after.set_term_size(24, 139);
+    after.wait_json("ready").await;
+    assert!(
+        whole(&after.screen_text()),
+        "joiner after the upgrade:\n{}",
+        after.screen_text()
+    );
+    drop(tmux);
+    d.terminate();
+}
+
+/// Live upgrades done so far (0 when the daemon does not answer).
+async fn version(d: &Daemon) -> u64 {
+    let Ok(resp) = reqwest::get(d.http("/api/version")).await else {
+        return 0;
+    };
+    resp.json::<Value>()
+        .await
+        .ok()
+        .and_then(|v| v["upgrades"].as_u64())
+        .unwrap_or(0)
 }
