@@ -12,8 +12,8 @@ use common::{Daemon, TIMEOUT};
 use serde_json::Value;
 use tokio::net::{TcpListener, TcpStream};
 
-const TOKEN: &str = "cli-test-token-0123456789";
-const BIN: &str = env!("CARGO_BIN_EXE_ptyhub");
+pub(crate) const TOKEN: &str = "cli-test-token-0123456789";
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ptyhub");
 
 /// Runs `ptyhub ARGS` against `server` with the test token; waits for it.
 fn cli(server: &str, args: &[&str]) -> Output {
@@ -34,12 +34,12 @@ fn stderr(o: &Output) -> String {
 }
 
 /// A tmux server of the test's own (its own socket), one window of a quiet bash.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn new(server: &str, cols: u16, rows: u16) -> Tmux {
+    pub(crate) fn new(server: &str, cols: u16, rows: u16) -> Tmux {
         let socket = format!("ptyhub-cli-{}", uuid::Uuid::new_v4());
         let shell = format!(
             "env -i PATH=\"$PATH\" HOME=\"$HOME\" TERM=xterm-256color PTYHUB_URL={server} \
@@ -63,7 +63,7 @@ impl Tmux {
     }
 
     /// Types `text` then Enter.
-    fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         self.run(&["send-keys", "-t", "t", "-l", text]);
         self.run(&["send-keys", "-t", "t", "Enter"]);
     }
@@ -77,7 +77,7 @@ impl Tmux {
     }
 
     /// Waits (bounded) until the pane's screen satisfies `cond`.
-    fn wait_for(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();

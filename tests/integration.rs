@@ -20,6 +20,7 @@ mod properties;
 mod proxy;
 mod raw;
 mod recordings;
+mod reflow;
 mod reliability;
 mod rest;
 mod rest_api;

@@ -164,14 +164,16 @@ async fn a_viewer_that_never_reads_session_events_is_closed() {
     common::eventually_async("two viewers", || async { viewers_of(&d, id).await == 2 }).await;
     let text = "c".repeat(3900);
     let mut sent = 0;
+    // The owner reads its own copies between batches, so that on a busy host it is only the
+    // silent viewer that falls behind.
     while viewers_of(&d, id).await == 2 {
-        for _ in 0..50 {
+        for _ in 0..20 {
             owner
                 .send_json(json!({"type": "chat", "userName": "a", "text": text}))
                 .await;
         }
-        sent += 50;
-        owner.drain_for(Duration::from_millis(20)).await;
+        sent += 20;
+        owner.drain_for(Duration::from_millis(100)).await;
         assert!(sent < 20_000, "the silent viewer was never closed");
     }
     assert!(d.log_text().contains("viewer event queue full"));

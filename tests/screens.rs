@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{assert_same_screen, Client, Daemon};
+use common::{assert_same_screen, Client, Daemon, TIMEOUT};
 use uuid::Uuid;
 
 /// A script that prints `lines` coloured lines (16, 256 and true colour, bold, italic,
@@ -51,8 +51,10 @@ async fn a_viewer_joining_mid_flood_ends_on_the_same_screen() {
     assert_eq!(b.snapshots.len(), 0);
     b.wait_json("ready").await;
     assert_eq!(b.snapshots.len(), 1, "joined with a snapshot");
+    // A busy two-core host takes well over the usual 30 s for this flood (4000 coloured
+    // lines parsed by the daemon and by both clients' terminals).
     for c in [&mut a, &mut b] {
-        c.until("flood end and prompt", |c| {
+        c.until_within("flood end and prompt", 4 * TIMEOUT, |c| {
             c.screen_text().contains("FLOOD-DONE-END\n$ ")
         })
         .await;

@@ -611,7 +611,16 @@ mod tests {
                     }
                 }
             }
-            let what = format!("round {round}");
+            let what = format!("round {round} ({rows}x{cols}, scrollback {scrollback})");
+            if std::env::var("DUMP_ROUND").ok() == Some(round.to_string()) {
+                eprintln!(
+                    "streamhex {}",
+                    stream
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                );
+            }
             assert_eq!(parked.pending_len(), whole.pending_len(), "{what}: carry");
             assert_eq!(
                 parked.scrollback_len(),

@@ -59,7 +59,14 @@ pub(crate) fn snapshot_parts(
     // Rendered; dropping it makes the probes' copies cheap.
     view.screen_mut().clear_scrollback();
 
-    let main = Rendered::of(view.screen());
+    let mut main = Rendered::of(view.screen());
+    // The snapshot starts with a reset and the bridge leaves the screen blank but for the row
+    // the newest scrollback line wraps into: erasing the screen again would end that wrap (an
+    // erase from the first column ends a row's wrap in xterm.js), so the grid is drawn from
+    // home without one.
+    if let Some(at) = main.contents.find("\x1b[H\x1b[J").filter(|at| *at < 16) {
+        main.contents.replace_range(at..at + 6, "\x1b[H");
+    }
     let main_extras = Extras::probe(&mut view, rows);
     let mut screen = String::new();
     main.write(&mut screen, &main_extras, view.screen());
@@ -381,7 +388,7 @@ impl Rendered {
                     // Past the margin after an empty cell with no row above
                     // to come down from: only DECRC gets there, as in
                     // vt100's own rendering. Loses the saved cursor.
-                    out.push_str("\x1b7\x08\x1b[X\x1b8");
+                    out.push_str("\x1b7\x1b[X\x1b8");
                 }
                 return;
             }
@@ -435,16 +442,18 @@ fn wrap_place(screen: &vt100::Screen, target: u16, lowest: u16) -> Option<WrapPl
         };
         cell.has_contents().then_some((col, cell))
     };
-    for row in (lowest..=target).rev() {
-        if let Some((col, cell)) = last_char(row) {
-            return Some(WrapPlace {
-                row,
-                target,
-                col,
-                draw: format!("{}{}", cell_sgr(cell), cell.contents()),
-                erase: None,
-            });
-        }
+    // Only the target row itself: a line feed ends a pending wrap (xterm.js moves the cursor
+    // back onto the screen), and one onto a row ends that row's wrap, so the cursor cannot be
+    // brought down from a row above.
+    let _ = lowest;
+    if let Some((col, cell)) = last_char(target) {
+        return Some(WrapPlace {
+            row: target,
+            target,
+            col,
+            draw: format!("{}{}", cell_sgr(cell), cell.contents()),
+            erase: None,
+        });
     }
     let sgr = cell_sgr(screen.cell(target, cols - 1)?);
     Some(WrapPlace {

@@ -8,24 +8,14 @@ root="$(cd "$here/../.." && pwd)"
 say() { printf '\n== %s\n' "$*"; }
 
 # Debian's Chromium: no test tool may download a browser of its own.
-need_apt=()
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
-command -v node >/dev/null || need_apt+=(nodejs)
-command -v npm >/dev/null || need_apt+=(npm)
-if [ "${#need_apt[@]}" -gt 0 ]; then
-  say "installing ${need_apt[*]}"
+if [ ! -x /usr/bin/chromium ]; then
+  say "installing chromium"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 fi
 
-# playwright-core from the lock file (it brings no browser). Reinstalled when the lock changes.
-lock_sum="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
-stamp="$here/node_modules/.ptyhub-lock-sha256"
-if [ ! -d "$here/node_modules/playwright-core" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
-  say "npm ci (tests/browser)"
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$lock_sum" >"$stamp"
-fi
+# Node.js, npm and the packages of the lock file (playwright-core brings no browser).
+"$here/install.sh"
 
 say "cargo build"
 cd "$root"
