@@ -320,6 +320,20 @@ mod screen {
 mod snapshot {
     use super::*;
 
+    /// `resize`: a narrowing and the widening back, each rewrapping the screen and every
+    /// scrollback line as xterm.js does (a phone joining and leaving, a window dragged).
+    #[divan::bench(args = SNAPSHOTS)]
+    fn resize_narrow_and_back(bencher: Bencher, snap: Snap) {
+        let Size { rows, cols } = snap.size;
+        bencher
+            .with_inputs(|| snap.model())
+            .bench_local_values(|mut model| {
+                model.resize(rows, cols * 3 / 5);
+                model.resize(rows, cols);
+                model
+            });
+    }
+
     /// `freeze`: the copy of the screen (and scrollback) the actor makes before rendering off it.
     #[divan::bench(args = SNAPSHOTS)]
     fn freeze(bencher: Bencher, snap: Snap) {
