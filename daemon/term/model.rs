@@ -400,6 +400,18 @@ mod freeze_tests {
         assert_eq!(frozen.scrollback_len(), m.scrollback_len());
         assert_eq!(frozen.pending_len(), 0);
     }
+
+    #[test]
+    fn a_wide_character_narrowed_to_one_column_ends() {
+        // Found by the fuzz runner: the rewrap looked for a line that could take a wide
+        // character at one column and allocated until the process was killed.
+        let mut m = ScreenModel::new(4, 6, 20);
+        m.process("ab\u{4e16}\u{754c}cd\r\nnext\r\n".as_bytes());
+        m.resize(4, 1);
+        m.resize(4, 6);
+        let text = m.snapshot_ansi(100);
+        assert!(!text.is_empty());
+    }
 }
 
 #[cfg(test)]

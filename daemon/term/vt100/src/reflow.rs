@@ -529,7 +529,11 @@ fn smaller_line_lengths(lines: &[Line], cols: usize, new_cols: usize) -> Vec<usi
             src_col -= old_len;
             src_line += 1;
         }
-        let ends_wide = src_col > 0
+        // A one-column screen cannot hold a wide character whole: it is cut like any other,
+        // or no line would take anything and this would never end (xterm.js has no such
+        // screens; its minimum is two columns).
+        let ends_wide = new_cols > 1
+            && src_col > 0
             && lines
                 .get(src_line)
                 .is_some_and(|l| l.width(src_col - 1) == 2);

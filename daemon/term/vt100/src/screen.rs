@@ -908,19 +908,16 @@ impl Screen {
         }
 
         if cell_was_wide && !cell_is_wide {
-            let next_cell = self
-                .grid_mut()
-                .drawing_cell_mut(crate::grid::Pos {
-                    row: base_pos.row,
-                    col: base_pos.col + 1,
-                })
-                // base_pos.row is assumed valid, and this cell previously
-                // was wide, so there must have been a continuation cell
-                // after it.
-                .unwrap();
-            // ptyhub: an empty cell, as xterm.js leaves it (a space would count as text in a
-            // later rewrap).
-            next_cell.clear(attrs);
+            // ptyhub: a wide cell cut by a narrowing to one column has no continuation cell
+            // after it, so none is assumed.
+            if let Some(next_cell) = self.grid_mut().drawing_cell_mut(crate::grid::Pos {
+                row: base_pos.row,
+                col: base_pos.col + 1,
+            }) {
+                // ptyhub: an empty cell, as xterm.js leaves it (a space would count as text in
+                // a later rewrap).
+                next_cell.clear(attrs);
+            }
         }
 
         if !cell_was_wide && cell_is_wide {
