@@ -462,6 +462,14 @@ mod codec {
             yolo_supported: true,
             read_only: false,
             restarting: false,
+            state: ptyhub::protocol::state::StateFields {
+                state: ptyhub::attention::State::Waiting,
+                state_since: "2026-11-25T09:14:03Z".into(),
+                state_since_ms: 1_795_770_843_000,
+                reason: "Claude wants to run: cargo test".into(),
+                state_source: ptyhub::attention::Source::Hook,
+                choices: Vec::new(),
+            },
         });
         bencher.bench_local(|| black_box(&status).to_json());
     }

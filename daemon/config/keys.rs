@@ -181,3 +181,21 @@ section! {
         peers: Vec<String> = Vec<PeerUrl>,
     }
 }
+
+section! {
+    /// `[attention]`: how each session's state (working, waiting, idle, exited) is found
+    /// (README, "Attention").
+    #[derive(Debug, Clone)]
+    pub struct AttentionConfig, written as RawAttention in "attention" {
+        /// Output quiet this long ends `working` by the terminal rule: `idle` at the program's
+        /// own prompt, `waiting` or `working` with another program in the foreground.
+        quiet: Duration = PositiveDuration,
+        /// A state an agent reported holds until the screen changes this long after the
+        /// report (the redraw that comes with it does not end it).
+        hook_grace: Duration = AnyDuration,
+        /// How many of the screen's bottom non-empty rows the screen patterns are matched on.
+        state_rows: usize = Int<1, 500>,
+        /// State reports per second per session (bursts of twice as many); beyond: 429.
+        hook_rate: usize = Int<1, 10_000>,
+    }
+}

@@ -216,6 +216,7 @@ mod tests {
                 yolo_mode: false,
                 yolo_supported: false,
                 restarting: false,
+                state: crate::attention::SessionState::starting("starting"),
             },
             offset,
         }
