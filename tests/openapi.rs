@@ -290,7 +290,11 @@ async fn every_operation_answers_as_the_document_says() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (_, reported) = c.call(Method::GET, "/api/sessions/{id}", &one, None).await;
     assert_eq!(
-        (&reported["state"], &reported["reason"], &reported["stateSource"]),
+        (
+            &reported["state"],
+            &reported["reason"],
+            &reported["stateSource"]
+        ),
         (&json!("waiting"), &json!("documented"), &json!("hook"))
     );
 
