@@ -102,7 +102,8 @@ async fn measure(addr: std::net::SocketAddr, samples: usize) -> Result<()> {
         screen: &mut screen,
         id: &id,
     };
-    step.run("w", "working").await?;
+    // A session starts `working`: a prompt first, so the loop's first step is a change.
+    step.run("p", "waiting").await?;
     let (mut screen_path, mut hook_path, mut api_path) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..samples {
         step.run("w", "working").await?;
