@@ -1,6 +1,7 @@
 //! Micro benchmarks (divan) of the daemon's hot paths, through the library's public API: screen
-//! parsing, snapshot render and gzip, the browser codec and the output log. End-to-end figures
-//! (a real daemon, PTYs, WebSockets) are `benches/load.rs`'s.
+//! parsing, snapshot render and gzip, the browser codec, the output log and attention's screen
+//! readings. End-to-end figures (a real daemon, PTYs, WebSockets) are `benches/load.rs`'s, and
+//! attention's latency `benches/attention.rs`'s.
 //!
 //! Run: `cargo bench --bench micro`; filter by path with a regex, e.g.
 //! `cargo bench --bench micro -- screen` or `cargo bench --bench micro -- 'snapshot::encode'`.
@@ -476,6 +477,14 @@ mod codec {
             yolo_supported: true,
             read_only: false,
             restarting: false,
+            state: ptyhub::protocol::state::StateFields {
+                state: ptyhub::attention::State::Waiting,
+                state_since: "2026-11-25T09:14:03Z".into(),
+                state_since_ms: 1_795_770_843_000,
+                reason: "Claude wants to run: cargo test".into(),
+                state_source: ptyhub::attention::Source::Hook,
+                choices: Vec::new(),
+            },
         });
         bencher.bench_local(|| black_box(&status).to_json());
     }
@@ -525,5 +534,85 @@ mod output_log {
             .counter(BytesCount::new(READ))
             .with_inputs(|| Vec::with_capacity(READ))
             .bench_local_refs(|out| log.read(black_box(from), READ, out));
+    }
+}
+
+/// Attention: reading a screen on the screen thread (after output, at most every 100 ms, and
+/// once when the output stops): its text (`ScreenText::of`), then the assistant's patterns on
+/// the bottom 15 rows, the prompt check and the quick replies (`attention::screen::read`).
+mod attention {
+    use std::time::Instant;
+
+    use super::*;
+    use ptyhub::attention::screen::{read, ScreenText};
+    use ptyhub::config::{Config, ScreenPatterns};
+
+    /// What is on the screen read.
+    #[derive(Clone, Copy)]
+    enum Screen {
+        /// Claude Code's permission dialog, 24×80: the first waiting pattern matches.
+        Dialog,
+        /// 50×200 of plain text: no pattern matches, so every one is tried.
+        Text,
+    }
+
+    impl fmt::Display for Screen {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(match self {
+                Screen::Dialog => "claude dialog 24x80",
+                Screen::Text => "full text 50x200",
+            })
+        }
+    }
+
+    fn model(screen: Screen) -> ScreenModel {
+        match screen {
+            Screen::Dialog => {
+                let mut m = ScreenModel::new(24, 80, 0);
+                m.process(
+                    "⏺ I will run the tests.\r\n\r\n╭────────────────────────────╮\r\n\
+                     │ Bash command               │\r\n│   cargo test               │\r\n\
+                     │ Do you want to proceed?    │\r\n│ ❯ 1. Yes                   │\r\n\
+                     │   2. Yes, and always allow │\r\n│   3. No                    │\r\n\
+                     ╰────────────────────────────╯\r\n Esc to cancel · Tab to amend"
+                        .as_bytes(),
+                );
+                m
+            }
+            Screen::Text => {
+                let mut m = ScreenModel::new(50, 200, 0);
+                m.process(&plain_stream(64 * 1024));
+                m
+            }
+        }
+    }
+
+    fn claude() -> ScreenPatterns {
+        Config::default().assistants["claude"].state.clone()
+    }
+
+    /// The screen's text, as the thread takes it each time.
+    #[divan::bench(args = [Screen::Dialog, Screen::Text])]
+    fn text(bencher: Bencher, screen: Screen) {
+        let m = model(screen);
+        bencher.bench_local(|| ScreenText::of(black_box(m.screen())));
+    }
+
+    /// Claude's patterns, the prompt check and the quick replies on a text taken.
+    #[divan::bench(args = [Screen::Dialog, Screen::Text])]
+    fn patterns(bencher: Bencher, screen: Screen) {
+        let text = ScreenText::of(model(screen).screen());
+        let patterns = claude();
+        let now = Instant::now();
+        bencher.bench_local(|| read(black_box(&text), &patterns, 15, now));
+    }
+
+    /// Both: one reading, as the screen thread makes it.
+    #[divan::bench(args = [Screen::Dialog, Screen::Text])]
+    fn reading(bencher: Bencher, screen: Screen) {
+        let m = model(screen);
+        let patterns = claude();
+        let now = Instant::now();
+        bencher.bench_local(|| read(&ScreenText::of(black_box(m.screen())), &patterns, 15, now));
     }
 }

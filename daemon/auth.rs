@@ -1,4 +1,5 @@
-//! Who may do what: the daemon token, session-scoped share links, the origin check, and the
+//! Who may do what: the daemon token, session-scoped share links, each session's capability
+//! token (it can set that session's state, nothing else), the origin check, and the
 //! failed-authentication rate limit.
 //!
 //! Tokens arrive as `Authorization: Bearer`, a `token` / `access_token` query parameter
@@ -89,14 +90,17 @@ pub enum Access {
     Full,
     /// One session, in one role.
     Share(Arc<Share>),
+    /// A session's capability token: it may report that session's state, and nothing else.
+    StateToken(Uuid),
 }
 
 impl Access {
-    /// Whether this access reaches `session`.
+    /// Whether this access reaches `session` (sees it: its page, screen, output, events).
     pub fn reaches(&self, session: Uuid) -> bool {
         match self {
             Access::Full => true,
             Access::Share(s) => s.session == session,
+            Access::StateToken(_) => false,
         }
     }
 
@@ -105,6 +109,7 @@ impl Access {
         match self {
             Access::Full => true,
             Access::Share(s) => s.session == session && s.record,
+            Access::StateToken(_) => false,
         }
     }
 
@@ -113,6 +118,26 @@ impl Access {
         match self {
             Access::Full => true,
             Access::Share(s) => s.session == session && s.role == Role::Writer,
+            Access::StateToken(_) => false,
+        }
+    }
+
+    /// Whether it may report `session`'s state: the daemon token, or that session's
+    /// capability token.
+    pub fn may_report(&self, session: Uuid) -> bool {
+        match self {
+            Access::Full => true,
+            Access::Share(_) => false,
+            Access::StateToken(id) => *id == session,
+        }
+    }
+
+    /// The session a scoped access is limited to (`None`: the daemon token's, every one).
+    pub fn only(&self) -> Option<Uuid> {
+        match self {
+            Access::Full => None,
+            Access::Share(s) => Some(s.session),
+            Access::StateToken(id) => Some(*id),
         }
     }
 
@@ -121,6 +146,7 @@ impl Access {
         match self {
             Access::Full => Role::Writer,
             Access::Share(s) => s.role,
+            Access::StateToken(_) => Role::Viewer,
         }
     }
 }
@@ -157,6 +183,8 @@ pub struct Auth {
     /// `None`: authentication is off (`--no-auth`, loopback only).
     token: Option<String>,
     shares: Mutex<Vec<Arc<Share>>>,
+    /// Each live session's capability token.
+    state_tokens: Mutex<Vec<(Uuid, String)>>,
     failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
     failed_per_minute: usize,
     allowed_origins: Vec<String>,
@@ -232,6 +260,7 @@ impl Auth {
         Self {
             token,
             shares: Mutex::new(Vec::new()),
+            state_tokens: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
             failed_per_minute,
             allowed_origins,
@@ -307,6 +336,13 @@ impl Auth {
             .iter()
             .find(|s| bool::from(presented.ct_eq(s.token.as_bytes())))
             .cloned();
+        let state = lock(&self.state_tokens)
+            .iter()
+            .find(|(_, t)| bool::from(presented.ct_eq(t.as_bytes())))
+            .map(|(id, _)| *id);
+        if let (None, Some(id)) = (&found, state) {
+            return Ok(Access::StateToken(id));
+        }
         let denied = match found {
             Some(share) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
                 Denied::Expired
@@ -453,8 +489,16 @@ impl Auth {
         shares.len() != before
     }
 
-    /// Forgets every share of an ended session.
+    /// `token` is `session`'s capability token from now on (until the session ends).
+    pub fn add_state_token(&self, session: Uuid, token: &str) {
+        let mut tokens = lock(&self.state_tokens);
+        tokens.retain(|(id, _)| *id != session);
+        tokens.push((session, token.to_owned()));
+    }
+
+    /// Forgets every share and the capability token of an ended session.
     pub fn forget_session(&self, session: Uuid) {
+        lock(&self.state_tokens).retain(|(id, _)| *id != session);
         lock(&self.shares).retain(|s| {
             let hit = s.session == session;
             if hit {
@@ -529,6 +573,26 @@ mod tests {
         assert_eq!(
             auth.authenticate(Some(expired.token()), ip()).unwrap_err(),
             Denied::Expired
+        );
+    }
+
+    #[test]
+    fn a_state_token_reports_its_session_and_reaches_nothing() {
+        let auth = Auth::new(Some("s3cret-token-0123456789".into()), 10, vec![]);
+        let (mine, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let token = generate_token();
+        auth.add_state_token(mine, &token);
+        let access = auth.authenticate(Some(&token), ip()).unwrap();
+        assert!(matches!(access, Access::StateToken(id) if id == mine));
+        assert!(access.may_report(mine) && !access.may_report(other));
+        assert!(!access.reaches(mine) && !access.may_write(mine) && !access.may_record(mine));
+        assert!(Access::Full.may_report(other));
+        let share = Access::Share(auth.create_share(mine, Role::Writer, None, true));
+        assert!(!share.may_report(mine));
+        auth.forget_session(mine);
+        assert_eq!(
+            auth.authenticate(Some(&token), ip()).unwrap_err(),
+            Denied::Invalid
         );
     }
 

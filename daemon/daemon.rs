@@ -151,6 +151,7 @@ impl Daemon {
             metrics.clone(),
         );
         let notifier = Notifier::new(&cfg.notify, metrics.clone(), shutdown.clone());
+        notifier.follow(registry.transitions(), shutdown.clone());
         let state = Arc::new(AppState {
             registry,
             auth,
@@ -237,6 +238,9 @@ impl Daemon {
         let addr = listener.local_addr()?;
         self.listener = Some(rustix::io::fcntl_dupfd_cloexec(&listener, 3)?);
         self.addr = Some(addr);
+        let base = &self.state.cfg.server.base_path;
+        let url = crate::attention::wiring::daemon_url(addr, tls.is_some(), base);
+        self.state.registry.set_url(url);
         self.tls = tls.clone();
         self.server = Some(tokio::spawn(http::run(listener, self.state.clone(), tls)));
         let registry = Arc::downgrade(&self.state.registry);
@@ -274,6 +278,12 @@ impl Daemon {
     /// What tells webhooks and the command of sessions' changes of state.
     pub fn notifier(&self) -> &Notifier {
         &self.state.notifier
+    }
+
+    /// Every session's changes of state, once per change: subscribe to hear each (what the
+    /// notifier does). The journal records them too (`GET /api/events`).
+    pub fn transitions(&self) -> &Arc<crate::attention::Transitions> {
+        self.state.registry.transitions()
     }
 
     /// Live sessions.
@@ -419,6 +429,14 @@ impl Daemon {
         let upgrades = Upgrades::new(image.upgrades, last_error);
         let mut daemon = Daemon::build(cfg.clone(), token, upgrades, metrics);
         let st = daemon.state.clone();
+        let listener = std::net::TcpListener::from(listener);
+        // Before the sessions: a program an adopted session restarts reaches this address.
+        let url = crate::attention::wiring::daemon_url(
+            listener.local_addr()?,
+            cfg.tls.is_some(),
+            &cfg.server.base_path,
+        );
+        st.registry.set_url(url);
         st.auth.restore_shares(&image.shares);
         st.registry.journal().restore(&image.journal);
         let mut ptys: std::collections::HashMap<uuid::Uuid, OwnedFd> = ptys.into_iter().collect();
@@ -434,7 +452,6 @@ impl Daemon {
                 std::thread::spawn(move || upgrade::abandon(&one, grace));
             }
         }
-        let listener = std::net::TcpListener::from(listener);
         listener.set_nonblocking(true)?;
         daemon.serve(TcpListener::from_std(listener)?)?;
         info!(

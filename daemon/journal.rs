@@ -1,6 +1,7 @@
 //! The daemon's lifecycle events (docs/protocol.md section 14): a bounded ring of `state`, `exec`,
-//! `rename`, `yolo` and `viewers` events with increasing ids, for `GET /api/events`, and the
-//! per-session watcher that turns a session's metadata changes into events.
+//! `rename`, `yolo` and `viewers` events with increasing ids, for `GET /api/events`, the
+//! per-session watcher that turns a session's metadata changes into events, and the sessions'
+//! changes of state (working, waiting, idle) as `state` events too.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -113,8 +114,29 @@ impl Journal {
         });
         if state == "exited" {
             data["exit_code"] = json!(info.exit_code);
+            data["since"] = json!(info.state_since);
+            data["since_ms"] = json!(info.state_since_ms);
+            data["reason"] = json!(info.reason);
+            data["source"] = json!(info.state_source.as_str());
         }
         self.push("state", Some(info.id), data);
+    }
+
+    /// A session entered a new state (`working`, `waiting`, `idle`): when, why, where it was
+    /// learnt, and the state it left. (Entering `exited` is the `exited` event below.)
+    pub fn transition(&self, change: &crate::attention::Transition) {
+        let to = &change.to;
+        let data = json!({
+            "session": change.session.to_string(),
+            "num": change.num,
+            "state": to.state.as_str(),
+            "from": change.from.as_str(),
+            "since": crate::session::rfc3339(to.since),
+            "since_ms": to.since_ms(),
+            "reason": to.reason,
+            "source": to.source.as_str(),
+        });
+        self.push("state", Some(change.session), data);
     }
 
     /// An exec finished.

@@ -18,6 +18,8 @@
 //!   renderer and snapshots, terminal queries.
 //! - [`client`]: the command-line client (`ptyhub attach`, `exec`, `ls`, `new`, `kill`,
 //!   `share`) and its way to a daemon.
+//! - [`attention`]: whether each session works, waits for its user, is done or has ended: the
+//!   words, reading screens, agents' reports and hooks, and the changes told to the daemon.
 //! - [`assets`]: the embedded browser UI.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
 //! - [`metrics`]: counters for `/metrics`.
@@ -36,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod assets;
+pub mod attention;
 pub mod auth;
 pub mod client;
 pub mod config;

@@ -113,6 +113,30 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         ttl: Option<u64>,
     },
+    /// Wait until a session is waiting, idle or exited (or working).
+    ///
+    /// Exits 0 when it is (at once if it is already), 1 on timeout, 2 when the session does
+    /// not exist or ends first (or exits, unless waiting for that). Follows the daemon's event
+    /// stream: a CI job or another agent hands work to an agent and waits for it this way.
+    Wait {
+        #[command(flatten)]
+        conn: Conn,
+        /// The session: number, uuid, unique name or URL.
+        session: String,
+        /// The state to wait for.
+        #[arg(long, value_parser = ["waiting", "idle", "exited", "working"])]
+        until: String,
+        /// How long to wait at most: "90s", "10m", "2h".
+        #[arg(long, default_value = "10m", value_name = "DURATION")]
+        timeout: String,
+    },
+    /// Tell the daemon this session's state, from a program or an agent's hook running in it.
+    ///
+    /// Reads PTYHUB_URL, PTYHUB_SESSION and PTYHUB_STATE_TOKEN, which every session's program
+    /// gets. With --from, reads the agent's own hook JSON: on stdin for claude and gemini, as
+    /// the last argument for codex. Always exits 0 and prints nothing unless --verbose (a
+    /// failing hook would print into the agent's transcript).
+    Notify(NotifyArgs),
     /// Replace the local daemon's binary in place: sessions keep running, viewers reconnect.
     ///
     /// Install the new binary over the old one first; this signals the daemon (SIGUSR2, as
@@ -135,6 +159,68 @@ enum Command {
     },
     /// Print the man page (roff).
     Man,
+}
+
+/// `ptyhub notify`'s flags.
+#[derive(Debug, ClapArgs)]
+struct NotifyArgs {
+    /// The state: working, waiting or idle.
+    #[arg(long)]
+    state: Option<String>,
+    /// Why, for people: one line, at most 200 characters.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Report an agent's own hook JSON instead: claude, codex or gemini.
+    #[arg(long, value_name = "AGENT")]
+    from: Option<String>,
+    /// The daemon (default: $PTYHUB_URL).
+    #[arg(long)]
+    url: Option<String>,
+    /// The session's uuid (default: $PTYHUB_SESSION).
+    #[arg(long)]
+    session: Option<String>,
+    /// The session's capability token (default: $PTYHUB_STATE_TOKEN).
+    #[arg(long)]
+    token: Option<String>,
+    /// Say on stderr what happened.
+    #[arg(long)]
+    verbose: bool,
+    /// The hook's JSON, when the agent passes it as an argument (codex).
+    #[arg(value_name = "JSON")]
+    json: Option<String>,
+}
+
+/// `ptyhub notify`, run before anything else: whatever its arguments, it exits 0 and says
+/// nothing unless `--verbose` (an agent shows a failing hook's output in its transcript).
+fn notify() -> ! {
+    let verbose = std::env::args_os().any(|a| a == "--verbose");
+    let status = match Cli::try_parse() {
+        Ok(Cli {
+            command: Some(Command::Notify(a)),
+            ..
+        }) => ptyhub::client::notify::run(ptyhub::client::notify::Notify {
+            state: a.state,
+            reason: a.reason,
+            from: a.from,
+            json: a.json,
+            url: a.url,
+            session: a.session,
+            token: a.token,
+            verbose: a.verbose,
+        }),
+        Ok(_) => 0,
+        Err(e) => {
+            let asked = matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            );
+            if verbose || asked {
+                let _ = e.print();
+            }
+            0
+        }
+    };
+    std::process::exit(status)
 }
 
 /// Which daemon a client subcommand talks to.
@@ -239,6 +325,9 @@ fn token_source(args: &Args, cfg: &ptyhub::config::Config) -> anyhow::Result<Tok
 }
 
 fn main() -> anyhow::Result<()> {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "notify") {
+        notify();
+    }
     let cli = Cli::parse();
     let args = match cli.command {
         None => cli.serve,
@@ -435,11 +524,27 @@ fn run_client(command: Command) -> i32 {
                 println!("{}", server.share(found.id, writer, ttl).await?);
                 Ok(0)
             }
+            Command::Wait {
+                conn,
+                session,
+                until,
+                timeout,
+            } => {
+                let server = server_for(&conn, Some(&session))?;
+                let until = ptyhub::attention::State::parse(&until).ok_or_else(|| {
+                    ptyhub::client::ClientError::Local(format!("unknown state {until:?}"))
+                })?;
+                let timeout = ptyhub::config::parse_duration(&timeout)
+                    .map_err(|e| ptyhub::client::ClientError::Local(format!("--timeout: {e}")))?;
+                ptyhub::client::wait::run(&server, &session, until, timeout).await
+            }
             Command::Upgrade { conn, pid, timeout } => {
                 let server = server_for(&conn, None)?;
                 ptyhub::client::upgrade::run(&server, pid, Duration::from_secs(timeout)).await
             }
-            Command::Serve(_) | Command::Completions { .. } | Command::Man => Ok(0),
+            Command::Serve(_) | Command::Completions { .. } | Command::Man | Command::Notify(_) => {
+                Ok(0)
+            }
         }
     });
     match result {

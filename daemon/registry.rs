@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex, Weak};
 use dashmap::DashMap;
 use uuid::Uuid;
 
+use crate::attention::Transitions;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::session::{
-    self, CreateError, CreateSpec, EndReason, RecentKeys, SessionHandle, SessionInfo,
+    self, CreateError, CreateSpec, EndReason, RecentKeys, SessionHandle, SessionInfo, StateLinks,
 };
 
 /// How many session numbers there are: 1 to 255, so a number fits the one-byte tag of the
@@ -40,6 +41,12 @@ pub struct Registry {
     recent_keys: Arc<RecentKeys>,
     /// The daemon's counters, handed to every session and recorder.
     metrics: Arc<Metrics>,
+    /// Every session's changes of state (to the journal and the notifier).
+    transitions: Arc<Transitions>,
+    /// How a session's program reaches this daemon (`PTYHUB_URL`), once it serves.
+    url: std::sync::OnceLock<String>,
+    /// The `ptyhub` binary agents' hooks run.
+    ptyhub: Mutex<std::path::PathBuf>,
 }
 
 /// The session numbers in use. A number is taken before its session starts and given back
@@ -174,6 +181,7 @@ pub enum SessionId {
 impl Registry {
     /// An empty registry whose sessions and recorders count into `metrics`.
     pub fn new(cfg: Arc<Config>, auth: Arc<Auth>, metrics: Arc<Metrics>) -> Arc<Self> {
+        let journal = crate::journal::Journal::new();
         Arc::new_cyclic(|me| Registry {
             sessions: DashMap::new(),
             nums: Mutex::new(Numbers {
@@ -185,7 +193,10 @@ impl Registry {
             me: me.clone(),
             closing: Default::default(),
             created: tokio::sync::broadcast::channel(CREATED_BACKLOG).0,
-            journal: crate::journal::Journal::new(),
+            transitions: Transitions::new(journal.clone()),
+            journal,
+            url: std::sync::OnceLock::new(),
+            ptyhub: Mutex::new(running_binary()),
             recordings: crate::record::Recordings::new(cfg.recording.clone(), metrics.clone()),
             recent_keys: Arc::new(RecentKeys::new()),
             metrics,
@@ -196,6 +207,46 @@ impl Registry {
     /// The daemon's configuration.
     pub fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    /// Every session's changes of state: subscribe to hear each (the notifier does).
+    pub fn transitions(&self) -> &Arc<Transitions> {
+        &self.transitions
+    }
+
+    /// How sessions' programs reach this daemon (`PTYHUB_URL`): set once it serves.
+    pub fn set_url(&self, url: String) {
+        let _ = self.url.set(url);
+    }
+
+    /// The `ptyhub` binary agents' hooks run (by default the one running; a test running the
+    /// daemon in its own process names the real binary).
+    pub fn set_ptyhub(&self, path: std::path::PathBuf) {
+        *self.ptyhub.lock().unwrap_or_else(|e| e.into_inner()) = path;
+    }
+
+    /// What a session is given to tell its state, with capability token `token` (registered
+    /// with the auth until the session ends).
+    fn links(&self, id: Uuid, token: String) -> StateLinks {
+        self.auth.add_state_token(id, &token);
+        let url = self.url.get().cloned().unwrap_or_else(|| {
+            crate::attention::wiring::daemon_url(
+                self.cfg.listen,
+                self.cfg.tls.is_some(),
+                &self.cfg.server.base_path,
+            )
+        });
+        StateLinks {
+            transitions: self.transitions.clone(),
+            url,
+            ptyhub: self
+                .ptyhub
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            token,
+            dir: crate::config::state_dir().join("sessions"),
+        }
     }
 
     /// The session with this id.
@@ -242,7 +293,10 @@ impl Registry {
                 let num = self.numbers().take(id, self.cfg.limits.max_sessions)?;
                 let (keys, metrics) = (self.recent_keys.clone(), self.metrics.clone());
                 let on_end = self.on_end(num);
-                let started = session::start(self.cfg.clone(), spec, num, keys, metrics, on_end);
+                // Known to the auth before the program starts, so its first report passes.
+                let links = self.links(id, crate::auth::generate_token());
+                let cfg = self.cfg.clone();
+                let started = session::start(cfg, spec, num, keys, metrics, links, on_end);
                 match started {
                     Ok(handle) => {
                         // Before anyone else can reach it: the recording misses nothing.
@@ -254,6 +308,7 @@ impl Registry {
                         Ok(Found::Created(handle))
                     }
                     Err(err) => {
+                        self.auth.forget_session(id);
                         self.numbers().free(num, id);
                         Err(err)
                     }
@@ -290,10 +345,22 @@ impl Registry {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let (keys, metrics) = (self.recent_keys.clone(), self.metrics.clone());
         let on_end = self.on_end(num);
-        let adopted = session::adopt(self.cfg.clone(), image, blobs, pty, keys, metrics, on_end);
+        // The token its program has in its environment (a new one for an image from before
+        // tokens: no program has it, but the session's state can still be reported with the
+        // daemon token).
+        let token = image
+            .attention
+            .as_ref()
+            .map(|a| a.token.clone())
+            .filter(|t| crate::auth::valid_token(t))
+            .unwrap_or_else(crate::auth::generate_token);
+        let links = self.links(id, token);
+        let cfg = self.cfg.clone();
+        let adopted = session::adopt(cfg, image, blobs, pty, keys, metrics, links, on_end);
         let handle = match adopted {
             Ok(handle) => handle,
             Err(e) => {
+                self.auth.forget_session(id);
                 self.numbers().free(num, id);
                 return Err(e);
             }
@@ -376,6 +443,16 @@ impl Registry {
             let ends = handles.iter().map(|h| h.end(reason));
             futures_util::future::join_all(ends).await;
         }
+    }
+}
+
+/// The binary this process runs, for agents' hooks to run: its path as the kernel has it,
+/// without the " (deleted)" a binary replaced on disk (an upgrade installed over it) gets.
+fn running_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|_| "ptyhub".into());
+    match exe.to_str().and_then(|p| p.strip_suffix(" (deleted)")) {
+        Some(path) => path.into(),
+        None => exe,
     }
 }
 

@@ -4,6 +4,7 @@ import { at, foreignParams, homePath, replayPath, withQuery } from './api.js';
 import { ChatPanel } from './chat.js';
 import { Connection } from './connection.js';
 import { ConnStatus } from './connstatus.js';
+import { StatePill } from './statepill.js';
 import { acceptFiles } from './dropzone.js';
 import { EndScreens } from './ending.js';
 import { closeMeaning, errorText, refusalText } from './errors.js';
@@ -154,10 +155,16 @@ function onOpen() {
   // Our size goes out with the first status, which says whether we may send one (read-only links may not).
 }
 
+const statePill = new StatePill($('state'));
+
 function onMessage(msg) {
   switch (msg?.type) {
     case 'status':
       onStatus(msg);
+      statePill.update(msg);
+      break;
+    case 'state':
+      statePill.update(msg);
       break;
     case 'ready':
       onReady();

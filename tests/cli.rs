@@ -353,7 +353,10 @@ async fn ls_new_kill_and_share() {
     assert!(
         lines
             .iter()
-            .any(|l| l.contains("alpha") && l.contains("running") && l.contains("80x24")),
+            // The state and how long it has been in it: "working 0s", "idle 2s".
+            .any(|l| l.contains("alpha")
+                && (l.contains("working ") || l.contains("idle "))
+                && l.contains("80x24")),
         "{table}"
     );
     assert_eq!(lines.len(), 3, "{table}");

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod attention;
 mod bad_input;
 mod basics;
 mod cli;

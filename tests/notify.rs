@@ -1,13 +1,14 @@
 //! `[notify]` through the daemon: a `Daemon` built from a configuration that names webhooks on
 //! 127.0.0.1 (receivers this test runs; nothing leaves the machine) and a command, told of
-//! transitions through its notifier, counting them in its `/metrics`. Driven in-process: the
-//! sessions' own transitions are wired to the notifier by the session core.
+//! transitions through its notifier, counting them in its `/metrics`; and a real session's own
+//! changes of state reaching a webhook. Driven in-process.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use ptyhub::attention::State as StateName;
 use ptyhub::daemon::Daemon;
-use ptyhub::notify::{StateName, Transition};
+use ptyhub::notify::Transition;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -83,9 +84,14 @@ fn waiting(session: Uuid, num: u8) -> Transition {
 
 /// A daemon of `notify` (the `[notify]` table's keys), served on 127.0.0.1:0.
 async fn daemon(notify: &str) -> (Daemon, std::net::SocketAddr) {
+    daemon_with("", notify).await
+}
+
+/// [`daemon`] with `extra` tables besides.
+async fn daemon_with(extra: &str, notify: &str) -> (Daemon, std::net::SocketAddr) {
     let toml = format!(
         "listen = \"127.0.0.1:0\"\n{}\n[notify]\n{notify}\n",
-        crate::common::config("")
+        crate::common::config(extra)
     );
     let cfg = Arc::new(ptyhub::config::from_toml_str(&toml, "notify.toml").expect("config"));
     let mut daemon = Daemon::new(cfg.clone(), None);
@@ -201,4 +207,62 @@ queue = 100
     use ptyhub::metrics::NotifyOutcome::{Dropped, Failed, Sent};
     assert_eq!(count(Sent), 100);
     assert_eq!(count(Failed) + count(Dropped), 50);
+}
+
+/// A real session, found waiting by its screen and then ended, is told to the webhook once for
+/// each (the default `on`: waiting and exited; its `working` start is not told), with its
+/// reason and the link to its page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_own_waiting_and_exit_reach_the_webhook() {
+    let (hook, mut rx) = receiver(false).await;
+    let agent = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/agents/permission-prompt"
+    );
+    let (daemon, addr) = daemon_with(
+        &format!(
+            "[assistants.claude]\nname = \"Claude\"\ncommand = [\"{agent}\"]\nstate_hooks = \"none\"\n"
+        ),
+        &format!("webhooks = [{{ url = \"{hook}\" }}]\nlink = \"https://ptyhub.example\"\nretries = 0"),
+    )
+    .await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let created: serde_json::Value = http
+        .post(format!("http://{addr}/api/sessions"))
+        .json(&serde_json::json!({"assistant": "claude"}))
+        .send()
+        .await
+        .expect("POST")
+        .json()
+        .await
+        .expect("JSON");
+    let id = created["id"].as_str().expect("id").to_owned();
+
+    let waiting = next(&mut rx).await;
+    assert_eq!(waiting["session"], id.as_str());
+    assert_eq!(waiting["state"], "waiting", "{waiting}");
+    assert_eq!(waiting["assistant"], "claude");
+    assert_eq!(waiting["reason"], "Claude asks: Do you want to proceed?");
+    assert_eq!(
+        waiting["url"],
+        format!("https://ptyhub.example/session/{id}")
+    );
+
+    let resp = http
+        .delete(format!("http://{addr}/api/sessions/{id}"))
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let exited = next(&mut rx).await;
+    assert_eq!(exited["session"], id.as_str());
+    assert_eq!(
+        (&exited["from"], &exited["state"]),
+        (&"waiting".into(), &"exited".into()),
+        "{exited}"
+    );
+    daemon.end().await;
 }

@@ -268,6 +268,36 @@ async fn every_operation_answers_as_the_document_says() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
+    // A state report (the daemon token may make one too), and a bad one.
+    let state = format!("{one}/state");
+    let (status, _) = c
+        .call(
+            Method::POST,
+            "/api/sessions/{id}/state",
+            &state,
+            Some(json!({"state": "waiting", "reason": "documented"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = c
+        .call(
+            Method::POST,
+            "/api/sessions/{id}/state",
+            &state,
+            Some(json!({"state": "asleep"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (_, reported) = c.call(Method::GET, "/api/sessions/{id}", &one, None).await;
+    assert_eq!(
+        (
+            &reported["state"],
+            &reported["reason"],
+            &reported["stateSource"]
+        ),
+        (&json!("waiting"), &json!("documented"), &json!("hook"))
+    );
+
     // Output: scrollback, the SSE log, the event stream, the recording.
     c.call(
         Method::GET,

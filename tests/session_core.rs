@@ -57,6 +57,17 @@ fn metrics() -> Arc<Metrics> {
     Arc::new(Metrics::default())
 }
 
+/// What a daemon of the test's own gives a session to tell its state (no daemon listens).
+fn links() -> session::StateLinks {
+    session::StateLinks {
+        transitions: ptyhub::attention::Transitions::new(ptyhub::journal::Journal::new()),
+        url: "http://127.0.0.1:9".into(),
+        ptyhub: "ptyhub".into(),
+        token: ptyhub::auth::generate_token(),
+        dir: std::env::temp_dir(),
+    }
+}
+
 fn start(assistant: &str, screen: bool) -> SessionHandle {
     let spec = CreateSpec {
         id: Uuid::new_v4(),
@@ -68,7 +79,8 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         size: None,
     };
     let on_end = Box::new(|_| {});
-    session::start(config(), spec, Some(1), keys(), metrics(), on_end).expect("session starts")
+    session::start(config(), spec, Some(1), keys(), metrics(), links(), on_end)
+        .expect("session starts")
 }
 
 /// Everything the log holds from `from`.
@@ -528,8 +540,8 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
         size: None,
     };
     let on_end = Box::new(|_| {});
-    let handle =
-        session::start(config(), spec, Some(1), keys(), metrics(), on_end).expect("starts");
+    let handle = session::start(config(), spec, Some(1), keys(), metrics(), links(), on_end)
+        .expect("starts");
     wait_for_output(&handle, "READY").await;
     let gate = Arc::new(Gate {
         marker: marker.clone(),

@@ -1,13 +1,16 @@
 //! The command-line client's way to a daemon: which server and token, naming a session (uuid,
 //! number, unique name or session URL), the REST calls, and errors as one line each.
 //!
-//! `ptyhub attach` ([`attach`]) and `ptyhub exec` ([`exec`]) build on this; `ls`, `new`,
-//! `kill` and `share` are REST calls made here.
+//! `ptyhub attach` ([`attach`]), `ptyhub exec` ([`exec`]) and `ptyhub wait` ([`wait`])
+//! build on this; `ls`, `new`, `kill` and `share` are REST calls made here. `ptyhub notify`
+//! ([`notify`]) is a session's program talking to its own daemon, with its own token.
 
 pub mod attach;
 pub mod exec;
+pub mod notify;
 pub mod table;
 pub mod upgrade;
+pub mod wait;
 
 use std::time::Duration;
 
@@ -79,6 +82,15 @@ pub struct Session {
     pub exit_code: Option<i32>,
     /// RFC 3339 creation time.
     pub created_at: String,
+    /// Its state: working, waiting, idle or exited (none from a daemon without them).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// When it entered that state, milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub state_since_ms: Option<u64>,
+    /// Why it is in that state.
+    #[serde(default)]
+    pub reason: String,
 }
 
 impl Session {
@@ -243,6 +255,33 @@ impl Server {
                 ClientError::Server(format!("{message} (HTTP {code})"))
             }
         })
+    }
+
+    /// `GET path` for a stream that lasts (the server's event stream): no overall time limit,
+    /// only one on connecting.
+    pub fn streaming_request(&self, path: &str) -> Result<reqwest::RequestBuilder, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| ClientError::Local(format!("cannot start an HTTP client: {e}")))?;
+        let mut req = http.get(self.url(path)?);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        Ok(req)
+    }
+
+    /// Session `id` as the server describes it now.
+    pub async fn session(&self, id: Uuid) -> Result<Session, ClientError> {
+        let req = self.request(reqwest::Method::GET, &format!("api/sessions/{id}"))?;
+        let value = match self.call(req).await {
+            Err(ClientError::Server(why)) if why.ends_with("(HTTP 404)") => {
+                return Err(ClientError::NoSuchSession(id.to_string()))
+            }
+            other => other?,
+        };
+        serde_json::from_value(value)
+            .map_err(|e| ClientError::Server(format!("unexpected session: {e}")))
     }
 
     /// Every session the token reaches.

@@ -1,5 +1,5 @@
 //! `ptyhub ls`: the sessions as a table a person reads (number, name, assistant, viewers,
-//! size, state, age).
+//! size, state and for how long, age).
 
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -20,10 +20,23 @@ pub fn render(sessions: &[Session], now: OffsetDateTime) -> String {
         "AGE".to_owned(),
     ]];
     for s in sorted {
-        let state = match (s.alive, s.exit_code) {
-            (true, _) => "running".to_owned(),
-            (false, Some(code)) => format!("exited ({code})"),
-            (false, None) => "exited".to_owned(),
+        let state = match (s.alive, s.exit_code, s.state.as_deref()) {
+            (false, Some(code), _) => format!("exited ({code})"),
+            (false, None, _) => "exited".to_owned(),
+            // A daemon without states.
+            (true, _, None) => "running".to_owned(),
+            (true, _, Some(state)) => {
+                let since = s
+                    .state_since_ms
+                    .and_then(|ms| i64::try_from(ms).ok())
+                    .and_then(|ms| {
+                        OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+                    });
+                match since {
+                    Some(t) => format!("{state} {}", age(now - t)),
+                    None => state.to_owned(),
+                }
+            }
         };
         let age = OffsetDateTime::parse(&s.created_at, &Rfc3339)
             .map(|t| age(now - t))
@@ -79,7 +92,7 @@ mod tests {
 
     #[test]
     fn a_table_with_aligned_columns() {
-        let session = |num: u8, name: &str, alive, exit_code| Session {
+        let session = |num: u8, name: &str, alive, exit_code, state: Option<&str>| Session {
             id: Uuid::new_v4(),
             num: Some(num),
             name: name.to_owned(),
@@ -90,12 +103,17 @@ mod tests {
             alive,
             exit_code,
             created_at: "2026-11-24T10:00:00Z".to_owned(),
+            state: state.map(str::to_owned),
+            // 2026-11-24T12:28:00Z
+            state_since_ms: Some(1_795_523_280_000),
+            reason: String::new(),
         };
         let now = OffsetDateTime::parse("2026-11-24T12:30:00Z", &Rfc3339).expect("time");
         let table = render(
             &[
-                session(2, "", false, Some(3)),
-                session(1, "review", true, None),
+                session(2, "", false, Some(3), Some("exited")),
+                session(1, "review", true, None, Some("waiting")),
+                session(3, "old", true, None, None),
             ],
             now,
         );
@@ -106,11 +124,15 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "1    review  shell      2        80x24  running     2h"
+            "1    review  shell      2        80x24  waiting 2m  2h"
         );
         assert_eq!(
             lines[2],
             "2    -       shell      2        80x24  exited (3)  2h"
+        );
+        assert_eq!(
+            lines[3],
+            "3    old     shell      2        80x24  running     2h"
         );
     }
 }

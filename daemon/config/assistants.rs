@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use super::patterns::{ScreenPatterns, StateHooks};
+
 /// The one placeholder that is expanded: a program that is exactly this string.
 const SHELL_PLACEHOLDER: &str = "$SHELL";
 
@@ -30,6 +32,10 @@ pub struct Assistant {
     pub env: BTreeMap<String, String>,
     /// Environment added on top of `env` in YOLO mode only.
     pub yolo_env: BTreeMap<String, String>,
+    /// How the agent's own hooks are wired to tell ptyhub its state (`state_hooks`).
+    pub state_hooks: StateHooks,
+    /// The screen patterns that say it waits for its user or works (`[assistants.KEY.state]`).
+    pub state: ScreenPatterns,
 }
 
 impl Assistant {
@@ -325,6 +331,8 @@ mod tests {
             yolo: None,
             env: BTreeMap::new(),
             yolo_env: BTreeMap::new(),
+            state_hooks: StateHooks::None,
+            state: ScreenPatterns::default(),
         };
         assert_eq!(with(&["sh", "-c", "true"]).availability(), Ok(()));
         assert_eq!(

@@ -15,7 +15,7 @@ use super::deploy::{BasePath, Trusted};
 use super::notify::{NotifyCommand, PageLink, Webhook, WebhookEntry};
 use super::section::section;
 use super::values::{Days, Dur, Int, Token, USIZE_MAX};
-use crate::notify::StateName;
+use crate::attention::State;
 
 /// Smallest output window, bytes (64 KiB): below it ordinary bursts of output would push every
 /// viewer into a snapshot resync.
@@ -201,12 +201,30 @@ section! {
         #[unset = None]
         link: Option<String> = PageLink,
         /// The states whose transitions are told (a webhook's own `on` wins for it).
-        on: Vec<StateName> = Vec<StateName>,
+        on: Vec<State> = Vec<State>,
         /// How long one delivery may take (a post, or the command's run, killed then).
         timeout: Duration = PositiveDuration,
         /// Retries after a failed delivery, with a doubling wait between them.
         retries: u16 = Int<0, 10>,
         /// Most transitions waiting per receiver; past it the oldest are dropped.
         queue: usize = Int<1, 100_000>,
+    }
+}
+
+section! {
+    /// `[attention]`: how each session's state (working, waiting, idle, exited) is found
+    /// (README, "Attention").
+    #[derive(Debug, Clone)]
+    pub struct AttentionConfig, written as RawAttention in "attention" {
+        /// Output quiet this long ends `working` by the terminal rule: `idle` at the program's
+        /// own prompt, `waiting` or `working` with another program in the foreground.
+        quiet: Duration = PositiveDuration,
+        /// A state an agent reported holds until the screen changes this long after the
+        /// report (the redraw that comes with it does not end it).
+        hook_grace: Duration = AnyDuration,
+        /// How many of the screen's bottom non-empty rows the screen patterns are matched on.
+        state_rows: usize = Int<1, 500>,
+        /// State reports per second per session (bursts of twice as many); beyond: 429.
+        hook_rate: usize = Int<1, 10_000>,
     }
 }

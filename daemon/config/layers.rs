@@ -14,9 +14,10 @@ use toml::Spanned;
 
 use super::deploy::RawTls;
 use super::keys::{
-    RawAuth, RawCluster, RawLimits, RawNotify, RawProxy, RawRecording, RawServer, RawSession,
-    RawViewer,
+    RawAttention, RawAuth, RawCluster, RawLimits, RawNotify, RawProxy, RawRecording, RawServer,
+    RawSession, RawViewer,
 };
+use super::patterns::{RawPatterns, StateHooks};
 use super::section::required;
 use super::values::{Argv, AssistantKey, DisplayName, EnvVars, Listen};
 use super::{Assistant, Config, ConfigError, DEFAULT_ORIGIN, DEFAULT_TOML};
@@ -196,13 +197,28 @@ struct RawConfig {
     cluster: RawCluster,
     #[serde(default)]
     notify: RawNotify,
+    #[serde(default)]
+    attention: RawAttention,
 }
 
 impl RawConfig {
-    /// `over` laid on `self`: keys one by one, assistants table by table, `[tls]` whole.
+    /// `over` laid on `self`: keys one by one, assistants table by table (but for their
+    /// attention settings, `state` and `state_hooks`, which a table that leaves them out takes
+    /// from the one it replaces), `[tls]` whole.
     fn merge(self, over: RawConfig) -> RawConfig {
         let mut assistants = self.assistants;
-        assistants.extend(over.assistants);
+        for (key, mut table) in over.assistants {
+            if let Some(below) = assistants.remove(&key) {
+                let (below, mine) = (below.into_inner(), table.get_mut());
+                if mine.state.is_none() {
+                    mine.state = below.state;
+                }
+                if mine.state_hooks.is_none() {
+                    mine.state_hooks = below.state_hooks;
+                }
+            }
+            assistants.insert(key, table);
+        }
         RawConfig {
             listen: over.listen.or(self.listen),
             server: self.server.merge(over.server),
@@ -216,6 +232,7 @@ impl RawConfig {
             recording: self.recording.merge(over.recording),
             cluster: self.cluster.merge(over.cluster),
             notify: self.notify.merge(over.notify),
+            attention: self.attention.merge(over.attention),
         }
     }
 }
@@ -246,6 +263,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         recording: raw.recording.finish()?,
         cluster: raw.cluster.finish()?,
         notify: raw.notify.finish()?,
+        attention: raw.attention.finish()?,
         source,
     })
 }
@@ -263,6 +281,8 @@ struct RawAssistant {
     env: EnvVars,
     #[serde(default)]
     yolo_env: EnvVars,
+    state_hooks: Option<StateHooks>,
+    state: Option<RawPatterns>,
 }
 
 impl RawAssistant {
@@ -275,6 +295,8 @@ impl RawAssistant {
             yolo: self.yolo.map(|c| c.0),
             env: self.env.0,
             yolo_env: self.yolo_env.0,
+            state_hooks: self.state_hooks.unwrap_or_default(),
+            state: self.state.map(RawPatterns::finish).unwrap_or_default(),
         }
     }
 }

@@ -11,7 +11,8 @@
 //! (the `section!` macro of `section` makes from them the struct the daemon reads, the table
 //! as written, the merge and the finish); how the sources are parsed and laid over each other,
 //! and the checks across keys, are in `layers`; what each value may be is in `values`; how an
-//! assistant's command is resolved and found is in `assistants`.
+//! assistant's command is resolved and found is in `assistants`; its screen patterns and hook
+//! wiring (attention) in `patterns`.
 
 mod assistants;
 mod cluster;
@@ -19,6 +20,7 @@ mod deploy;
 mod keys;
 mod layers;
 mod notify;
+mod patterns;
 mod section;
 mod values;
 
@@ -29,11 +31,13 @@ use std::path::{Path, PathBuf};
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
 pub use deploy::{canonical, TlsConfig};
 pub use keys::{
-    AuthConfig, ClusterConfig, LimitsConfig, NotifyConfig, ProxyConfig, RecordingConfig,
-    ServerConfig, SessionConfig, ViewerConfig,
+    AttentionConfig, AuthConfig, ClusterConfig, LimitsConfig, NotifyConfig, ProxyConfig,
+    RecordingConfig, ServerConfig, SessionConfig, ViewerConfig,
 };
 use layers::build;
 pub use notify::Webhook;
+pub use patterns::{compile as compile_pattern, ScreenPatterns, StateHooks};
+pub use values::parse_duration;
 
 /// The embedded default configuration, which is also the documented example.
 pub const DEFAULT_TOML: &str = include_str!("../../config/ptyhub.toml");
@@ -74,6 +78,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Webhooks and the command told of sessions' changes of state.
     pub notify: NotifyConfig,
+    /// How each session's state is found.
+    pub attention: AttentionConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
 }

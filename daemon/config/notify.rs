@@ -8,7 +8,8 @@ use toml::Spanned;
 
 use super::keys::RawNotify;
 use super::values::Checked;
-use crate::notify::{ntfy_split, StateName, WebhookFormat};
+use crate::attention::State;
+use crate::notify::{ntfy_split, WebhookFormat};
 
 /// One of `[notify] webhooks`.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +20,7 @@ pub struct Webhook {
     /// How its body is written.
     pub format: WebhookFormat,
     /// The states whose transitions it is told; `None`: `[notify] on`.
-    pub on: Option<Vec<StateName>>,
+    pub on: Option<Vec<State>>,
 }
 
 /// A webhook as written: `{ url = "…", format = "json" | "ntfy" | "slack", on = […] }`.
@@ -29,7 +30,7 @@ pub(super) struct WebhookEntry {
     url: Spanned<WebhookUrl>,
     #[serde(default)]
     format: WebhookFormat,
-    on: Option<Vec<StateName>>,
+    on: Option<Vec<State>>,
 }
 
 impl Checked<Webhook> for WebhookEntry {
@@ -88,8 +89,8 @@ pub(super) fn misplaced_ntfy(raw: &RawNotify) -> Option<(usize, String)> {
         })
 }
 
-impl Checked<StateName> for StateName {
-    fn into_value(self) -> StateName {
+impl Checked<State> for State {
+    fn into_value(self) -> State {
         self
     }
 }
@@ -155,7 +156,7 @@ mod tests {
         assert!(c.webhooks.is_empty());
         assert_eq!(c.command, None);
         assert_eq!(c.link, None);
-        assert_eq!(c.on, vec![StateName::Waiting, StateName::Exited]);
+        assert_eq!(c.on, vec![State::Waiting, State::Exited]);
         assert_eq!(c.timeout, Duration::from_secs(5));
         assert_eq!(c.retries, 3);
         assert_eq!(c.queue, 256);
@@ -201,7 +202,7 @@ format = "slack"
                 (
                     "https://ntfy.example/my-topic",
                     WebhookFormat::Ntfy,
-                    Some(vec![StateName::Waiting])
+                    Some(vec![State::Waiting])
                 ),
                 ("https://chat.example/hooks/x", WebhookFormat::Slack, None),
             ]
@@ -211,7 +212,7 @@ format = "slack"
             Some(vec!["notify-send".to_owned(), "ptyhub".to_owned()])
         );
         assert_eq!(c.link.as_deref(), Some("https://ptyhub.example.org/base"));
-        assert_eq!(c.on, vec![StateName::Idle, StateName::Exited]);
+        assert_eq!(c.on, vec![State::Idle, State::Exited]);
         assert_eq!(
             (c.timeout, c.retries, c.queue),
             (Duration::from_secs(2), 0, 10)

@@ -162,8 +162,8 @@ impl<const MIN_MS: u64> Checked<Duration> for Dur<MIN_MS> {
 }
 
 /// Parse "500ms", "5s", "10m", "1h", "2d" and sums such as "1h30m" or "1m 30s", to whole
-/// milliseconds, at most 365 days.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+/// milliseconds, at most 365 days (`ptyhub wait --timeout` reads its value this way too).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = |why: &str| format!("invalid duration {s:?}: {why}");
     let mut rest = s.trim();
     if rest.is_empty() {

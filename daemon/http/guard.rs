@@ -82,8 +82,10 @@ pub(super) fn check(
             return Err(Box::new(resp));
         }
     };
-    // A page opened with a token in its URL: keep the token in a cookie, drop it from the URL.
+    // A page opened with a token in its URL: keep the token in a cookie, drop it from the URL
+    // (not a capability token's: it opens no page, and is refused by the route).
     if audience == Audience::Person
+        && !matches!(access, Access::StateToken(_))
         && query
             .iter()
             .any(|(k, _)| auth::TOKEN_PARAMS.contains(&k.as_str()))

@@ -1,6 +1,7 @@
 //! The HTTP side: the accept loop and connection places, the route table and the routing
 //! (lookup, the guard: host, origin, token, rate limit, then the route's callers; handler), the
-//! REST API, the WebSocket upgrade to a dialect, exec, and replies.
+//! REST API (a session's state reports in `state`), the WebSocket upgrade to a dialect, exec,
+//! and replies.
 
 mod accept;
 mod cluster;
@@ -15,6 +16,7 @@ mod rest;
 mod router;
 pub mod routes;
 mod sse;
+mod state;
 pub mod tls;
 mod upgrade;
 mod version;

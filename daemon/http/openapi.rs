@@ -64,6 +64,7 @@ impl Modify for Tokens {
         rename_session,
         delete_session,
         scrollback,
+        report_state,
         session_log,
         session_recording,
         create_share,
@@ -158,6 +159,28 @@ fn delete_session() {}
     ))]
 #[allow(dead_code)]
 fn scrollback() {}
+
+#[utoipa::path(post, path = "/api/sessions/{id}/state", tag = "sessions",
+    description = "The session's program reports its state, with the capability token in its \
+                   environment (PTYHUB_STATE_TOKEN), which can do nothing else; the daemon token \
+                   works too. Without `from` the body is a `StateReport`; with it, that agent's \
+                   own hook JSON. A report holds until another, until someone types into the \
+                   session, or until its screen changes after `attention.hook_grace`.",
+    params(
+        ("id" = String, Path, description = ID),
+        ("from" = Option<String>, Query, description = "claude, codex or gemini: the body is that agent's own hook JSON, read as it means it"),
+    ),
+    request_body = super::state::StateReport,
+    responses(
+        (status = 204, description = "Taken (or an agent's event that says nothing of the state)"),
+        (status = 400, description = "An unknown state, a reason too long or with control characters, bad JSON, an unknown from", body = ErrorBody),
+        (status = 403, description = "Neither this session's capability token nor the daemon's", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 429, description = "Too many reports for this session (attention.hook_rate a second): Retry-After says when to try again", body = ErrorBody),
+    ))]
+#[allow(dead_code)]
+fn report_state() {}
 
 #[utoipa::path(get, path = "/api/sessions/{id}/log", tag = "streams",
     params(

@@ -1,7 +1,7 @@
 //! The route table: every method and path the daemon answers, who may call it, and its
 //! handler, as data. The match ([`lookup`]), the 405s' `Allow` lists and the check of the
 //! OpenAPI document (`openapi.rs`) all read [`ROUTES`]; [`Callers`] is the one place that says
-//! what a share link may do.
+//! what a share link, and a session's capability token, may do.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -49,7 +49,8 @@ pub enum Audience {
 }
 
 /// Who may call a route once the guard has checked the host, the origin and the token: the
-/// one place that says what a share link may do. The daemon token's holder may call anything.
+/// one place that says what a share link and a session's capability token may do. The daemon
+/// token's holder may call anything; a capability token only [`Callers::SessionState`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Callers {
     /// Everyone, without a token: the answer is the same for every installation of this
@@ -57,8 +58,9 @@ pub enum Callers {
     Public,
     /// The daemon token's holder only: a share link gets 403.
     Owner,
-    /// Any token, a share link's too: the answer is the same for everyone (`/api/assistants`)
-    /// or its handler scopes it to the link's session (`/ws`, `/api/events`).
+    /// The daemon's token or a share link's: the answer is the same for everyone
+    /// (`/api/assistants`) or its handler scopes it to the link's session (`/ws`,
+    /// `/api/events`).
     AnyToken,
     /// A share link of the session the path names.
     Session,
@@ -66,6 +68,9 @@ pub enum Callers {
     SessionWriter,
     /// A share link of the session the path names, made with `record`.
     SessionRecording,
+    /// The capability token of the session the path names (its program's: it reports the
+    /// session's state), and the daemon token; no share link.
+    SessionState,
 }
 
 impl Callers {
@@ -73,11 +78,14 @@ impl Callers {
     pub fn admit(self, access: &Access, id: Option<Uuid>) -> bool {
         let on = |check: fn(&Access, Uuid) -> bool| id.is_some_and(|id| check(access, id));
         match self {
-            Callers::Public | Callers::AnyToken => true,
+            Callers::Public => true,
+            // A capability token reaches nothing but its session's state.
+            Callers::AnyToken => !matches!(access, Access::StateToken(_)),
             Callers::Owner => matches!(access, Access::Full),
             Callers::Session => on(Access::reaches),
             Callers::SessionWriter => on(Access::may_write),
             Callers::SessionRecording => on(Access::may_record),
+            Callers::SessionState => on(Access::may_report),
         }
     }
 
@@ -364,6 +372,16 @@ pub static ROUTES: &[Route] = &[
         audience: Audience::Program,
         handler: Handler::NowOn(PathId::Session, |c, id| scrollback(id, c.state)),
     },
+    // The session's program reports its state with the token in its environment.
+    Route {
+        methods: &["POST"],
+        pattern: "/api/sessions/{id}/state",
+        callers: Callers::SessionState,
+        audience: Audience::Program,
+        handler: Handler::LaterOn(PathId::Session, |c, id| {
+            Box::pin(state::report(c.req, id, c.state))
+        }),
+    },
     Route {
         methods: &["GET"],
         pattern: "/api/sessions/{id}/log",
@@ -489,6 +507,7 @@ mod tests {
             ("/api/sessions", Some("GET, POST")),
             ("/api/sessions/1", Some("GET, PATCH, DELETE")),
             ("/api/sessions/1/scrollback", Some("GET")),
+            ("/api/sessions/1/state", Some("POST")),
             ("/api/sessions/1/share", Some("GET, POST")),
             ("/api/sessions/1/share/abc", Some("DELETE")),
             ("/api/exec", Some("GET, POST")),
@@ -546,7 +565,10 @@ mod tests {
             assert_eq!(route.path_id().is_some(), has_id, "{}", route.pattern);
             let about_session = matches!(
                 route.callers,
-                Callers::Session | Callers::SessionWriter | Callers::SessionRecording
+                Callers::Session
+                    | Callers::SessionWriter
+                    | Callers::SessionRecording
+                    | Callers::SessionState
             );
             assert!(!about_session || has_id, "{}", route.pattern);
             for hole in route.pattern.split('/').filter(|s| s.starts_with('{')) {
@@ -597,5 +619,29 @@ mod tests {
         assert!(!Callers::SessionRecording.admit(&viewer, Some(mine)));
         assert!(Callers::SessionRecording.admit(&writer, Some(mine)));
         assert!(!Callers::told_missing(&viewer) && Callers::told_missing(&Access::Full));
+    }
+
+    /// A session's capability token may report its session's state and call nothing else;
+    /// the daemon token may report any session's, a share link none.
+    #[test]
+    fn a_state_token_calls_one_route_of_its_own_session() {
+        let auth = crate::auth::Auth::new(Some("t".repeat(20)), 10, vec![]);
+        let (mine, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let token = Access::StateToken(mine);
+        let writer =
+            Access::Share(auth.create_share(mine, crate::session::Role::Writer, None, true));
+        for route in ROUTES.iter().filter(|r| r.callers != Callers::Public) {
+            let allowed = route.callers.admit(&token, Some(mine));
+            assert_eq!(
+                allowed,
+                route.pattern == "/api/sessions/{id}/state",
+                "{}",
+                route.pattern
+            );
+        }
+        assert!(!Callers::SessionState.admit(&token, Some(other)));
+        assert!(Callers::SessionState.admit(&Access::Full, Some(other)));
+        assert!(!Callers::SessionState.admit(&writer, Some(mine)));
+        assert!(!Callers::told_missing(&token));
     }
 }

@@ -211,10 +211,7 @@ pub(super) fn events(
         Ok(q) => q,
         Err(e) => return e.response(),
     };
-    let only: Option<Uuid> = match access {
-        Access::Full => None,
-        Access::Share(s) => Some(s.session),
-    };
+    let only: Option<Uuid> = access.only();
     let journal = state.registry.journal().clone();
     let tail = q.tail.unwrap_or(DEFAULT_TAIL).min(KEPT);
     // Read before `since`: what it returns is at least this new. Not the id asked for, which

@@ -180,8 +180,9 @@ pub(super) fn websocket(
     };
     let cfg = state.cfg.clone();
     let (revoked, expires) = match &access {
-        Access::Full => (None, None),
         Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
+        // A capability token never gets here (its route table says so).
+        Access::Full | Access::StateToken(_) => (None, None),
     };
     let opts = ViewerOptions {
         // Honoured if the dialect has acknowledgements (`Dialect::flow_ack`).
@@ -251,10 +252,12 @@ pub(super) fn multiplexed(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let (only, revoked, expires) = match &access {
-        Access::Full => (None, None, None),
-        Access::Share(s) => (Some(s.session), Some(s.revoked.clone()), s.expires_at),
+    let (revoked, expires) = match &access {
+        Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
+        // A capability token never gets here (its route table says so).
+        Access::Full | Access::StateToken(_) => (None, None),
     };
+    let only = access.only();
     let opts = MuxOptions {
         only,
         role: access.role(),

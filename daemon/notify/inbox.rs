@@ -89,8 +89,8 @@ mod tests {
 
     use uuid::Uuid;
 
-    use super::super::transition::StateName;
     use super::*;
+    use crate::attention::State as StateName;
 
     fn numbered(n: u8) -> Arc<Transition> {
         Arc::new(Transition {

@@ -2,7 +2,8 @@
 //! told to its webhooks (ptyhub's JSON, ntfy, Slack-compatible) and its command, once per
 //! transition.
 //!
-//! The [`Notifier`] is the daemon's; sessions call [`Notifier::notify`], which never waits: it
+//! The [`Notifier`] is the daemon's; it follows the sessions' changes of state
+//! ([`Notifier::follow`]) and calls [`Notifier::notify`] for each, which never waits: it
 //! puts the transition in the bounded inbox (`inbox`) of each receiver told of that state, the
 //! oldest dropped when one is full. Each receiver has a task of its own (`delivery`) that
 //! delivers its inbox in order, each attempt bounded by the timeout and retried a bounded
@@ -21,8 +22,10 @@ mod transition;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::broadcast;
 use tracing::{error, warn};
 
+use crate::attention::{State, Transitions};
 use crate::config::NotifyConfig;
 use crate::metrics::{Metrics, NotifyOutcome};
 use crate::shutdown::Shutdown;
@@ -32,7 +35,7 @@ use payload::Target;
 
 pub(crate) use payload::ntfy_split;
 pub use payload::WebhookFormat;
-pub use transition::{StateName, Transition};
+pub use transition::Transition;
 
 /// The wait before the first retry of a failed delivery (doubled before each next one).
 const BACKOFF: Duration = Duration::from_secs(1);
@@ -54,7 +57,7 @@ struct Shared {
 
 /// One receiver as the notifier feeds it.
 struct Told {
-    on: Vec<StateName>,
+    on: Vec<State>,
     inbox: Arc<Inbox>,
 }
 
@@ -80,7 +83,7 @@ impl Notifier {
             backoff,
         };
         let mut receivers = Vec::new();
-        let mut spawn = |receiver: Receiver, on: &[StateName]| {
+        let mut spawn = |receiver: Receiver, on: &[State]| {
             let inbox = Arc::new(Inbox::new(cfg.queue));
             tokio::spawn(delivery::run(
                 receiver,
@@ -151,6 +154,36 @@ impl Notifier {
         if dropped > 0 {
             shared.metrics.notified(NotifyOutcome::Dropped, dropped);
         }
+    }
+
+    /// Tells the receivers every change of state `transitions` hears, until `shutdown`: the
+    /// sessions that end because the daemon stops are not news (and an upgrade ends none).
+    /// Nothing is started when no receiver is configured. Needs a tokio runtime otherwise.
+    pub fn follow(&self, transitions: &Transitions, shutdown: Shutdown) {
+        if self.shared.receivers.is_empty() {
+            return;
+        }
+        let mut changes = transitions.subscribe();
+        let notifier = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let change = tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break,
+                    change = changes.recv() => change,
+                };
+                match change {
+                    Ok(change) => notifier.notify(Transition::from(&*change)),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        notifier
+                            .shared
+                            .metrics
+                            .notified(NotifyOutcome::Dropped, missed);
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
     }
 
     /// How many receivers it feeds (webhooks and the command).

@@ -4,7 +4,8 @@
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
-use super::transition::{StateName, Transition};
+use super::transition::Transition;
+use crate::attention::State;
 
 /// How a webhook's body is written (`format` in `[notify] webhooks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -105,10 +106,10 @@ fn ntfy(topic: &str, t: &Transition) -> Vec<u8> {
         click: Option<&'a str>,
     }
     let (priority, tag) = match t.to {
-        StateName::Waiting => (4, "warning"),
-        StateName::Exited => (3, "checkered_flag"),
-        StateName::Idle => (3, "white_check_mark"),
-        StateName::Working => (2, "hourglass_flowing_sand"),
+        State::Waiting => (4, "warning"),
+        State::Exited => (3, "checkered_flag"),
+        State::Idle => (3, "white_check_mark"),
+        State::Working => (2, "hourglass_flowing_sand"),
     };
     let body = Ntfy {
         topic,
@@ -164,8 +165,8 @@ mod tests {
             num: Some(3),
             name: "build <main> & co".to_owned(),
             assistant: "claude".to_owned(),
-            from: Some(StateName::Working),
-            to: StateName::Waiting,
+            from: Some(State::Working),
+            to: State::Waiting,
             reason: "Claude wants to run: cargo test > log".to_owned(),
             at: UNIX_EPOCH + Duration::from_millis(1_790_000_000_123),
             url: Some(
@@ -212,7 +213,7 @@ mod tests {
         );
         let exited = Transition {
             name: String::new(),
-            to: StateName::Exited,
+            to: State::Exited,
             reason: String::new(),
             url: None,
             ..transition()
@@ -249,7 +250,7 @@ mod tests {
             num: None,
             reason: String::new(),
             url: None,
-            to: StateName::Idle,
+            to: State::Idle,
             ..transition()
         };
         assert_eq!(

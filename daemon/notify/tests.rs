@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::*;
+use crate::attention::State;
 use crate::config::Webhook;
 
 /// Generous: the machine may be busy; tests wait on conditions, never on time alone.
@@ -161,7 +162,7 @@ fn config(webhooks: Vec<Webhook>) -> NotifyConfig {
         webhooks,
         command: None,
         link: None,
-        on: vec![StateName::Waiting, StateName::Exited],
+        on: vec![State::Waiting, State::Exited],
         timeout: Duration::from_secs(5),
         retries: 0,
         queue: 256,
@@ -177,7 +178,7 @@ fn notifier(cfg: &NotifyConfig, backoff: Duration) -> (Notifier, Arc<Metrics>, S
 }
 
 /// Session `n` going from `from` to `to`.
-fn transition(n: u8, from: Option<StateName>, to: StateName) -> Transition {
+fn transition(n: u8, from: Option<State>, to: State) -> Transition {
     Transition {
         session: Uuid::from_u128(u128::from(n)),
         num: Some(n),
@@ -192,7 +193,7 @@ fn transition(n: u8, from: Option<StateName>, to: StateName) -> Transition {
 }
 
 fn waiting(n: u8) -> Transition {
-    transition(n, Some(StateName::Working), StateName::Waiting)
+    transition(n, Some(State::Working), State::Waiting)
 }
 
 /// Waits until `metrics` counts `want` of `outcome`.
@@ -259,10 +260,10 @@ async fn one_notification_per_transition_into_a_state_told() {
     let mut both = TestReceiver::start("/both", |_| Answer::Ok).await;
     let mut idle = TestReceiver::start("/idle", |_| Answer::Ok).await;
     let mut only_idle = webhook(&idle.url, WebhookFormat::Json);
-    only_idle.on = Some(vec![StateName::Idle]);
+    only_idle.on = Some(vec![State::Idle]);
     let cfg = config(vec![webhook(&both.url, WebhookFormat::Json), only_idle]);
     let (n, metrics, _shutdown) = notifier(&cfg, BACKOFF);
-    use StateName::{Exited, Idle, Waiting, Working};
+    use State::{Exited, Idle, Waiting, Working};
     for (from, to) in [
         (None, Working),
         (Some(Working), Waiting),

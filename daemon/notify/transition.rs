@@ -3,42 +3,18 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use uuid::Uuid;
 
-/// A session's state, as notifications and `[notify] on` name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StateName {
-    /// The program is busy.
-    Working,
-    /// The program needs its user: a permission or a question prompt.
-    Waiting,
-    /// Done, at its prompt.
-    Idle,
-    /// The program has ended.
-    Exited,
-}
+use crate::attention::{self, State};
 
-impl StateName {
-    /// The name as written in the config and the event JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StateName::Working => "working",
-            StateName::Waiting => "waiting",
-            StateName::Idle => "idle",
-            StateName::Exited => "exited",
-        }
-    }
-
-    /// How a title says a session is in it: "is waiting", "has exited".
-    pub(super) fn phrase(self) -> &'static str {
-        match self {
-            StateName::Working => "is working",
-            StateName::Waiting => "is waiting",
-            StateName::Idle => "is idle",
-            StateName::Exited => "has exited",
-        }
+/// How a title says a session is in `state`: "is waiting", "has exited".
+fn phrase(state: State) -> &'static str {
+    match state {
+        State::Working => "is working",
+        State::Waiting => "is waiting",
+        State::Idle => "is idle",
+        State::Exited => "has exited",
     }
 }
 
@@ -54,15 +30,33 @@ pub struct Transition {
     /// Its assistant's key in the config.
     pub assistant: String,
     /// The state it leaves; `None` for its first.
-    pub from: Option<StateName>,
+    pub from: Option<State>,
     /// The state it enters.
-    pub to: StateName,
+    pub to: State,
     /// Why, for people ("Claude wants to run: cargo test").
     pub reason: String,
     /// When it entered `to`.
     pub at: SystemTime,
     /// The session's page; `None`: made from `[notify] link` when that is set.
     pub url: Option<String>,
+}
+
+impl From<&attention::Transition> for Transition {
+    /// What the notifier is told of a change the session made (its page URL from `[notify]
+    /// link`).
+    fn from(t: &attention::Transition) -> Self {
+        Transition {
+            session: t.session,
+            num: t.num,
+            name: t.name.clone(),
+            assistant: t.assistant.clone(),
+            from: Some(t.from),
+            to: t.to.state,
+            reason: t.to.reason.clone(),
+            at: t.to.since,
+            url: None,
+        }
+    }
 }
 
 impl Transition {
@@ -74,7 +68,7 @@ impl Transition {
         } else {
             format!("{} ({})", self.name, self.assistant)
         };
-        format!("{num}{who} {}", self.to.phrase())
+        format!("{num}{who} {}", phrase(self.to))
     }
 
     /// The reason, or the title when there is none (a message is never empty).
@@ -98,8 +92,8 @@ impl Transition {
             num: Option<u8>,
             name: &'a str,
             assistant: &'a str,
-            from: Option<StateName>,
-            state: StateName,
+            from: Option<State>,
+            state: State,
             reason: &'a str,
             since: String,
             since_ms: u64,

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::request::{Outcome, Request};
+use crate::attention::SessionState;
 use crate::session::{
     ChatLine, EndReason, ExitInfo, PresenceInfo, Refusal, Role, StatusInfo, ViewerId,
 };
@@ -93,6 +94,8 @@ pub enum Notice<'a> {
     },
     /// Something this viewer asked was refused.
     Refused(&'a Refusal),
+    /// The session's state changed (or its reason or choices).
+    State(&'a SessionState),
     /// The connection is about to be closed, for this reason.
     Closing(Closing<'a>),
 }

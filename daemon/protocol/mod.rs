@@ -13,6 +13,7 @@ pub mod mux;
 pub mod pipe;
 pub mod raw;
 pub mod request;
+pub mod state;
 pub mod swe;
 
 pub use dialect::{Closing, Dialect, Encoded, Inbound, Notice, Outbound};

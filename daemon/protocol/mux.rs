@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::dialect::Closing;
+use super::state::StateFields;
 use crate::session::EndReason;
 
 /// Largest binary frame the server sends: the session number, then output.
@@ -166,6 +167,17 @@ pub enum ServerMessage {
         rows: u16,
         /// The program and arguments it runs.
         command: Vec<String>,
+        /// Its state (working, waiting, idle, exited), since when and why.
+        #[serde(flatten)]
+        state: StateFields,
+    },
+    /// A session's state changed, or its reason or choices.
+    State {
+        /// The session's number.
+        id: String,
+        /// The state.
+        #[serde(flatten)]
+        state: StateFields,
     },
     /// A session's program ended.
     Exit {
@@ -340,10 +352,45 @@ mod tests {
                 uuid: "u".into(),
                 cols: 80,
                 rows: 24,
-                command: vec!["bash".into()]
+                command: vec!["bash".into()],
+                state: StateFields {
+                    state: crate::attention::State::Working,
+                    state_since: "2026-11-25T09:14:03Z".into(),
+                    state_since_ms: 1_795_770_843_000,
+                    reason: "printing".into(),
+                    state_source: crate::attention::Source::Terminal,
+                    choices: vec![],
+                },
             }
             .to_json(),
-            r#"{"channel":"terminal","type":"open","id":"3","uuid":"u","cols":80,"rows":24,"command":["bash"]}"#
+            concat!(
+                r#"{"channel":"terminal","type":"open","id":"3","uuid":"u","cols":80,"rows":24,"command":["bash"],"#,
+                r#""state":"working","stateSince":"2026-11-25T09:14:03Z","stateSinceMs":1795770843000,"#,
+                r#""reason":"printing","stateSource":"terminal","choices":[]}"#
+            )
+        );
+        assert_eq!(
+            ServerMessage::State {
+                id: "3".into(),
+                state: StateFields {
+                    state: crate::attention::State::Waiting,
+                    state_since: "2026-11-25T09:14:05Z".into(),
+                    state_since_ms: 1_795_770_845_000,
+                    reason: "Claude asks: Do you want to proceed?".into(),
+                    state_source: crate::attention::Source::Screen,
+                    choices: vec![crate::attention::Choice {
+                        label: "Yes".into(),
+                        keys: "1".into(),
+                    }],
+                },
+            }
+            .to_json(),
+            concat!(
+                r#"{"channel":"terminal","type":"state","id":"3","state":"waiting","#,
+                r#""stateSince":"2026-11-25T09:14:05Z","stateSinceMs":1795770845000,"#,
+                r#""reason":"Claude asks: Do you want to proceed?","stateSource":"screen","#,
+                r#""choices":[{"label":"Yes","keys":"1"}]}"#
+            )
         );
         assert_eq!(
             ServerMessage::Exit {

@@ -230,7 +230,10 @@ impl Dialect for Raw {
                 ServerMessage::error("not_found", "Session not found")
             }
             // A raw client has a terminal and nothing else to show these in.
-            Notice::Status { .. } | Notice::Chat(_) | Notice::Presence { .. } => return None,
+            Notice::Status { .. }
+            | Notice::Chat(_)
+            | Notice::Presence { .. }
+            | Notice::State(_) => return None,
             // The close code says it all.
             Notice::Closing(_) => return None,
         };

@@ -39,6 +39,7 @@ use super::dialect::{Closing, Dialect, Encoded, Inbound, Notice, Outbound};
 use super::request::Outcome;
 /// The browser dialect decodes into the domain requests every dialect shares.
 pub use super::request::Request as ClientMessage;
+use super::state::StateFields;
 use crate::session::Role;
 
 /// Why a client frame could not be decoded. Each variant maps to one reply
@@ -296,6 +297,9 @@ pub enum ServerMessage {
     },
     /// The join sequence (snapshot, chat history) is complete; live output follows.
     Ready,
+    /// The session's state changed, or its reason or choices (an addition to the seed's
+    /// dialect).
+    State(StateFields),
     /// Who is here (an addition to the seed's dialect: its clients ignore unknown types).
     Presence {
         /// Everyone connected, in joining order; past [`PRESENCE_LISTED`] people, the first
@@ -360,6 +364,10 @@ pub struct Status {
     pub read_only: bool,
     /// Whether the agent is being restarted (YOLO toggle); an addition to swe-swe's status.
     pub restarting: bool,
+    /// The session's state (working, waiting, idle, exited), since when and why; an addition
+    /// to swe-swe's status.
+    #[serde(flatten)]
+    pub state: StateFields,
 }
 
 impl ServerMessage {
@@ -536,6 +544,7 @@ impl Dialect for Swe {
             },
             Notice::Presence { info, me } => presence(info, me),
             Notice::Refused(r) => refusal(r),
+            Notice::State(s) => ServerMessage::State(StateFields::from(s)),
             Notice::Closing(Closing::TooManyViewers(why)) => {
                 ServerMessage::error("too_many_viewers", why)
             }
@@ -626,6 +635,7 @@ fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, role: Role) -> ServerM
         yolo_supported: s.yolo_supported,
         read_only: role == Role::Viewer,
         restarting: s.restarting,
+        state: StateFields::from(&s.state),
     })
 }
 
@@ -1200,13 +1210,41 @@ mod tests {
                     yolo_supported: true,
                     read_only: false,
                     restarting: false,
+                    state: StateFields {
+                        state: crate::attention::State::Waiting,
+                        state_since: "2026-11-25T09:14:03Z".into(),
+                        state_since_ms: 1_795_770_843_000,
+                        reason: "Claude wants to run: cargo test".into(),
+                        state_source: crate::attention::Source::Hook,
+                        choices: vec![crate::attention::Choice {
+                            label: "Yes".into(),
+                            keys: "1".into(),
+                        }],
+                    },
                 }),
                 concat!(
                     r#"{"type":"status","viewers":2,"cols":120,"rows":30,"assistant":"Claude","#,
                     r#""sessionName":"my-feature","uuidShort":"a3c12","#,
                     r#""sessionUUID":"a3c12f00-0000-4000-8000-000000000000","#,
                     r#""workDir":"/home/me/src","yoloMode":false,"yoloSupported":true,"readOnly":false,"#,
-                    r#""restarting":false}"#
+                    r#""restarting":false,"state":"waiting","stateSince":"2026-11-25T09:14:03Z","#,
+                    r#""stateSinceMs":1795770843000,"reason":"Claude wants to run: cargo test","#,
+                    r#""stateSource":"hook","choices":[{"label":"Yes","keys":"1"}]}"#
+                ),
+            ),
+            (
+                ServerMessage::State(StateFields {
+                    state: crate::attention::State::Idle,
+                    state_since: "2026-11-25T09:15:00Z".into(),
+                    state_since_ms: 1_795_770_900_000,
+                    reason: "quiet for 3 s at a shell prompt".into(),
+                    state_source: crate::attention::Source::Terminal,
+                    choices: vec![],
+                }),
+                concat!(
+                    r#"{"type":"state","state":"idle","stateSince":"2026-11-25T09:15:00Z","#,
+                    r#""stateSinceMs":1795770900000,"reason":"quiet for 3 s at a shell prompt","#,
+                    r#""stateSource":"terminal","choices":[]}"#
                 ),
             ),
             (

@@ -528,7 +528,10 @@ fn on_feed_item(
         }
         FeedItem::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
         FeedItem::Event(
-            ViewerEvent::Refused(_) | ViewerEvent::Close(_) | ViewerEvent::Presence(_),
+            ViewerEvent::Refused(_)
+            | ViewerEvent::Close(_)
+            | ViewerEvent::Presence(_)
+            | ViewerEvent::State(_),
         )
         | FeedItem::Suspended => {}
         FeedItem::Input { data, offset } => {

@@ -3,11 +3,13 @@
 //! does it, and the publishing of output to the log, the screen thread and the viewers.
 //!
 //! The actor's work by concern: `actor/viewer_requests.rs` (what viewers ask of it),
-//! `actor/lifecycle.rs` (the program's exit and restart, the session's end) and
-//! `actor/live_upgrade.rs` (handing the session over to the next image of the daemon).
+//! `actor/lifecycle.rs` (the program's exit and restart, the session's end),
+//! `actor/live_upgrade.rs` (handing the session over to the next image of the daemon) and
+//! `actor/state.rs` (its attention: what feeds it, and telling everyone its state).
 
 mod lifecycle;
 mod live_upgrade;
+mod state;
 mod viewer_requests;
 
 use std::sync::Arc;
@@ -18,9 +20,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use super::attention::Attention;
 use super::chat::Chat;
 use super::events::{EndReason, SessionInfo, StatusInfo, ViewerEvent, ViewerId};
-use super::handle::{command_queue, Command, OnEnd, SessionHandle, WeakSessionHandle};
+use super::handle::{command_queue, Command, HandleParts, OnEnd, SessionHandle, WeakSessionHandle};
 use super::handoff::SessionHandoff;
 use super::identity::{placeholder_info, Identity};
 use super::input::INPUT_QUEUE_BYTES;
@@ -31,6 +34,8 @@ use super::refusal::Refusal;
 use super::screen_bridge::ScreenBridge;
 use super::viewers::Viewers;
 use super::yield_to_typists::{RecentKeys, LONG_READ};
+use crate::attention::gate::StateGate;
+use crate::attention::Transitions;
 use crate::config::Config;
 use crate::metrics::Metrics;
 
@@ -48,6 +53,12 @@ pub(super) struct Parts {
     pub(super) recent_keys: Arc<RecentKeys>,
     /// The daemon's counters.
     pub(super) metrics: Arc<Metrics>,
+    /// Its state (working, waiting, idle, exited) and what decides it.
+    pub(super) attention: Attention,
+    /// Its capability token and reports' rate limit (shared with its handles).
+    pub(super) gate: Arc<StateGate>,
+    /// Where its changes of state go (the daemon's).
+    pub(super) transitions: Arc<Transitions>,
 }
 
 /// The actor's state: its parts, and how the outside hears of it.
@@ -66,6 +77,9 @@ struct Session {
     recent_keys: Arc<RecentKeys>,
     /// The daemon's counters: the turns this session gives.
     metrics: Arc<Metrics>,
+    attention: Attention,
+    gate: Arc<StateGate>,
+    transitions: Arc<Transitions>,
     /// The session's own way in, for work it finishes later (an upload's typed path).
     me: WeakSessionHandle,
     /// The metadata the session list shows.
@@ -88,6 +102,9 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         log,
         recent_keys,
         metrics,
+        attention,
+        gate,
+        transitions,
     } = parts;
     let (commands, rx) = command_queue();
     let input_budget = Arc::new(Semaphore::new(INPUT_QUEUE_BYTES));
@@ -103,6 +120,9 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         log,
         recent_keys,
         metrics,
+        attention,
+        gate,
+        transitions,
         on_end: Some(on_end),
         ended: CancellationToken::new(),
         hand_over: None,
@@ -112,11 +132,15 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
     let handle = SessionHandle::new(
         session.identity.id(),
         commands,
-        input_budget,
-        session.log.clone(),
-        session.info.subscribe(),
-        session.ended.clone(),
-        session.screen.has_model(),
+        HandleParts {
+            input_budget,
+            log: session.log.clone(),
+            info: session.info.subscribe(),
+            ended: session.ended.clone(),
+            screen: session.screen.has_model(),
+            slot: session.screen.slot(),
+            gate: session.gate.clone(),
+        },
     );
     tokio::spawn(session.run(rx));
     handle
@@ -150,7 +174,8 @@ impl Session {
             let fanout_due = self.viewers.fanout_due();
             let fanout_pending = self.viewers.fanout_pending();
             let (pty_read, exited) = self.program.waits();
-            let (screen_room, answers) = self.screen.waits();
+            let (screen_room, answers, reading) = self.screen.waits();
+            let attention_due = self.attention.wait();
             // Input first: a key goes to the PTY before any more of earlier output is handed
             // out, so the typist never waits behind the fan-out to the other viewers.
             tokio::select! {
@@ -176,6 +201,7 @@ impl Session {
                     self.viewers.fan_out_slice(|| !commands.is_empty())
                 }
                 Some(found) = answers => self.program.answer(found),
+                Some(reading) = reading => self.on_reading(reading),
                 status = exited => self.on_child_exit(status),
                 _ = sleep_until(drain_until) => self.finish_exit(),
                 _ = sleep_until(kill_at) => self.program.kill_now(),
@@ -183,6 +209,7 @@ impl Session {
                     info!(session = %self.identity.id(), "reaping exited session with no viewer");
                     self.begin_end(EndReason::Reaped, None);
                 }
+                () = attention_due => self.on_attention_timer(),
             }
             if self.program.ended() {
                 break;
@@ -234,6 +261,7 @@ impl Session {
             Command::RecordingFailed { message } => self.recording_failed(message),
             Command::Detach => self.detach_viewers(),
             Command::HandOver { reply } => self.hand_over_when_settled(reply),
+            Command::Report { report } => self.on_report(report),
         }
     }
 
@@ -263,6 +291,9 @@ impl Session {
         // thread again, which the echo need not wait for (the model follows the log anyway).
         self.screen.output(&chunk);
         self.viewers.queue_output(start, chunk, typist);
+        // A timestamp, and a decision only when the terminal rule's verdict changes.
+        let changed = self.attention.output(std::time::Instant::now());
+        self.tell_state(changed);
     }
 
     /// The session's status as every viewer sees it.
@@ -271,6 +302,7 @@ impl Session {
             self.viewers.len(),
             self.viewers.size(),
             self.program.restarting(),
+            self.attention.now(),
         )
     }
 
@@ -283,6 +315,7 @@ impl Session {
             self.viewers.people(),
             // Read fresh by the session list (the registry); this is its value now.
             self.log.head(),
+            self.attention.now(),
         );
         self.info.send_replace(info);
     }

@@ -11,6 +11,7 @@ use super::process::{ExitInfo, SpawnError};
 use super::refusal::{Action, Refusal};
 use super::screen_thread::ScreenFailed;
 use super::upload::UploadError;
+use crate::attention::{Choice, SessionState, Source, State};
 use crate::term::snapshot::EncodedSnapshot;
 
 /// Identifies one viewer within the daemon.
@@ -54,6 +55,9 @@ pub enum ViewerEvent {
     Presence(std::sync::Arc<PresenceInfo>),
     /// Something this viewer asked was refused.
     Refused(Refusal),
+    /// The session's state changed (or its reason or choices): working, waiting, idle or
+    /// exited (README, "Attention").
+    State(std::sync::Arc<SessionState>),
     /// The session is gone, for this reason; the connection ends.
     Close(EndReason),
 }
@@ -74,6 +78,9 @@ impl ViewerEvent {
                 }
                 ViewerEvent::Refused(r) => r.message().len(),
                 ViewerEvent::Presence(p) => p.cost(),
+                ViewerEvent::State(s) => {
+                    s.reason.len() + s.choices.iter().map(|c| 16 + c.label.len()).sum::<usize>()
+                }
                 ViewerEvent::Close(_) => 0,
             }
     }
@@ -136,6 +143,8 @@ pub struct StatusInfo {
     pub yolo_supported: bool,
     /// Whether the agent is being restarted (YOLO toggle) right now.
     pub restarting: bool,
+    /// Its state: working, waiting, idle or exited, since when and why.
+    pub state: SessionState,
 }
 
 /// A session as the REST API lists it (read back from a peer's list, see http/cluster.rs).
@@ -178,8 +187,29 @@ pub struct SessionInfo {
     /// Bytes of output the program has written so far (what changes when it is active).
     pub output_bytes: u64,
     /// The program and arguments run last (the assistant's command, its resume or YOLO
-    /// command after a restart, or the creator's own command).
+    /// command after a restart, or the creator's own command), as configured: without the
+    /// hooks ptyhub adds to an agent's command line.
     pub command: Vec<String>,
+    /// Working (busy), waiting (it needs its user: a permission or question prompt), idle
+    /// (done, at its prompt) or exited (README, "Attention").
+    #[serde(default)]
+    pub state: State,
+    /// When it entered that state, RFC 3339 UTC (to the second).
+    #[serde(default)]
+    pub state_since: String,
+    /// When it entered that state, milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub state_since_ms: u64,
+    /// Why, for people: "Claude wants to run: cargo test", "quiet for 3 s at a shell prompt".
+    #[serde(default)]
+    pub reason: String,
+    /// Where the state was learnt: `hook` (the agent said so), `screen` (its assistant's
+    /// patterns), `terminal` (output, quiet, the foreground program) or `exit`.
+    #[serde(default)]
+    pub state_source: Source,
+    /// The quick replies a waiting screen offers (keys as a terminal sends them); may be empty.
+    #[serde(default)]
+    pub choices: Vec<Choice>,
 }
 
 /// What a joining viewer receives before any live output.

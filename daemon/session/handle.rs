@@ -19,6 +19,9 @@ use super::output_log::SharedLog;
 use super::recorder_feed::{self, FeedReceiver, FeedSender};
 use super::screen_thread::ScreenFailed;
 use super::viewer_queue::EventSender;
+use crate::attention::gate::StateGate;
+use crate::attention::report::Report;
+use crate::attention::screen::ScreenSlot;
 use crate::term::snapshot::SnapshotForm;
 
 /// Called once when a session has ended, with its id (the registry removes it).
@@ -119,6 +122,10 @@ pub(super) enum Command {
     HandOver {
         reply: oneshot::Sender<SessionHandoff>,
     },
+    /// The agent reported its state (through the session's capability token, or the daemon's).
+    Report {
+        report: Report,
+    },
 }
 
 /// A channel for commands to a new session: the handles' end and the actor's.
@@ -138,19 +145,36 @@ pub struct SessionHandle {
     ended: CancellationToken,
     /// Whether the session keeps a screen model (and so can resync a viewer by snapshot).
     screen: bool,
+    /// The screen's latest text (none without a screen model).
+    slot: Option<Arc<ScreenSlot>>,
+    /// The session's capability token and its reports' rate limit.
+    gate: Arc<StateGate>,
+}
+
+/// What a launched session's handle is made of besides its command queue.
+pub(super) struct HandleParts {
+    pub(super) input_budget: Arc<Semaphore>,
+    pub(super) log: Arc<SharedLog>,
+    pub(super) info: watch::Receiver<SessionInfo>,
+    pub(super) ended: CancellationToken,
+    /// Whether the session keeps a screen model.
+    pub(super) screen: bool,
+    pub(super) slot: Option<Arc<ScreenSlot>>,
+    pub(super) gate: Arc<StateGate>,
 }
 
 impl SessionHandle {
-    /// The handle of a session just launched: `screen` says whether it keeps a screen model.
-    pub(super) fn new(
-        id: Uuid,
-        commands: mpsc::Sender<Command>,
-        input_budget: Arc<Semaphore>,
-        log: Arc<SharedLog>,
-        info: watch::Receiver<SessionInfo>,
-        ended: CancellationToken,
-        screen: bool,
-    ) -> Self {
+    /// The handle of a session just launched.
+    pub(super) fn new(id: Uuid, commands: mpsc::Sender<Command>, parts: HandleParts) -> Self {
+        let HandleParts {
+            input_budget,
+            log,
+            info,
+            ended,
+            screen,
+            slot,
+            gate,
+        } = parts;
         Self {
             id,
             commands,
@@ -159,7 +183,25 @@ impl SessionHandle {
             info,
             ended,
             screen,
+            slot,
+            gate,
         }
+    }
+
+    /// The screen's latest text, as its last reading found it, taken without waking anything
+    /// (none for a session without a screen model).
+    pub fn screen_text(&self) -> Option<&Arc<ScreenSlot>> {
+        self.slot.as_ref()
+    }
+
+    /// The session's capability token and its reports' rate limit.
+    pub fn state_gate(&self) -> &Arc<StateGate> {
+        &self.gate
+    }
+
+    /// The agent reports the session's state (the caller checked the token and the rate).
+    pub async fn report_state(&self, report: Report) -> Result<(), SessionGone> {
+        self.send(Command::Report { report }).await
     }
 
     /// A reference that does not keep the session alive.

@@ -13,7 +13,9 @@ use super::events::{CreateSpec, SessionInfo, StatusInfo};
 use super::process::ExitInfo;
 use super::refusal::Refusal;
 use super::timestamp::rfc3339;
-use crate::config::Assistant;
+use crate::attention::wiring::Wiring;
+use crate::attention::SessionState;
+use crate::config::{Assistant, ScreenPatterns, StateHooks};
 use crate::upgrade::image::{AssistantImage, SessionImage};
 
 /// The session's identity and settings.
@@ -32,11 +34,13 @@ pub(super) struct Identity {
     cwd: PathBuf,
     created_at: SystemTime,
     yolo_mode: bool,
+    /// How its programs are started to report their state (the environment, the agent's hooks).
+    wiring: Wiring,
 }
 
 impl Identity {
     /// A session created now from `spec`, numbered `num`, named `name` (validated), running
-    /// `command` as `assistant` in `cwd` (checked).
+    /// `command` as `assistant` in `cwd` (checked), its programs started as `wiring` says.
     pub(super) fn created(
         spec: &CreateSpec,
         num: Option<u8>,
@@ -44,6 +48,7 @@ impl Identity {
         assistant: Assistant,
         command: Vec<String>,
         cwd: PathBuf,
+        wiring: Wiring,
     ) -> Self {
         Self {
             id: spec.id,
@@ -56,11 +61,13 @@ impl Identity {
             command,
             cwd,
             created_at: SystemTime::now(),
+            wiring,
         }
     }
 
-    /// A session as a live upgrade's image describes it.
-    pub(super) fn from_image(image: &SessionImage) -> Self {
+    /// A session as a live upgrade's image describes it, its programs started as `wiring` says
+    /// (made from the image's `state_hooks`: see [`Identity::image_hooks`]).
+    pub(super) fn from_image(image: &SessionImage, wiring: Wiring) -> Self {
         let a = &image.assistant;
         Self {
             id: image.id,
@@ -74,12 +81,24 @@ impl Identity {
                 yolo: a.yolo.clone(),
                 env: a.env.clone(),
                 yolo_env: a.yolo_env.clone(),
+                state_hooks: Self::image_hooks(image),
+                // Read by the screen thread, which has them from the config.
+                state: ScreenPatterns::default(),
             },
             own_command: image.own_command,
             command: image.command.clone(),
             cwd: image.cwd.clone().into(),
             created_at: UNIX_EPOCH + Duration::from_millis(image.created_unix_ms),
             yolo_mode: image.yolo_mode,
+            wiring,
+        }
+    }
+
+    /// The `state_hooks` an image's session starts its programs with.
+    pub(super) fn image_hooks(image: &SessionImage) -> StateHooks {
+        match image.own_command {
+            true => StateHooks::None,
+            false => StateHooks::parse(&image.assistant.state_hooks).unwrap_or_default(),
         }
     }
 
@@ -96,6 +115,7 @@ impl Identity {
             yolo: self.assistant.yolo.clone(),
             env: self.assistant.env.clone(),
             yolo_env: self.assistant.yolo_env.clone(),
+            state_hooks: self.assistant.state_hooks.as_str().to_owned(),
         };
         image.own_command = self.own_command;
         image.command = self.command.clone();
@@ -166,9 +186,30 @@ impl Identity {
         self.command = command;
     }
 
-    /// The status every viewer sees, with the session's `viewers`, `size` (rows, cols) and
-    /// whether a restart is under way.
-    pub(super) fn status(&self, viewers: usize, size: (u16, u16), restarting: bool) -> StatusInfo {
+    /// How its programs are started to report their state.
+    pub(super) fn wiring(&self) -> &Wiring {
+        &self.wiring
+    }
+
+    /// The argument array and environment that start `argv` with `env` so that the program
+    /// can report its state (see [`Wiring::launch`]).
+    pub(super) fn launch(
+        &self,
+        argv: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> (Vec<String>, BTreeMap<String, String>) {
+        self.wiring.launch(argv, env)
+    }
+
+    /// The status every viewer sees, with the session's `viewers`, `size` (rows, cols),
+    /// whether a restart is under way, and its `state`.
+    pub(super) fn status(
+        &self,
+        viewers: usize,
+        size: (u16, u16),
+        restarting: bool,
+        state: &SessionState,
+    ) -> StatusInfo {
         StatusInfo {
             viewers,
             rows: size.0,
@@ -180,11 +221,12 @@ impl Identity {
             yolo_mode: self.yolo_mode,
             yolo_supported: self.assistant.yolo_supported(),
             restarting,
+            state: state.clone(),
         }
     }
 
     /// The metadata the session list shows, with the session's `viewers`, `size`, `exit`,
-    /// `people` and `output_bytes`.
+    /// `people`, `output_bytes` and `state`.
     pub(super) fn info(
         &self,
         viewers: usize,
@@ -192,6 +234,7 @@ impl Identity {
         exit: Option<&ExitInfo>,
         people: Vec<String>,
         output_bytes: u64,
+        state: &SessionState,
     ) -> SessionInfo {
         SessionInfo {
             id: self.id,
@@ -211,6 +254,12 @@ impl Identity {
             command: self.command.clone(),
             people,
             output_bytes,
+            state: state.state,
+            state_since: rfc3339(state.since),
+            state_since_ms: state.since_ms(),
+            reason: state.reason.clone(),
+            state_source: state.source,
+            choices: state.choices.clone(),
         }
     }
 }
@@ -236,5 +285,11 @@ pub(super) fn placeholder_info(id: Uuid) -> SessionInfo {
         command: Vec::new(),
         people: Vec::new(),
         output_bytes: 0,
+        state: Default::default(),
+        state_since: String::new(),
+        state_since_ms: 0,
+        reason: String::new(),
+        state_source: Default::default(),
+        choices: Vec::new(),
     }
 }

@@ -11,11 +11,13 @@
 //! `viewers/fanout.rs`), `chat.rs`, `program.rs` (the program, its PTY and input writer
 //! `input.rs`, and its phase `phase.rs`), `screen_bridge.rs` (the screen model's thread
 //! `screen_thread.rs`, its query answers, whether anything was drawn) and `recorder_feed.rs`
-//! (what the recorder is fed, and its failure). What the session tells the outside is in
+//! (what the recorder is fed, and its failure) and `attention.rs` (its state: working,
+//! waiting, idle, exited, and what decides it). What the session tells the outside is in
 //! `events.rs`; `handoff.rs` is what it hands over in a live upgrade; `yield_to_typists.rs`
 //! is the daemon's latest keys, for which sessions printing a lot give way.
 
 mod actor;
+mod attention;
 mod chat;
 mod events;
 mod handle;
@@ -43,21 +45,27 @@ mod viewers;
 mod yield_to_typists;
 
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tracing::info;
 
-use crate::config::Config;
+use crate::attention::gate::StateGate;
+use crate::attention::wiring::Wiring;
+use crate::attention::Transitions;
+use crate::config::{Config, StateHooks};
 use crate::metrics::Metrics;
 use crate::upgrade::image::{Blobs, SessionImage};
 use actor::Parts;
+use attention::Attention;
 use chat::Chat;
 use identity::Identity;
 use output_log::SharedLog;
 use program::Program;
 use pty::PtyMaster;
 use screen_bridge::ScreenBridge;
+use screen_thread::ScreenReader;
 
 pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
 pub use events::{
@@ -76,14 +84,44 @@ pub use timestamp::rfc3339;
 pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM};
 pub use yield_to_typists::RecentKeys;
 
+/// What the daemon gives each of its sessions for their state (README, "Attention").
+#[derive(Clone)]
+pub struct StateLinks {
+    /// Where its changes of state go.
+    pub transitions: Arc<Transitions>,
+    /// How its programs reach the daemon (`PTYHUB_URL`).
+    pub url: String,
+    /// The `ptyhub` binary its agents' hooks run.
+    pub ptyhub: PathBuf,
+    /// Its capability token (`PTYHUB_STATE_TOKEN`).
+    pub token: String,
+    /// Where per-session files go (an agent's settings file), private to the daemon's user.
+    pub dir: PathBuf,
+}
+
+impl StateLinks {
+    fn wiring(&self, hooks: StateHooks, session: uuid::Uuid) -> Wiring {
+        Wiring {
+            hooks,
+            ptyhub: self.ptyhub.clone(),
+            url: self.url.clone(),
+            token: self.token.clone(),
+            session,
+            dir: self.dir.clone(),
+        }
+    }
+}
+
 /// Creates session number `num` (given by the registry; shown in its metadata): validates the
-/// request, starts the program, spawns the actor. `recent_keys` and `metrics` are the daemon's.
+/// request, starts the program, spawns the actor. `recent_keys` and `metrics` are the daemon's;
+/// `links` how it tells its state.
 pub fn start(
     cfg: Arc<Config>,
     spec: CreateSpec,
     num: Option<u8>,
     recent_keys: Arc<RecentKeys>,
     metrics: Arc<Metrics>,
+    links: StateLinks,
     on_end: OnEnd,
 ) -> Result<SessionHandle, CreateError> {
     let (assistant, argv) = match &spec.command {
@@ -125,17 +163,23 @@ pub fn start(
     let (rows, cols) = spec.size.unwrap_or((cfg.session.rows, cfg.session.cols));
     let (rows, cols) = size::clamp(rows, cols);
     let scrollback = cfg.session.scrollback_lines;
+    let reader = ScreenReader {
+        patterns: assistant.state.clone(),
+        rows: cfg.attention.state_rows,
+    };
     let screen = ScreenBridge::new(
         spec.screen,
-        rows,
-        cols,
+        (rows, cols),
         scrollback,
         spec.id,
+        reader,
         metrics.clone(),
     );
+    let wiring = links.wiring(assistant.state_hooks, spec.id);
     let env = assistant.env_for(assistant.starts_in_yolo());
+    let (wired, env) = wiring.launch(&argv, &env);
     let spawned = process::spawn(&process::SpawnSpec {
-        argv: &argv,
+        argv: &wired,
         env: &env,
         cwd: &cwd,
         rows,
@@ -147,8 +191,9 @@ pub fn start(
     let log = Arc::new(SharedLog::new(cfg.session.output_log_bytes));
     let mut program = Program::new(spec.id, 0, metrics.clone());
     program.attach(spawned);
+    let attention = Attention::new(&cfg.attention, &assistant.name);
     let parts = Parts {
-        identity: Identity::created(&spec, num, name, assistant, argv, cwd),
+        identity: Identity::created(&spec, num, name, assistant, argv, cwd, wiring),
         size: (rows, cols),
         chat: Chat::new(cfg.session.chat_history),
         screen,
@@ -156,6 +201,9 @@ pub fn start(
         log,
         recent_keys,
         metrics,
+        attention,
+        gate: Arc::new(StateGate::new(links.token, cfg.attention.hook_rate)),
+        transitions: links.transitions,
     };
     Ok(actor::launch(cfg, parts, on_end))
 }
@@ -163,7 +211,9 @@ pub fn start(
 /// Builds a running session from its image in a live upgrade: the program (still this
 /// process's child) on its PTY master `pty`, the screen rebuilt from the snapshot and the log
 /// bytes after it, the log with its offsets, the chat, and the input that was waiting,
-/// written first. `recent_keys` and `metrics` are the daemon's.
+/// written first; its state and capability token (in `links`) as they were. `recent_keys` and
+/// `metrics` are the daemon's.
+#[allow(clippy::too_many_arguments)]
 pub fn adopt(
     cfg: Arc<Config>,
     image: &SessionImage,
@@ -171,6 +221,7 @@ pub fn adopt(
     pty: Option<OwnedFd>,
     recent_keys: Arc<RecentKeys>,
     metrics: Arc<Metrics>,
+    links: StateLinks,
     on_end: OnEnd,
 ) -> Result<SessionHandle, AdoptError> {
     let (rows, cols) = size::clamp(image.rows, image.cols);
@@ -185,12 +236,22 @@ pub fn adopt(
         false => None,
     };
     let scrollback = cfg.session.scrollback_lines;
+    // The patterns of the configuration it is adopted under (a new binary may read screens
+    // better); none for a creator's own command that borrowed no assistant.
+    let reader = ScreenReader {
+        patterns: cfg
+            .assistants
+            .get(&image.assistant_key)
+            .map(|a| a.state.clone())
+            .unwrap_or_default(),
+        rows: cfg.attention.state_rows,
+    };
     let screen = ScreenBridge::rebuilt(
         screen,
         (rows, cols),
         scrollback,
-        image.id,
-        image.drawn,
+        (image.id, image.drawn),
+        reader,
         metrics.clone(),
     );
     let log = Arc::new(SharedLog::resumed(
@@ -225,8 +286,14 @@ pub fn adopt(
         }
     }
     info!(session = %image.id, pid = image.process.as_ref().map(|p| p.pid), "session adopted");
+    let wiring = links.wiring(Identity::image_hooks(image), image.id);
+    let attention = Attention::adopted(
+        &cfg.attention,
+        &image.assistant.name,
+        image.attention.as_ref(),
+    );
     let parts = Parts {
-        identity: Identity::from_image(image),
+        identity: Identity::from_image(image, wiring),
         size: (rows, cols),
         chat: Chat::from_image(cfg.session.chat_history, &image.chat),
         screen,
@@ -234,6 +301,9 @@ pub fn adopt(
         log,
         recent_keys,
         metrics,
+        attention,
+        gate: Arc::new(StateGate::new(links.token, cfg.attention.hook_rate)),
+        transitions: links.transitions,
     };
     Ok(actor::launch(cfg, parts, on_end))
 }
@@ -241,7 +311,8 @@ pub fn adopt(
 /// The assistant a session with its creator's own command `argv` runs as: the configured one
 /// of key `key` lending its display name and environment, or, for [`CUSTOM_ASSISTANT`] (when
 /// the config has no such key), none, shown as the program's file name. Its command is `argv`
-/// and it has no YOLO command, so a YOLO toggle is refused and nothing restarts it.
+/// and it has no YOLO command, so a YOLO toggle is refused and nothing restarts it. It borrows
+/// the assistant's screen patterns, not its hooks.
 fn own_command_assistant(
     cfg: &Config,
     key: &str,
@@ -253,15 +324,15 @@ fn own_command_assistant(
     // `argv_problem` found the program there, and not empty.
     let program = argv.first().map(String::as_str).unwrap_or_default();
     crate::config::program_available(program).map_err(CreateError::BadCommand)?;
-    let (name, env) = match cfg.assistants.get(key) {
-        Some(a) => (a.name.clone(), a.env.clone()),
+    let (name, env, state) = match cfg.assistants.get(key) {
+        Some(a) => (a.name.clone(), a.env.clone(), a.state.clone()),
         None if key == CUSTOM_ASSISTANT => {
             let name = std::path::Path::new(program)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| program.to_owned());
-            (name, Default::default())
+            (name, Default::default(), Default::default())
         }
         None => return Err(CreateError::UnknownAssistant(key.to_owned())),
     };
@@ -272,5 +343,9 @@ fn own_command_assistant(
         yolo: None,
         env,
         yolo_env: Default::default(),
+        // Its screen read as the lending assistant's; the creator's argv is never changed, so
+        // no hooks are wired into it.
+        state_hooks: StateHooks::None,
+        state,
     })
 }

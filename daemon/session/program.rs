@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
+use super::attention::Foreground;
 use super::events::EndReason;
 use super::input::{pty_writer, HeldInput, InputPermit, PtyInput, ANSWER_QUEUE_BYTES};
 use super::phase::{Ending, Phase, Then};
@@ -280,6 +281,22 @@ impl Program {
                 "the terminal has no foreground process group".to_owned(),
             )),
         }
+    }
+
+    /// Who is in the terminal's foreground (`tpgid`): the program itself or another, and its
+    /// name; none once the program is gone. Reads `/proc`: for the quiet check only.
+    pub(super) fn foreground(&self) -> Option<Foreground> {
+        if !self.phase.running() || self.proc.pid <= 0 {
+            return None;
+        }
+        let group = process::foreground_group(self.proc.pid)?;
+        let program = std::fs::read_to_string(format!("/proc/{group}/comm"))
+            .map(|c| c.trim_end().to_owned())
+            .unwrap_or_default();
+        Some(Foreground {
+            own: group == self.proc.pid,
+            program,
+        })
     }
 
     /// The PTY read EOF, or EIO once every process has closed the terminal side.

@@ -1,6 +1,7 @@
 //! The session's side of its screen model: the model's thread (none for a pipe-mode stream),
-//! the answers it computes to terminal queries, the scan that finds those queries in the
-//! output before anyone sees it, and whether the program has drawn anything yet.
+//! the answers it computes to terminal queries, its readings of the screen for attention and
+//! the slot holding the screen's text, the scan that finds queries in the output before anyone
+//! sees it, and whether the program has drawn anything yet.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +12,8 @@ use tracing::warn;
 use uuid::Uuid;
 
 use super::output_log::SharedLog;
-use super::screen_thread::{Answers, ScreenFailed, ScreenThread};
+use super::screen_thread::{Answers, Readings, ScreenFailed, ScreenReader, ScreenThread};
+use crate::attention::screen::{Reading, ScreenSlot};
 use crate::metrics::Metrics;
 use crate::term::model::ScreenModel;
 use crate::term::queries::{Query, QueryScan};
@@ -30,6 +32,8 @@ pub(super) struct ScreenBridge {
     thread: Option<ScreenThread>,
     /// The model's answers to terminal queries, for the program.
     answers: Option<Answers>,
+    /// The model's readings of the screen, for the session's attention.
+    readings: Option<Readings>,
     /// Finds queries in the output before it is published, so replies are expected in time.
     scan: QueryScan,
     /// Whether the program has drawn anything yet.
@@ -37,18 +41,18 @@ pub(super) struct ScreenBridge {
 }
 
 impl ScreenBridge {
-    /// A model of `rows` × `cols` with `scrollback` lines for session `id`, or none; its
-    /// thread counts into `metrics`.
+    /// A model of `rows` × `cols` with `scrollback` lines for session `id`, or none, read for
+    /// attention as `reader` says; its thread counts into `metrics`.
     pub(super) fn new(
         with_model: bool,
-        rows: u16,
-        cols: u16,
+        (rows, cols): (u16, u16),
         scrollback: usize,
         id: Uuid,
+        reader: ScreenReader,
         metrics: Arc<Metrics>,
     ) -> Self {
         let model = with_model.then(|| ScreenModel::new(rows, cols, scrollback));
-        Self::start(model, scrollback, id, false, metrics)
+        Self::start(model, scrollback, id, false, reader, metrics)
     }
 
     /// The model a live upgrade left: `snapshot` (the screen as ANSI) then `after` (the log
@@ -57,8 +61,8 @@ impl ScreenBridge {
         screen: Option<(Option<&[u8]>, &[u8])>,
         (rows, cols): (u16, u16),
         scrollback: usize,
-        id: Uuid,
-        drawn: bool,
+        (id, drawn): (Uuid, bool),
+        reader: ScreenReader,
         metrics: Arc<Metrics>,
     ) -> Self {
         let model = screen.map(|(snapshot, after)| {
@@ -71,7 +75,7 @@ impl ScreenBridge {
             let _ = model.take_queries();
             model
         });
-        Self::start(model, scrollback, id, drawn, metrics)
+        Self::start(model, scrollback, id, drawn, reader, metrics)
     }
 
     fn start(
@@ -79,23 +83,36 @@ impl ScreenBridge {
         scrollback: usize,
         id: Uuid,
         drawn: bool,
+        reader: ScreenReader,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let (thread, answers) = match model {
+        let (thread, answers, readings) = match model {
             Some(model) => {
                 let name = format!("screen-{}", &id.simple().to_string()[..8]);
-                let (thread, answers) =
-                    ScreenThread::start(model, scrollback, PARSE_BACKLOG, name, metrics);
-                (Some(thread), Some(answers))
+                let (thread, answers, readings) = ScreenThread::start_reading(
+                    model,
+                    scrollback,
+                    PARSE_BACKLOG,
+                    name,
+                    metrics,
+                    Some(reader),
+                );
+                (Some(thread), Some(answers), Some(readings))
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         Self {
             thread,
             answers,
+            readings,
             scan: QueryScan::default(),
             drawn,
         }
+    }
+
+    /// The screen's latest text, for whoever shows a miniature of it (none without a model).
+    pub(super) fn slot(&self) -> Option<Arc<ScreenSlot>> {
+        self.thread.as_ref().map(|t| t.slot().clone())
     }
 
     /// Whether there is a model (and so snapshots).
@@ -133,15 +150,20 @@ impl ScreenBridge {
         self.thread.as_ref().is_none_or(ScreenThread::has_room)
     }
 
-    /// What the actor waits for from the model: room in its backlog, and its next answers.
-    /// Each is pending while there is none to wait for.
+    /// What the actor waits for from the model: room in its backlog, its next answers, and its
+    /// next reading of the screen. Each is pending while there is none to wait for.
     pub(super) fn waits(
         &mut self,
     ) -> (
         impl Future<Output = ()> + '_,
         impl Future<Output = Option<QueryAnswers>> + '_,
+        impl Future<Output = Option<Reading>> + '_,
     ) {
-        (room(&self.thread), recv_answers(&mut self.answers))
+        (
+            room(&self.thread),
+            recv_answers(&mut self.answers),
+            recv_reading(&mut self.readings),
+        )
     }
 
     /// Renders a snapshot of the screen as it stands after the output published so far to
@@ -202,6 +224,13 @@ impl ScreenBridge {
 async fn room(thread: &Option<ScreenThread>) {
     match thread {
         Some(thread) => thread.room().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_reading(readings: &mut Option<Readings>) -> Option<Reading> {
+    match readings {
+        Some(rx) => rx.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -17,6 +17,12 @@
 //! Every snapshot request is answered: with the snapshot, or with [`ScreenFailed`] when the
 //! thread panicked while it was queued (the model is then replaced by a blank one of the same
 //! size, which the output that follows draws on) or could not be started.
+//!
+//! The thread also reads the screen for attention (`attention/screen.rs`): after a run of
+//! output or a resize when `READ_EVERY` has passed since the last reading, and always when its
+//! queue runs empty (so the last frame of a burst is read before the thread lingers). A reading
+//! that differs from the one before goes to the actor; the text goes into a shared slot that
+//! readers take without waking the thread.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,6 +34,8 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
 use tracing::error;
 
+use crate::attention::screen::{self, Reading, ScreenSlot, ScreenText};
+use crate::config::ScreenPatterns;
 use crate::metrics::Metrics;
 use crate::term::model::{Parked, ScreenModel};
 use crate::term::queries::Query;
@@ -54,6 +62,22 @@ const PARK_EVERY: Duration = Duration::from_secs(10);
 
 /// Snapshots kept for reuse while the model is unchanged: one per form in use.
 const MAX_CACHED_FORMS: usize = 4;
+
+/// Least time between two readings of the screen for attention while output keeps coming (the
+/// queue running empty reads it at once).
+const READ_EVERY: Duration = Duration::from_millis(100);
+
+/// How the screen is read for attention: the assistant's patterns, on how many bottom rows.
+#[derive(Debug, Clone, Default)]
+pub struct ScreenReader {
+    /// The assistant's screen patterns (none: only the text and the prompt are read).
+    pub patterns: ScreenPatterns,
+    /// How many bottom non-empty rows the patterns see (`attention.state_rows`).
+    pub rows: usize,
+}
+
+/// Readings of the screen, in order, each different from the one before.
+pub type Readings = mpsc::UnboundedReceiver<Reading>;
 
 /// Called with a snapshot and the log offset it belongs to, or with why there is none.
 pub type SnapshotFn = Box<dyn FnOnce(Result<(EncodedSnapshot, u64), ScreenFailed>) + Send>;
@@ -126,6 +150,11 @@ struct Shared {
     answers: mpsc::UnboundedSender<Vec<(Query, Vec<u8>)>>,
     /// The daemon's counters: bytes the model skipped, and parked models.
     metrics: Arc<Metrics>,
+    /// How the screen is read for attention, if it is.
+    reader: Option<ScreenReader>,
+    readings: mpsc::UnboundedSender<Reading>,
+    /// The screen's latest text.
+    slot: Arc<ScreenSlot>,
 }
 
 /// What the thread works on, kept across runs of the thread.
@@ -143,6 +172,10 @@ struct State {
     last: Vec<(EncodedSnapshot, (u64, SnapshotForm))>,
     /// Jobs taken from the queue ahead of their turn, to run next, in order.
     ahead: VecDeque<Job>,
+    /// When the screen was last read for attention.
+    read_at: Option<Instant>,
+    /// Whether the screen may have changed since.
+    unread: bool,
 }
 
 /// A parked model, counted in the parked-screen gauges of the metrics it holds for as long as
@@ -185,8 +218,29 @@ impl ScreenThread {
         name: String,
         metrics: Arc<Metrics>,
     ) -> (ScreenThread, Answers) {
+        let (thread, answers, _) =
+            Self::start_reading(model, max_scrollback, backlog_limit, name, metrics, None);
+        (thread, answers)
+    }
+
+    /// [`ScreenThread::start`], reading the screen for attention as `reader` says (none: not
+    /// at all): its readings come on the [`Readings`], its text is in [`ScreenThread::slot`].
+    pub fn start_reading(
+        model: ScreenModel,
+        max_scrollback: usize,
+        backlog_limit: usize,
+        name: String,
+        metrics: Arc<Metrics>,
+        reader: Option<ScreenReader>,
+    ) -> (ScreenThread, Answers, Readings) {
         let (jobs, rx) = std_mpsc::channel();
         let (answers_tx, answers) = mpsc::unbounded_channel();
+        let (readings_tx, readings) = mpsc::unbounded_channel();
+        let slot = Arc::new(ScreenSlot::default());
+        if reader.is_some() && model.has_output() {
+            // A screen rebuilt in a live upgrade shows at once.
+            slot.put(ScreenText::of(model.screen()));
+        }
         let shared = Arc::new(Shared {
             backlog: AtomicUsize::new(0),
             room: Notify::new(),
@@ -203,13 +257,23 @@ impl ScreenThread {
                 jobs: rx,
                 last: Vec::new(),
                 ahead: VecDeque::new(),
+                read_at: None,
+                unread: false,
             }),
             name,
             max_scrollback,
             answers: answers_tx,
             metrics,
+            reader,
+            readings: readings_tx,
+            slot,
         });
-        (ScreenThread { jobs, shared }, answers)
+        (ScreenThread { jobs, shared }, answers, readings)
+    }
+
+    /// The screen's latest text, as the last reading found it.
+    pub fn slot(&self) -> &Arc<ScreenSlot> {
+        &self.shared.slot
     }
 
     /// Queues output for parsing.
@@ -346,7 +410,7 @@ fn serve(state: &mut State, shared: &Shared) {
     loop {
         let job = match state.ahead.pop_front() {
             Some(job) => job,
-            None => match state.jobs.recv_timeout(linger_after(state.thawed_at)) {
+            None => match next_job(state, shared) {
                 Ok(job) => job,
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {
@@ -356,7 +420,7 @@ fn serve(state: &mut State, shared: &Shared) {
                         return;
                     };
                     let mine = !shared.running.swap(true, Ordering::SeqCst);
-                    run_job(state, shared, job);
+                    run_job_and_read(state, shared, job);
                     if !mine {
                         // A new thread waits for the state, and serves what follows.
                         return;
@@ -365,8 +429,57 @@ fn serve(state: &mut State, shared: &Shared) {
                 }
             },
         };
-        run_job(state, shared, job);
+        run_job_and_read(state, shared, job);
     }
+}
+
+/// The next job: at once if one is queued; else, once the screen is read (the queue ran empty:
+/// the last frame of a burst is read now), the next one within the linger.
+fn next_job(state: &mut State, shared: &Shared) -> Result<Job, std_mpsc::RecvTimeoutError> {
+    match state.jobs.try_recv() {
+        Ok(job) => Ok(job),
+        Err(std_mpsc::TryRecvError::Disconnected) => Err(std_mpsc::RecvTimeoutError::Disconnected),
+        Err(std_mpsc::TryRecvError::Empty) => {
+            if state.unread {
+                read_screen(state, shared);
+            }
+            state.jobs.recv_timeout(linger_after(state.thawed_at))
+        }
+    }
+}
+
+/// Runs `job`, then reads the screen if a reading is due.
+fn run_job_and_read(state: &mut State, shared: &Shared, job: Job) {
+    run_job(state, shared, job);
+    if shared.reader.is_some() {
+        state.unread = true;
+        if state.read_at.is_none_or(|at| at.elapsed() >= READ_EVERY) {
+            read_screen(state, shared);
+        }
+    }
+}
+
+/// Reads the screen for attention: its text into the slot when it changed, and a reading to
+/// the actor when its rows did.
+fn read_screen(state: &mut State, shared: &Shared) {
+    state.unread = false;
+    let Some(reader) = &shared.reader else {
+        return;
+    };
+    let now = Instant::now();
+    state.read_at = Some(now);
+    let text = ScreenText::of(state.model.screen());
+    let last = shared.slot.get();
+    let rows_changed = last.generation == 0 || !last.same_rows(&text);
+    if !rows_changed && last.cursor == text.cursor {
+        return;
+    }
+    if rows_changed {
+        let reading = screen::read(&text, &reader.patterns, reader.rows, now);
+        // The actor gone: nobody to tell.
+        let _ = shared.readings.send(reading);
+    }
+    shared.slot.put(text);
 }
 
 /// Where the pen sequence `bytes` ends inside starts (its ESC), or `bytes.len()`.

@@ -79,19 +79,19 @@ impl EventSender {
     /// the output before it was written at.
     ///
     /// Presence is state too: a newer one replaces one still queued, wherever it is, so a
-    /// viewer that reads slowly while a crowd joins holds one, not one per join.
+    /// viewer that reads slowly while a crowd joins holds one, not one per join. So is the
+    /// session's state (working, waiting, …): a newer one replaces one still queued.
     pub fn push(&self, event: ViewerEvent) -> bool {
         let cost = event.cost();
         let mut q = self.shared.lock();
-        if matches!(event, ViewerEvent::Presence(_)) {
-            if let Some(at) = q
-                .events
-                .iter()
-                .position(|e| matches!(e, ViewerEvent::Presence(_)))
-            {
-                if let Some(old) = q.events.remove(at) {
-                    q.bytes -= old.cost();
-                }
+        let same_kind = |e: &ViewerEvent| match &event {
+            ViewerEvent::Presence(_) => matches!(e, ViewerEvent::Presence(_)),
+            ViewerEvent::State(_) => matches!(e, ViewerEvent::State(_)),
+            _ => false,
+        };
+        if let Some(at) = q.events.iter().position(same_kind) {
+            if let Some(old) = q.events.remove(at) {
+                q.bytes -= old.cost();
             }
         }
         if let ViewerEvent::Status { info: newer, .. } = &event {
@@ -216,8 +216,28 @@ mod tests {
                 yolo_mode: false,
                 yolo_supported: false,
                 restarting: false,
+                state: crate::attention::SessionState::starting("starting"),
             },
             offset,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_newer_state_replaces_one_still_queued() {
+        use crate::attention::{SessionState, State};
+        let (tx, mut rx) = channel(10, usize::MAX);
+        let state = |s: State| {
+            let mut now = SessionState::starting("x");
+            now.state = s;
+            ViewerEvent::State(std::sync::Arc::new(now))
+        };
+        assert!(tx.push(state(State::Working)));
+        assert!(tx.push(chat(1)));
+        assert!(tx.push(state(State::Waiting)));
+        assert!(matches!(rx.recv().await, Some(ViewerEvent::Chat(_))));
+        match rx.recv().await {
+            Some(ViewerEvent::State(s)) => assert_eq!(s.state, State::Waiting),
+            other => panic!("{other:?}"),
         }
     }
 

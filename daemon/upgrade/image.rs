@@ -115,6 +115,29 @@ pub struct SessionImage {
     pub log: Blob,
     /// Input accepted but not yet written to the PTY, in order.
     pub input: Blob,
+    /// Its attention: state, reason, capability token (absent in an image from before them:
+    /// the session starts over as `working`).
+    #[serde(default)]
+    pub attention: Option<AttentionImage>,
+}
+
+/// A session's attention (see `session/attention.rs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AttentionImage {
+    /// `working`, `waiting`, `idle` or `exited`.
+    pub state: crate::attention::State,
+    /// When it entered it, milliseconds since the Unix epoch.
+    pub since_unix_ms: u64,
+    /// Why.
+    pub reason: String,
+    /// `hook`, `screen`, `terminal` or `exit`.
+    pub source: crate::attention::Source,
+    /// Quick replies.
+    pub choices: Vec<crate::attention::Choice>,
+    /// The session's capability token (its program has it in its environment).
+    pub token: String,
+    /// The agent's report that held, if one did: (state, reason).
+    pub hook: Option<(crate::attention::State, String)>,
 }
 
 /// An assistant (see `config::Assistant`).
@@ -132,6 +155,9 @@ pub struct AssistantImage {
     pub env: BTreeMap<String, String>,
     /// Environment in YOLO mode.
     pub yolo_env: BTreeMap<String, String>,
+    /// `state_hooks` as the config spells it (absent before attention: none).
+    #[serde(default)]
+    pub state_hooks: String,
 }
 
 /// A chat line.

@@ -476,6 +476,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 self.notice(Notice::Presence { info: &info, me }).await?
             }
             ViewerEvent::Refused(refusal) => self.notice(Notice::Refused(&refusal)).await?,
+            ViewerEvent::State(state) => self.notice(Notice::State(&state)).await?,
             ViewerEvent::Close(reason) => {
                 self.close(Closing::Ended(reason)).await?;
                 return Ok(true);

@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::protocol::mux::{self, MuxRequest, ServerMessage};
 use crate::protocol::raw::REPLAY_LIMIT;
+use crate::protocol::state::StateFields;
 use crate::protocol::{Closing, Inbound, Outbound};
 use crate::registry::Registry;
 use crate::session::viewer_queue;
@@ -422,6 +423,7 @@ impl<T: Transport> MuxWriter<T> {
             cols,
             rows,
             command: info.command.clone(),
+            state: StateFields::from(&info),
         };
         // Registered before anything is written, so a failed write still leaves the session.
         let overrun = events.overrun();
@@ -520,6 +522,13 @@ impl<T: Transport> MuxWriter<T> {
                     id,
                     code: info.code,
                     signal: info.signal,
+                };
+                self.send_text(&msg).await?;
+            }
+            Some(ViewerEvent::State(state)) => {
+                let msg = ServerMessage::State {
+                    id,
+                    state: StateFields::from(&*state),
                 };
                 self.send_text(&msg).await?;
             }

@@ -921,8 +921,12 @@ pub fn check_server_message(msg: &ServerMessage) {
                 ("yoloSupported", json!(st.yolo_supported)),
                 ("readOnly", json!(st.read_only)),
                 ("restarting", json!(st.restarting)),
-            ],
+            ]
+            .into_iter()
+            .chain(state_fields(&st.state))
+            .collect(),
         ),
+        ServerMessage::State(st) => ("state", state_fields(st)),
         ServerMessage::Chat {
             user_name,
             text,
@@ -983,6 +987,26 @@ pub fn check_server_message(msg: &ServerMessage) {
     for (k, want) in fields {
         assert_eq!(field(k), want, "field {k} of {text}");
     }
+}
+
+/// A session state's fields, as docs/protocol.md names them.
+fn state_fields(st: &ptyhub::protocol::state::StateFields) -> Vec<(&'static str, Value)> {
+    vec![
+        ("state", json!(st.state.as_str())),
+        ("stateSince", json!(st.state_since)),
+        ("stateSinceMs", json!(st.state_since_ms)),
+        ("reason", json!(st.reason)),
+        ("stateSource", json!(st.state_source.as_str())),
+        (
+            "choices",
+            Value::Array(
+                st.choices
+                    .iter()
+                    .map(|c| json!({"label": c.label, "keys": c.keys}))
+                    .collect(),
+            ),
+        ),
+    ]
 }
 
 fn check_reply_json(reply: &ServerMessage) {

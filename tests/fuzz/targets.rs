@@ -437,7 +437,7 @@ fn swe_text(u: &mut Unstructured<'_>) -> Result<()> {
 }
 
 fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
-    let msg = match u.int_in_range(0..=6)? {
+    let msg = match u.int_in_range(0..=7)? {
         0 => ServerMessage::Pong {
             data: if u.arbitrary()? {
                 Some(json_value(u, 3)?)
@@ -458,6 +458,7 @@ fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
             yolo_supported: u.arbitrary()?,
             read_only: u.arbitrary()?,
             restarting: u.arbitrary()?,
+            state: state_fields(u)?,
         }),
         2 => ServerMessage::Chat {
             user_name: text(u)?,
@@ -474,10 +475,33 @@ fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
             signal: if u.arbitrary()? { Some(text(u)?) } else { None },
         },
         5 => ServerMessage::Ready,
+        6 => ServerMessage::State(state_fields(u)?),
         _ => ServerMessage::error(text(u)?, text(u)?),
     };
     inv::check_server_message(&msg);
     Ok(())
+}
+
+/// Any session state, as the dialects spell it.
+fn state_fields(u: &mut Unstructured<'_>) -> Result<ptyhub::protocol::state::StateFields> {
+    use ptyhub::attention::{Choice, Source, State};
+    let state = *u.choose(&[State::Working, State::Waiting, State::Idle, State::Exited])?;
+    let source = *u.choose(&[Source::Hook, Source::Screen, Source::Terminal, Source::Exit])?;
+    let mut choices = Vec::new();
+    for _ in 0..u.int_in_range(0..=3)? {
+        choices.push(Choice {
+            label: text(u)?,
+            keys: text(u)?,
+        });
+    }
+    Ok(ptyhub::protocol::state::StateFields {
+        state,
+        state_since: text(u)?,
+        state_since_ms: u.arbitrary()?,
+        reason: text(u)?,
+        state_source: source,
+        choices,
+    })
 }
 
 fn swe_output_frames(u: &mut Unstructured<'_>) -> Result<()> {

@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::Session;
+use crate::session::attention::Changed;
 use crate::session::events::{EndReason, ViewerEvent, ViewerId};
 use crate::session::phase::{Ending, Then};
 use crate::session::process::{self, ExitInfo, SpawnError, SpawnSpec};
@@ -58,6 +59,11 @@ impl Session {
         self.output(Bytes::from(notice));
         info!(session = %id, code = info.code, signal = ?info.signal, "session program exited");
         self.program.set_exited(info.clone());
+        // A daemon shutdown is no change of the session's state to tell anyone.
+        let changed = match shutdown {
+            true => Changed::Nothing,
+            false => self.attention.exited(&info),
+        };
         if !shutdown {
             self.broadcast(ViewerEvent::Exit {
                 info,
@@ -65,6 +71,7 @@ impl Session {
             });
         }
         self.publish_info();
+        self.tell_state(changed);
         if let Then::End(ending) = then {
             process::signal_session(pid, Some(id), Signal::SIGKILL);
             self.complete_end(ending);
@@ -97,13 +104,15 @@ impl Session {
         self.program.terminate_for_restart();
     }
 
-    /// Starts the resume or YOLO command on a fresh PTY of the current size.
+    /// Starts the resume or YOLO command on a fresh PTY of the current size, wired to report
+    /// its state.
     fn spawn_replacement(&mut self) -> Result<(), SpawnError> {
         let (argv, env) = self.identity.restart_command();
+        let (wired, env) = self.identity.launch(&argv, &env);
         let (rows, cols) = self.viewers.size();
         let id = self.identity.id();
         let spawned = process::spawn(&SpawnSpec {
-            argv: &argv,
+            argv: &wired,
             env: &env,
             cwd: self.identity.cwd(),
             rows,
@@ -114,8 +123,10 @@ impl Session {
         info!(session = %id, pid = spawned.pid, yolo, "agent restarted");
         self.program.attach(spawned);
         self.identity.set_command(argv);
+        let changed = self.attention.restarted(std::time::Instant::now());
         // Running again: tell the viewers the new agent is up.
         self.broadcast_status();
+        self.tell_state(changed);
         Ok(())
     }
 
@@ -131,6 +142,7 @@ impl Session {
     /// everyone waiting for the end told.
     fn complete_end(&mut self, ending: Ending) {
         self.program.end();
+        self.identity.wiring().clean_up();
         self.viewers.close_all(ending.reason);
         // The recorder sees the end once it has read what was queued.
         self.recorder.end();

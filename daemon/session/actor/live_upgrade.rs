@@ -56,6 +56,7 @@ impl Session {
         };
         self.identity.write_image(&mut image);
         self.program.write_image(&mut image);
+        image.attention = Some(self.attention.image(self.gate.token()));
         self.viewers.close_all(EndReason::Upgrade);
         self.recorder.suspend();
         // Lets go of the session's own PTY descriptors and pidfd (never the program: the

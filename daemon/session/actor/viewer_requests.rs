@@ -292,5 +292,8 @@ impl Session {
         }
         self.recorder.input(&data, self.log.head());
         self.program.write(data, permit);
+        // Someone typed: the user answered whatever the agent reported.
+        let changed = self.attention.typed(std::time::Instant::now());
+        self.tell_state(changed);
     }
 }

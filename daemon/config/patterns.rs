@@ -1,0 +1,179 @@
+//! An assistant's attention settings: the screen patterns of `[assistants.KEY.state]`
+//! (regular expressions compiled once, while the config is read, so that a bad one is a config
+//! error at its file, line and column) and `state_hooks`, how ptyhub wires the agent's own
+//! hooks to tell it its state.
+
+use std::fmt;
+
+use regex::{Regex, RegexBuilder};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// Largest compiled pattern (1 MiB of automaton): a pattern that needs more is surely a
+/// mistake, and matching it on every screen change would cost the screen thread.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
+/// The screen patterns of one assistant: a screen whose bottom rows match a `waiting` pattern
+/// needs its user; else one matching a `working` pattern is busy (docs: README, "Attention").
+#[derive(Debug, Clone, Default)]
+pub struct ScreenPatterns {
+    /// Tried first.
+    pub waiting: Vec<Regex>,
+    /// Tried when no `waiting` pattern matched.
+    pub working: Vec<Regex>,
+}
+
+impl ScreenPatterns {
+    /// Whether there is no pattern at all (the terminal rule alone decides).
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty() && self.working.is_empty()
+    }
+}
+
+/// Two sets of patterns are the same when their sources are.
+impl PartialEq for ScreenPatterns {
+    fn eq(&self, other: &Self) -> bool {
+        fn same(a: &[Regex], b: &[Regex]) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.as_str() == y.as_str())
+        }
+        same(&self.waiting, &other.waiting) && same(&self.working, &other.working)
+    }
+}
+
+impl Eq for ScreenPatterns {}
+
+/// How ptyhub tells an agent to report its state (`state_hooks`): by wiring the agent's own
+/// hooks to `ptyhub notify` when it starts the agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StateHooks {
+    /// No wiring: the screen and the terminal decide (and the program may still call
+    /// `ptyhub notify` itself).
+    #[default]
+    None,
+    /// Claude Code: `--settings` with command hooks.
+    Claude,
+    /// Codex: `-c notify=[…]` (turn ends).
+    Codex,
+    /// Gemini CLI: a per-session system-defaults settings file with command hooks.
+    Gemini,
+}
+
+impl StateHooks {
+    /// The config's spelling of each.
+    pub const NAMES: [&'static str; 4] = ["claude", "codex", "gemini", "none"];
+
+    /// The config's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateHooks::None => "none",
+            StateHooks::Claude => "claude",
+            StateHooks::Codex => "codex",
+            StateHooks::Gemini => "gemini",
+        }
+    }
+
+    /// Read back from its spelling (a live upgrade's image); unknown is `None`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "none" => Some(StateHooks::None),
+            "claude" => Some(StateHooks::Claude),
+            "codex" => Some(StateHooks::Codex),
+            "gemini" => Some(StateHooks::Gemini),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StateHooks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        StateHooks::parse(&name).ok_or_else(|| {
+            de::Error::custom(format!(
+                "unknown state_hooks {name:?}: expected one of {}",
+                StateHooks::NAMES.join(", ")
+            ))
+        })
+    }
+}
+
+/// One pattern as written: a regular expression (Rust `regex` syntax), compiled as it is read.
+pub(super) struct Pattern(pub(super) Regex);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Pattern;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a regular expression string")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                compile(s).map(Pattern).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `source` compiled, or why not, in one line.
+pub fn compile(source: &str) -> Result<Regex, String> {
+    RegexBuilder::new(source)
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .build()
+        .map_err(|e| {
+            // The crate's message draws the pattern with a caret over several lines; its last
+            // line says what is wrong.
+            let text = e.to_string();
+            let why = text
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("invalid")
+                .trim_start_matches("error: ")
+                .to_owned();
+            format!("invalid regular expression {source:?}: {why}")
+        })
+}
+
+/// `[assistants.KEY.state]` as written.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPatterns {
+    #[serde(default)]
+    waiting: Vec<Pattern>,
+    #[serde(default)]
+    working: Vec<Pattern>,
+}
+
+impl RawPatterns {
+    /// The patterns as the daemon reads them.
+    pub(super) fn finish(self) -> ScreenPatterns {
+        ScreenPatterns {
+            waiting: self.waiting.into_iter().map(|p| p.0).collect(),
+            working: self.working.into_iter().map(|p| p.0).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_pattern_says_what_is_wrong_in_one_line() {
+        let e = compile("(abc").unwrap_err();
+        assert_eq!(e, "invalid regular expression \"(abc\": unclosed group");
+        assert!(compile(r"(?m)^\s*Do you want to proceed\?").is_ok());
+        // Look-around is not Rust regex syntax.
+        assert!(compile("(?=x)").unwrap_err().contains("look-around"));
+    }
+
+    #[test]
+    fn hook_kinds_are_spelled_as_in_the_config() {
+        for name in StateHooks::NAMES {
+            assert_eq!(StateHooks::parse(name).map(StateHooks::as_str), Some(name));
+        }
+        assert_eq!(StateHooks::parse("vim"), None);
+    }
+}
