@@ -404,10 +404,16 @@ mod freeze_tests {
     #[test]
     fn a_wide_character_narrowed_to_one_column_ends() {
         // Found by the fuzz runner: the rewrap looked for a line that could take a wide
-        // character at one column and allocated until the process was killed.
+        // character at one column and allocated until the process was killed; then a
+        // character's second half left alone at a line's start panicked a delete.
         let mut m = ScreenModel::new(4, 6, 20);
         m.process("ab\u{4e16}\u{754c}cd\r\nnext\r\n".as_bytes());
         m.resize(4, 1);
+        // Each half of the cut character, deleted and pushed along (a half at the first
+        // column once had nothing before it to clear).
+        for row in 1..=4 {
+            m.process(format!("\x1b[{row};1H\x1b[P\x1b[@x").as_bytes());
+        }
         m.resize(4, 6);
         let text = m.snapshot_ansi(100);
         assert!(!text.is_empty());

@@ -67,6 +67,12 @@ impl Line {
             let attrs = *last.attrs();
             last.clear(attrs);
         }
+        // A rewrap to one column puts a wide character's second half at the start of the
+        // next line, with nothing before it: blanked too.
+        if let Some(first) = self.cells.first_mut().filter(|c| c.is_wide_continuation()) {
+            let attrs = *first.attrs();
+            first.clear(attrs);
+        }
     }
 
     fn set_null(&mut self, i: usize) {

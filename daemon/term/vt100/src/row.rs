@@ -209,7 +209,14 @@ impl Row {
             }
             &mut self.cells[next]
         } else if cell.is_wide_continuation() {
-            &mut self.cells[usize::from(col - 1)]
+            // ptyhub: a continuation at the first column (its wide cell cut away by a
+            // narrowing to one column) has nothing before it.
+            let Some(prev) = col_idx.checked_sub(1) else {
+                let attrs = *self.cells[col_idx].attrs();
+                self.cells[col_idx].clear(attrs);
+                return;
+            };
+            &mut self.cells[prev]
         } else {
             return;
         };
