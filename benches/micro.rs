@@ -462,6 +462,7 @@ mod codec {
             yolo_supported: true,
             read_only: false,
             restarting: false,
+            sized_by: vec![1, 2],
         });
         bencher.bench_local(|| black_box(&status).to_json());
     }

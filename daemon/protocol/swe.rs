@@ -360,6 +360,9 @@ pub struct Status {
     pub read_only: bool,
     /// Whether the agent is being restarted (YOLO toggle); an addition to swe-swe's status.
     pub restarting: bool,
+    /// The presence ids of the writers whose window sizes the session (their rows or cols
+    /// is the session's); an addition to swe-swe's status.
+    pub sized_by: Vec<u32>,
 }
 
 impl ServerMessage {
@@ -626,6 +629,7 @@ fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, role: Role) -> ServerM
         yolo_supported: s.yolo_supported,
         read_only: role == Role::Viewer,
         restarting: s.restarting,
+        sized_by: s.sized_by.clone(),
     })
 }
 
@@ -1200,13 +1204,14 @@ mod tests {
                     yolo_supported: true,
                     read_only: false,
                     restarting: false,
+                    sized_by: vec![1, 3],
                 }),
                 concat!(
                     r#"{"type":"status","viewers":2,"cols":120,"rows":30,"assistant":"Claude","#,
                     r#""sessionName":"my-feature","uuidShort":"a3c12","#,
                     r#""sessionUUID":"a3c12f00-0000-4000-8000-000000000000","#,
                     r#""workDir":"/home/me/src","yoloMode":false,"yoloSupported":true,"readOnly":false,"#,
-                    r#""restarting":false}"#
+                    r#""restarting":false,"sizedBy":[1,3]}"#
                 ),
             ),
             (

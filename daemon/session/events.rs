@@ -136,6 +136,9 @@ pub struct StatusInfo {
     pub yolo_supported: bool,
     /// Whether the agent is being restarted (YOLO toggle) right now.
     pub restarting: bool,
+    /// The presence numbers of the writers whose sizes the session's is: each one's rows or
+    /// cols is the session's (see `Viewers::settle_holders`). Empty when no size counts.
+    pub sized_by: Vec<u32>,
 }
 
 /// A session as the REST API lists it (read back from a peer's list, see http/cluster.rs).

@@ -168,7 +168,13 @@ impl Identity {
 
     /// The status every viewer sees, with the session's `viewers`, `size` (rows, cols) and
     /// whether a restart is under way.
-    pub(super) fn status(&self, viewers: usize, size: (u16, u16), restarting: bool) -> StatusInfo {
+    pub(super) fn status(
+        &self,
+        viewers: usize,
+        size: (u16, u16),
+        sized_by: Vec<u32>,
+        restarting: bool,
+    ) -> StatusInfo {
         StatusInfo {
             viewers,
             rows: size.0,
@@ -180,6 +186,7 @@ impl Identity {
             yolo_mode: self.yolo_mode,
             yolo_supported: self.assistant.yolo_supported(),
             restarting,
+            sized_by,
         }
     }
 

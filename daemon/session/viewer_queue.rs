@@ -216,6 +216,7 @@ mod tests {
                 yolo_mode: false,
                 yolo_supported: false,
                 restarting: false,
+                sized_by: Vec::new(),
             },
             offset,
         }

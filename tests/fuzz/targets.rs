@@ -458,6 +458,7 @@ fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
             yolo_supported: u.arbitrary()?,
             read_only: u.arbitrary()?,
             restarting: u.arbitrary()?,
+            sized_by: u.arbitrary()?,
         }),
         2 => ServerMessage::Chat {
             user_name: text(u)?,
