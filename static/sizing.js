@@ -8,7 +8,7 @@ const MODE_KEY = 'ptyhub.sizeMode';
 const VIEW_KEY = 'ptyhub.viewMode';
 
 /** Scaling to fit never takes the text below this many CSS pixels: past it, the view pans. */
-export const MIN_TEXT_PX = 9;
+export const MIN_TEXT_PX = 10;
 
 /** After the reader pans, output leaves the view where it is for this long. */
 const PAN_HOLD_MS = 4000;
@@ -69,6 +69,7 @@ export class SizePolicy {
     this.view = stored(VIEW_KEY, ['fit', 'pan']) || 'fit';
     this.scale = 1;
     this.pannedAt = 0;
+    this.dismissed = ''; // the hint the reader closed: hidden until it says something else
     const onLayout = debounce(() => {
       // Until the session's size is known, fill the window so the page does not look empty.
       if (!this.state.status) this.fill();
@@ -87,11 +88,60 @@ export class SizePolicy {
         if (Date.now() - this.pannedAt > PAN_HOLD_MS) this.revealCursor();
       });
     });
-    const panned = () => {
-      this.pannedAt = Date.now();
-    };
-    host.addEventListener('touchmove', panned, { passive: true });
-    host.addEventListener('wheel', panned, { passive: true });
+    this.panByHand();
+  }
+
+  /**
+   * Panning the box by touch and by sideways wheels. xterm takes the touch and wheel events on
+   * the terminal for its own scrollback, so the box takes those that pan it first (capture
+   * phase): a drag across, or along while the box has room that way; the rest stay xterm's.
+   */
+  panByHand() {
+    const box = this.host;
+    let from = null; // {x, y, left, top, mine}
+    box.addEventListener(
+      'touchstart',
+      (e) => {
+        const t = e.touches[0];
+        from = this.panning() && e.touches.length === 1 ? { x: t.clientX, y: t.clientY, left: box.scrollLeft, top: box.scrollTop, mine: null } : null;
+      },
+      { capture: true, passive: true },
+    );
+    box.addEventListener(
+      'touchmove',
+      (e) => {
+        if (!from || e.touches.length !== 1) return;
+        const t = e.touches[0];
+        const dx = from.x - t.clientX;
+        const dy = from.y - t.clientY;
+        if (from.mine === null) {
+          if (Math.abs(dx) < 6 && Math.abs(dy) < 6) return;
+          const across = Math.abs(dx) > Math.abs(dy);
+          const room = across ? box.scrollWidth > box.clientWidth : (dy > 0 ? box.scrollTop + box.clientHeight < box.scrollHeight - 1 : box.scrollTop > 0);
+          from.mine = room;
+        }
+        if (!from.mine) return;
+        e.preventDefault();
+        e.stopPropagation();
+        box.scrollLeft = from.left + dx;
+        box.scrollTop = from.top + dy;
+        this.pannedAt = Date.now();
+      },
+      { capture: true, passive: false },
+    );
+    box.addEventListener(
+      'wheel',
+      (e) => {
+        if (!this.panning()) return;
+        const dx = e.shiftKey && !e.deltaX ? e.deltaY : e.deltaX;
+        if (!dx || Math.abs(dx) < Math.abs(e.shiftKey ? 0 : e.deltaY)) return;
+        e.preventDefault();
+        e.stopPropagation();
+        box.scrollLeft += dx;
+        this.pannedAt = Date.now();
+      },
+      { capture: true, passive: false },
+    );
   }
 
   /** What would fill this window, in cells. */
@@ -208,6 +258,7 @@ export class SizePolicy {
     const was = this.panning();
     this.frame.classList.toggle('panned', panned);
     if (panned && !was) this.revealCursor();
+    if (!panned && was) this.host.scrollTo(0, 0); // nothing to pan over: no offset left behind
     return s;
   }
 
@@ -279,14 +330,20 @@ export class SizePolicy {
         text = `The session is ${size}, ${by}: ${here}’s size does not count until you size it again.${seen}`;
         action = ['Size it to my window', () => this.setMode('mine')];
       } else if (smaller && held.others > 0) {
-        text = `The session is ${size}, ${by}: ${held.others > 1 ? 'they are' : 'it is'} smaller than ${here}.`;
+        text = `The session is ${size}, ${by}: it is smaller than ${here}.`;
         action = ['Take control of the size', () => this.takeControl()];
       }
     }
     const children = [h('span', { class: 'size-hint-text' }, text)];
     if (action) children.push(h('button', { type: 'button', class: 'link-btn size-hint-action', onclick: action[1] }, action[0]));
+    const close = () => {
+      this.dismissed = text;
+      this.hint.hidden = true;
+    };
+    children.push(h('button', { type: 'button', class: 'size-hint-close', 'aria-label': 'Hide this note', title: 'Hide this note', onclick: close }, '×'));
     this.hint.replaceChildren(...children);
-    this.hint.hidden = !text;
+    if (text !== this.dismissed) this.dismissed = '';
+    this.hint.hidden = !text || text === this.dismissed;
     this.hint.dataset.scale = String(Math.round(scale * 100));
     this.frame.classList.toggle('outsized', Boolean(s) && this.state.ready && !this.panning() && scale === 1 && Boolean(want) && (want.cols > s.cols || want.rows > s.rows));
   }
