@@ -28,9 +28,15 @@ function looksLikeText(file) {
   return !file.type && TEXT_EXTENSIONS.has(ext);
 }
 
+/** How many lines `text` has (a last line without its newline counts too). */
+function lineCount(text) {
+  const breaks = text.split('\n').length - 1;
+  return text.endsWith('\n') || text === '' ? breaks : breaks + 1;
+}
+
 /** Whether `text` is short enough to paste without asking. */
 export function isSnippet(text) {
-  return text.length <= SNIPPET_CHARS && text.split('\n').length <= SNIPPET_LINES;
+  return text.length <= SNIPPET_CHARS && lineCount(text) <= SNIPPET_LINES;
 }
 
 /** The file's text if it is valid UTF-8 without NUL bytes, else null. */
@@ -115,7 +121,7 @@ export class Uploader {
 
   /** Asks what to do with a text file longer than a snippet: 'paste', 'file' or 'cancel'. */
   ask(file, text) {
-    const lines = text.split('\n').length;
+    const lines = lineCount(text);
     const paste = h('button', { type: 'submit', class: 'btn', value: 'paste' }, 'Paste it into the terminal');
     const save = h('button', { type: 'submit', class: 'btn btn-primary', value: 'file' }, 'Save it as a file');
     const cancel = h('button', { type: 'submit', class: 'btn', value: 'cancel' }, 'Cancel');
@@ -131,7 +137,8 @@ export class Uploader {
           {},
           `It is a text file of ${lines} line${lines === 1 ? '' : 's'} (${formatBytes(file.size)}). Paste it into the terminal, as if typed, or save it in the session's directory and type its path?`,
         ),
-        h('p', { class: 'muted' }, 'Hold Shift while dropping a file to save it without asking.'),
+        // Touch screens have no Shift to hold.
+        matchMedia('(pointer: coarse)').matches ? null : h('p', { class: 'muted' }, 'Hold Shift while dropping a file to save it without asking.'),
         h('div', { class: 'dialog-actions' }, cancel, paste, save),
       ),
     );
