@@ -81,6 +81,10 @@ export function closeMeaning({ code, reason }, { exited, lastError, daemonAway =
     return { fatal: [title, createFailedText(message, daemonAway)], gone };
   }
   if (code === CLOSE.RESTARTING) return { retry: true, now: true, why: 'ptyhub is restarting…', away: true };
+  // A link's connection may be closed as revoked (1008) rather than ended (4003) when its
+  // session is removed: the daemon forgets the session's links as it goes. After the program's
+  // exit, that is the session's end, not a revocation.
+  if (code === CLOSE.UNAUTHORISED && exited && /share link revoked/i.test(reason)) return { ended: true };
   if (code === CLOSE.UNAUTHORISED) {
     // Also a revoked or expired share link, which the reason says.
     let text = UNAUTHORISED;
