@@ -248,6 +248,7 @@ describe('links only when asked, and where they work', () => {
       await writer.waitForFunction(() => window.ptyhub?.state?.ready && window.ptyhub.state.link?.role === 'writer', null, { timeout: WAIT });
       await waitForScreen(writer, /^\$ $/m);
       assert.equal(await writer.locator('#home-link').getAttribute('href'), null);
+      assert.equal(await writer.locator('#home-link .icon').isHidden(), true, 'no back arrow that leads nowhere');
       assert.equal(await writer.locator('#replay-link').isHidden(), true, 'no replay without record');
       assert.deepEqual(atRoot(await visibleLinks(writer)), []);
       assert.equal(await writer.locator('#keybar').isVisible(), phone);
