@@ -485,6 +485,7 @@ mod codec {
                 state_source: ptyhub::attention::Source::Hook,
                 choices: Vec::new(),
             },
+            sized_by: vec![1, 2],
         });
         bencher.bench_local(|| black_box(&status).to_json());
     }

@@ -1,4 +1,4 @@
-// The REST client of /api and the URL rules both pages share (query parameters we don't know are kept).
+// The REST client of /api, the URL rules both pages share (query parameters we don't know are kept), and how a page was opened (token or share link).
 
 export const UNAUTHORISED = 'Not authorised: open the link with the token that ptyhub printed.';
 
@@ -90,4 +90,23 @@ export function replayPath(id) {
 /** The session list, keeping foreign query parameters. */
 export function homePath() {
   return withQuery(at('/'), foreignParams(['assistant', 'name', 'cwd']));
+}
+
+/**
+ * How this browser reaches session `id`: null with the daemon token, `{role, record}` with a
+ * share link (`role` 'viewer' or 'writer'; `record`: it may replay the recording). Read from
+ * the session page's `X-Ptyhub-Link` header (docs/protocol.md section 16); null when it cannot
+ * be asked.
+ */
+export async function linkAccess(id) {
+  let res;
+  try {
+    res = await fetch(at(`/session/${encodeURIComponent(id)}`), { method: 'HEAD', credentials: 'same-origin', cache: 'no-store' });
+  } catch {
+    return null;
+  }
+  const value = res.ok ? res.headers.get('x-ptyhub-link') : null;
+  if (!value) return null;
+  const [role, ...flags] = value.split(';').map((x) => x.trim());
+  return { role, record: flags.includes('record') };
 }

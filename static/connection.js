@@ -1,9 +1,10 @@
-// One session's WebSocket: connecting, reconnecting with exponential backoff, the heartbeat, and dispatch.
+// One session's WebSocket: connecting, reconnecting (every few seconds while the page is seen, backing off further while hidden), the heartbeat, and dispatch.
 
 // Timings can be shortened by tests through `window.ptyhubTimings` before the page's scripts run.
 const T = {
   firstRetryMs: 1000, // backoff starts here and doubles...
-  maxRetryMs: 30000, // ...up to this
+  visibleMaxRetryMs: 2500, // ...up to this while the page is visible, so it is live again within moments of ptyhub's return...
+  maxRetryMs: 30000, // ...and up to this while it is hidden (coming back into view retries at once)
   pingEveryMs: 30000, // heartbeat period
   missedPongs: 2, // this many unanswered pings in a row: the connection is dead
   ...(window.ptyhubTimings || {}),
@@ -153,7 +154,8 @@ export class Connection {
       return;
     }
     // 'now': the server said it is restarting (1012) and will be right back: no backoff.
-    const delay = again === 'now' ? 0 : Math.min(T.maxRetryMs, T.firstRetryMs * 2 ** this.attempt);
+    const max = document.visibilityState === 'visible' ? Math.min(T.visibleMaxRetryMs, T.maxRetryMs) : T.maxRetryMs;
+    const delay = again === 'now' ? 0 : Math.min(max, T.firstRetryMs * 2 ** this.attempt);
     if (again !== 'now') this.attempt++;
     this.retryAt = Date.now() + delay;
     this.retryTimer = setTimeout(() => this.connect(), delay);

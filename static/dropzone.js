@@ -1,16 +1,21 @@
-// Files in from the page: the "Add files" button with its file picker, and dropping files anywhere on the page.
+// Files in from the page: the "Add files" button with its file picker, and dropping files anywhere on the page (Shift held: text files are saved as files).
 
 /**
  * @param {object} o
  * @param {HTMLButtonElement} o.button opens the picker
  * @param {HTMLInputElement} o.input the hidden <input type=file>
  * @param {HTMLElement} o.overlay shown while files are dragged over the page
- * @param {(files: FileList) => void} o.add takes the chosen or dropped files (the uploader)
+ * @param {(files: FileList, o: {asFile: boolean}) => void} o.add takes the chosen or dropped files (the uploader);
+ *   `asFile` when Shift was held (on the drop, or on the click that opened the picker)
  */
 export function acceptFiles({ button, input, overlay, add }) {
-  button.addEventListener('click', () => input.click());
+  let asFile = false;
+  button.addEventListener('click', (e) => {
+    asFile = e.shiftKey;
+    input.click();
+  });
   input.addEventListener('change', (e) => {
-    add(e.target.files);
+    add(e.target.files, { asFile });
     e.target.value = '';
   });
 
@@ -38,6 +43,6 @@ export function acceptFiles({ button, input, overlay, add }) {
     e.preventDefault();
     depth = 0;
     overlay.hidden = true;
-    add(e.dataTransfer.files);
+    add(e.dataTransfer.files, { asFile: e.shiftKey });
   });
 }

@@ -38,13 +38,20 @@ export class EndScreens {
     }
   }
 
-  /** Nothing more to do on this page: `title` and `text` say why. */
-  showFatal(title, text) {
+  /**
+   * Nothing more to do on this page: `title` and `text` say why. `keepScreen`: the session's
+   * last screen stays in view under a card (a session that is gone, but was shown here);
+   * otherwise the box covers the terminal.
+   */
+  showFatal(title, text, { keepScreen = false } = {}) {
     const box = this.fatal;
     box.querySelector('.fatal-title').textContent = title;
     box.querySelector('.fatal-text').textContent = text;
+    box.classList.toggle('fatal-over', keepScreen);
     box.hidden = false;
-    document.body.classList.add('no-session');
-    box.querySelector('#fatal-home').focus();
+    if (this.dialog.open) this.dialog.close();
+    document.body.classList.add(keepScreen ? 'session-gone' : 'no-session');
+    const first = [...box.querySelectorAll('a, button')].find((el) => !el.hidden);
+    first?.focus();
   }
 }

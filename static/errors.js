@@ -53,6 +53,9 @@ export function createFailedText(message, daemonRestarted = false) {
   if (/no session with this id/i.test(message || '') && daemonRestarted) {
     return 'ptyhub was restarted, and this session did not survive it: its program ended when ptyhub stopped. Start a new one from the list.';
   }
+  if (/this link's session has ended/i.test(message || '')) {
+    return 'The session this link opened has ended and was removed. Ask whoever shared it if there is a new one.';
+  }
   if (/no session with this id/i.test(message || '')) {
     return 'This session does not exist any more. It may have been ended, or removed some time after its program exited.';
   }
@@ -62,7 +65,7 @@ export function createFailedText(message, daemonRestarted = false) {
 /**
  * What a closed connection means for the terminal page, from its close code and reason:
  * - `{ended: true}`: the session was ended (4003);
- * - `{fatal: [title, text]}`: there is nothing to reconnect to;
+ * - `{fatal: [title, text]}`: there is nothing to reconnect to (`gone`: the session no longer exists);
  * - `{}`: the program has already exited, so nothing new would come: no reconnect;
  * - `{retry: true, why}`: reconnect; `why` (may be '') tells the reader what happened;
  *   `now`: at once, without backoff (ptyhub is restarting and will be right back).
@@ -73,10 +76,15 @@ export function closeMeaning({ code, reason }, { exited, lastError, daemonAway =
   if (code === CLOSE.ENDED) return { ended: true };
   if (code === CLOSE.CREATE_FAILED) {
     const message = lastError?.code === 'session_create_failed' ? lastError.message : reason;
-    const title = daemonAway && /no session with this id/i.test(message || '') ? 'ptyhub restarted' : 'This session cannot be opened';
-    return { fatal: [title, createFailedText(message, daemonAway)] };
+    const gone = /no session with this id|session has ended/i.test(message || '');
+    const title = daemonAway && gone ? 'ptyhub restarted' : 'This session cannot be opened';
+    return { fatal: [title, createFailedText(message, daemonAway)], gone };
   }
   if (code === CLOSE.RESTARTING) return { retry: true, now: true, why: 'ptyhub is restarting…', away: true };
+  // A link's connection may be closed as revoked (1008) rather than ended (4003) when its
+  // session is removed: the daemon forgets the session's links as it goes. After the program's
+  // exit, that is the session's end, not a revocation.
+  if (code === CLOSE.UNAUTHORISED && exited && /share link revoked/i.test(reason)) return { ended: true };
   if (code === CLOSE.UNAUTHORISED) {
     // Also a revoked or expired share link, which the reason says.
     let text = UNAUTHORISED;
@@ -103,9 +111,13 @@ export function closeMeaning({ code, reason }, { exited, lastError, daemonAway =
 
 /**
  * Why the API refused this session's address (after a connection that never opened), as
- * [title, text]; null when retrying may still get in. `creating`: the page would create the session.
+ * [title, text]; null when retrying may still get in. `creating`: the page would create the
+ * session; `visitor`: the page was opened with a share link.
  */
-export function refusalText(httpStatus, creating, daemonAway = false) {
+export function refusalText(httpStatus, creating, daemonAway = false, visitor = false) {
+  if (httpStatus === 401 && visitor) {
+    return ['This link no longer works', 'The share link this page was opened with has expired, was revoked, or ended with a restart of ptyhub. Ask whoever shared it for a new one.'];
+  }
   if (httpStatus === 401) return ['Not authorised', daemonAway ? `${UNAUTHORISED} ptyhub restarted with a new token.` : UNAUTHORISED];
   if (httpStatus === 403) return ['No access', 'The link this page was opened with does not give access to this session.'];
   if (httpStatus === 404 && !creating) {

@@ -1,8 +1,11 @@
-// The home page (/): the live sessions, refreshed in place; starting, opening, embedding and ending sessions.
+// The home page (/): the live sessions, refreshed in place (marked stale while ptyhub cannot be reached); starting, opening, embedding and ending sessions; the recordings of ended ones.
 
 import { api, replayPath, sessionPath } from './api.js';
 import { openEmbed } from './embed.js';
+import { themeName } from './prefs.js';
+import { EndedRecordings } from './recordings.js';
 import { openShare } from './share.js';
+import { applyPageScheme } from './theme.js';
 import { afterColon, exitWords, formatAge, h, shortId, validateName } from './util.js';
 
 const REFRESH_MS = 2000;
@@ -132,6 +135,9 @@ function updateRow(li, s) {
   li.querySelector('.open-btn').setAttribute('aria-label', `Open ${named ? s.name : `session ${shortId(s.id)}`}`);
   li.querySelector('.share-btn').setAttribute('aria-label', `Share ${named ? s.name : `session ${shortId(s.id)}`}`);
   li.querySelector('.embed-btn').setAttribute('aria-label', `Embed ${named ? s.name : `session ${shortId(s.id)}`} in another page`);
+  // A link to an ended session would lead nowhere.
+  li.querySelector('.share-btn').hidden = !s.alive;
+  li.querySelector('.embed-btn').hidden = !s.alive;
   const wasAlive = li.dataset.alive;
   li.dataset.alive = String(s.alive);
   const end = li.querySelector('.end-btn');
@@ -165,6 +171,26 @@ function render(sessions) {
   $('empty').hidden = sessions.length > 0;
   list.hidden = sessions.length === 0;
   $('session-count').textContent = sessions.length ? `(${sessions.length})` : '';
+  ended.update(sessions.map((s) => s.id));
+}
+
+const ended = new EndedRecordings(document.querySelector('.home-main'));
+const staleNote = h('p', { class: 'notice notice-warn stale-note', id: 'stale-note', role: 'status', hidden: true });
+$('host-note').before(staleNote);
+let lastSeen = null;
+
+/** While ptyhub cannot be reached the list is as it last was: say so, and claim no session is running. */
+function markStale(stale) {
+  list.closest('.card').classList.toggle('stale', stale);
+  staleNote.hidden = !stale;
+  if (!stale) return;
+  const when = lastSeen ? ` as it was at ${lastSeen.toLocaleTimeString()}` : '';
+  staleNote.textContent = `ptyhub cannot be reached: these are the sessions${when}, and may have changed since. The list comes back by itself.`;
+  for (const li of rows.values()) {
+    if (li.dataset.alive !== 'true') continue;
+    li.querySelector('.session-state').dataset.state = 'unknown';
+    li.querySelector('.state-text').textContent = 'last seen running';
+  }
 }
 
 let refreshing = null;
@@ -194,10 +220,13 @@ function refresh() {
       .then((data) => {
         showHosts(data || {});
         render(Array.isArray(data?.sessions) ? data.sessions : []);
+        lastSeen = new Date();
+        markStale(false);
         pageError('');
       })
       .catch((e) => {
         pageError(e.status === 401 ? e.message : `${e.message} Retrying…`);
+        if (e.status !== 401) markStale(true);
       })
       .finally(() => {
         refreshing = null;
@@ -316,6 +345,7 @@ function newUuid() {
 
 // ---- Start --------------------------------------------------------------------------------------
 
+applyPageScheme(themeName());
 loadAssistants();
 refresh();
 setInterval(() => {

@@ -1,6 +1,6 @@
-// The terminal page's preferences, kept in localStorage: font size (Ctrl +/−/0 and a control), terminal theme, how this window sizes the session; plus scrollback search and the "↓ New output" pill.
+// The terminal page's preferences, kept in localStorage: font size (Ctrl +/−/0 and a control), theme (the terminal's and the page's), how this window sizes the session and shows a bigger one; plus scrollback search and the "↓ New output" pill.
 
-import { THEMES, terminalThemeOptions } from './theme.js';
+import { THEMES, applyPageScheme, terminalThemeOptions } from './theme.js';
 import { h } from './util.js';
 
 const KEY = 'ptyhub.prefs';
@@ -75,9 +75,17 @@ export class Prefs {
       { class: 'prefs-size' },
       h('legend', {}, 'The session’s size'),
       h('label', {}, h('input', { type: 'radio', name: 'size-mode', value: 'mine' }), ' Size it to my window'),
-      h('label', {}, h('input', { type: 'radio', name: 'size-mode', value: 'follow' }), ' Don’t size from me (scale to fit)'),
+      h('label', {}, h('input', { type: 'radio', name: 'size-mode', value: 'follow' }), ' Follow the others’ windows (mine sizes it only while nobody else here can type)'),
     );
     mode.addEventListener('change', (e) => this.size.setMode(e.target.value));
+    const view = h(
+      'fieldset',
+      { class: 'prefs-view' },
+      h('legend', {}, 'A session bigger than this window'),
+      h('label', {}, h('input', { type: 'radio', name: 'view-mode', value: 'fit' }), ' Shrink it to fit, not below readable text; drag for the rest'),
+      h('label', {}, h('input', { type: 'radio', name: 'view-mode', value: 'pan' }), ' Keep my font size; drag to see the rest'),
+    );
+    view.addEventListener('change', (e) => this.size.setView(e.target.value));
     const panel = h(
       'div',
       { class: 'prefs', id: 'prefs', hidden: true, role: 'dialog', 'aria-label': 'Terminal preferences' },
@@ -91,6 +99,7 @@ export class Prefs {
       ),
       h('label', { class: 'prefs-row' }, h('span', { class: 'prefs-label' }, 'Theme'), theme),
       mode,
+      view,
     );
     document.querySelector('.workspace').append(panel);
     return panel;
@@ -139,10 +148,12 @@ export class Prefs {
     if (themeName() === 'system') document.documentElement.style.removeProperty('--term-bg');
     else document.documentElement.style.setProperty('--term-bg', o.theme.background);
     document.body.dataset.theme = themeName();
+    // The bars, panels and dialogs go with it: a dark terminal in a dark page.
+    applyPageScheme(themeName());
     this.render();
   }
 
-  /** The size mode changed elsewhere (the hint's buttons). */
+  /** The size mode or view changed elsewhere (the hint's buttons). */
   sizeMode() {
     this.render();
   }
@@ -154,6 +165,7 @@ export class Prefs {
     const readOnly = Boolean(this.status()?.readOnly);
     p.querySelector('.prefs-size').hidden = readOnly;
     for (const r of p.querySelectorAll('input[name="size-mode"]')) r.checked = r.value === this.size.mode;
+    for (const r of p.querySelectorAll('input[name="view-mode"]')) r.checked = r.value === this.size.view;
   }
 }
 

@@ -2,13 +2,16 @@
 
 import { h } from './util.js';
 
-/** How long "… is typing" stays after the keystroke that announced it. */
-const TYPING_SHOWN_MS = 3000;
+/**
+ * How long "… is typing" stays after the presence that said so; ptyhub says it again every 2 s
+ * while the person keeps typing (docs/protocol.md section 2), so it stays up meanwhile.
+ */
+const TYPING_SHOWN_MS = 3500;
 
-/** This device's kind, as the presence message names it. */
+/** This device's kind, as the presence message names it: by the screen's shorter side, so a phone held either way is a phone. */
 export function deviceKind() {
   if (!matchMedia('(pointer: coarse)').matches) return 'desktop';
-  return matchMedia('(max-width: 760px)').matches ? 'phone' : 'tablet';
+  return Math.min(screen.width, screen.height) < 600 ? 'phone' : 'tablet';
 }
 
 /** A person's name as others read it. */

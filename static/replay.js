@@ -1,6 +1,8 @@
 // The replay page (/replay/{uuid}): fetches the session's .cast once and plays it in asciinema-player, with speed buttons, a marker list and copying of the screen's text.
 
-import { UNAUTHORISED, api, at, capitalise, homePath, sessionPath } from './api.js';
+import { UNAUTHORISED, api, at, capitalise, homePath, linkAccess, sessionPath } from './api.js';
+import { themeName } from './prefs.js';
+import { applyPageScheme } from './theme.js';
 import { copyText, formatBytes, h, shortId } from './util.js';
 
 /** Gaps longer than this (seconds) are played as this long: a night of nothing is two seconds. */
@@ -20,6 +22,14 @@ let castBlob = '';
 
 $('home-link').href = homePath();
 $('download').href = castURL;
+applyPageScheme(themeName());
+// A share link (made with `record`) does not reach the list of sessions: back goes to its session.
+linkAccess(uuid).then((link) => {
+  if (!link) return;
+  const home = $('home-link');
+  home.href = sessionPath(uuid);
+  home.title = 'Back to the session';
+});
 
 function fail(text) {
   const el = $('replay-error');

@@ -1,17 +1,53 @@
-// The Share dialog of both pages: make a viewer or writer link (optionally expiring), copy it, show it as a QR code, list and revoke live links.
+// The Share dialog of both pages: make a viewer or writer link (watch-only and 8 hours unless chosen otherwise), copy it, show it as a QR code (saying when its address is one only this computer reaches), list and revoke live links; what a share link's own visitor may do.
 
 import { api } from './api.js';
 import { afterColon, copyText, h } from './util.js';
 import qrcode from './vendor/qrcode-generator/qrcode.mjs?v=2.0.4';
 
 /** Expiry choices: seconds, or 0 for "until revoked or the session is removed". */
-const EXPIRIES = [
-  [0, 'Never'],
+export const EXPIRIES = [
   [3600, '1 hour'],
   [8 * 3600, '8 hours'],
   [24 * 3600, '1 day'],
   [7 * 24 * 3600, '1 week'],
+  [0, 'Never (until revoked)'],
 ];
+
+/** What a new link allows unless the person chooses otherwise: watching, for a working day. */
+export const DEFAULT_EXPIRY = 8 * 3600;
+
+/** The expiry <select>, with DEFAULT_EXPIRY chosen. */
+export function expirySelect(id) {
+  return h('select', { id }, ...EXPIRIES.map(([s, label]) => h('option', { value: String(s), selected: s === DEFAULT_EXPIRY }, label)));
+}
+
+/** Whether `url`'s host is one only the computer it runs on can reach. */
+export function isLoopback(url) {
+  let host;
+  try {
+    host = new URL(url).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host.endsWith('.localhost') || /^127\./.test(host) || host === '[::1]' || host === '0.0.0.0' || host === '[::]';
+}
+
+/**
+ * The warning for a link (or embedded page) whose address only this computer reaches: where to
+ * look to make ptyhub reachable (the README's Deployment section); null for any other address.
+ */
+export function reachNote(url) {
+  if (!isLoopback(url)) return null;
+  const host = new URL(url).host;
+  return h(
+    'div',
+    { class: 'notice notice-warn reach-note', role: 'note' },
+    h('strong', {}, 'Only this computer can open it. '),
+    `On a phone or another machine, ${host} is that device itself. To share beyond this computer, have ptyhub listen where others can reach it (`,
+    h('code', {}, '--listen'),
+    '), with TLS or behind a reverse proxy, and open this page there: see “Deployment” in ptyhub’s README.',
+  );
+}
 
 const ROLE_WORDS = { viewer: 'Can watch', writer: 'Can type' };
 
@@ -68,7 +104,7 @@ function build() {
     h('label', {}, h('input', { type: 'radio', name: 'share-role', value: 'viewer', checked: true }), ' ', h('strong', {}, 'can watch'), h('span', { class: 'muted' }, ' and chat, not type')),
     h('label', {}, h('input', { type: 'radio', name: 'share-role', value: 'writer' }), ' ', h('strong', {}, 'can type'), h('span', { class: 'muted' }, ' as you can')),
   );
-  const expiry = h('select', { id: 'share-expiry' }, ...EXPIRIES.map(([s, label]) => h('option', { value: String(s) }, label)));
+  const expiry = expirySelect('share-expiry');
   const make = h('button', { type: 'submit', class: 'btn btn-primary', id: 'share-make' }, 'Create link');
   const form = h(
     'form',
@@ -82,6 +118,7 @@ function build() {
     'div',
     { class: 'share-made', hidden: true },
     h('p', { class: 'share-made-what' }),
+    h('div', { class: 'share-reach' }),
     h('div', { class: 'share-link-row' }, link, copy),
     h('div', { class: 'share-qr' }),
   );
@@ -93,6 +130,7 @@ function build() {
     { class: 'dialog dialog-share', id: 'share-dialog', 'aria-labelledby': 'share-title' },
     h('h2', { id: 'share-title' }, 'Share this session'),
     h('p', { class: 'share-lead' }, 'A link opens this session without your token, and only this session.'),
+    h('div', { class: 'share-visitor', hidden: true }),
     form,
     error,
     made,
@@ -118,6 +156,7 @@ function build() {
       const url = new URL(share.url, location.origin).href;
       link.value = url;
       made.querySelector('.share-made-what').textContent = `New link: ${ROLE_WORDS[share.role] || share.role}, ${expiryText(share.expiresAt)}. It is shown only now: copy it.`;
+      made.querySelector('.share-reach').replaceChildren(...[reachNote(url)].filter(Boolean));
       made.querySelector('.share-qr').replaceChildren(qrSvg(url));
       made.hidden = false;
       copy.textContent = 'Copy';
@@ -139,6 +178,7 @@ function build() {
     }
   });
   close.addEventListener('click', () => d.close());
+  d.addEventListener('close', () => current?.onClose?.());
   return d;
 }
 
@@ -192,15 +232,40 @@ async function refreshList() {
   );
 }
 
-/** Opens the Share dialog for session `id`. */
-export function openShare(id, title = '') {
+/** What a share link's visitor may do, said in the dialog instead of the owner's controls. */
+function visitorWords(link) {
+  const can = link.role === 'writer' ? 'watch this session, type into it and chat' : 'watch this session and chat';
+  return [
+    h('p', {}, h('strong', {}, `The link you opened lets you ${can}. `), 'It reaches this session only, not ptyhub’s list of sessions.'),
+    h(
+      'p',
+      { class: 'muted' },
+      'Only ptyhub’s owner (who has its token) can make links: to bring someone else in, ask whoever sent you this link. ' +
+        'This page’s address does not carry your access, so passing it on lets nobody in.',
+    ),
+  ];
+}
+
+/**
+ * Opens the Share dialog for session `id`. `visitor`: the page was opened with this share link
+ * ({role, record}), so the dialog says what it allows instead of offering to make links.
+ * `onClose`: called when the dialog closes.
+ */
+export function openShare(id, title = '', { visitor = null, onClose = null } = {}) {
   if (!dialog) dialog = build();
-  current = { id, title };
-  dialog.querySelector('#share-title').textContent = title ? `Share “${title}”` : 'Share this session';
-  dialog.querySelector('.share-form').hidden = false;
+  current = { id, title, onClose };
+  dialog.querySelector('#share-title').textContent = visitor ? 'Sharing this session' : title ? `Share “${title}”` : 'Share this session';
+  const owner = !visitor;
+  const words = dialog.querySelector('.share-visitor');
+  words.replaceChildren(...(visitor ? visitorWords(visitor) : []));
+  words.hidden = owner;
+  for (const sel of ['.share-lead', '.share-form', '.share-list-title', '.share-none', '.share-list']) dialog.querySelector(sel).hidden = !owner;
+  // Each time: watch-only, for DEFAULT_EXPIRY, unless chosen otherwise now.
+  dialog.querySelector('input[name="share-role"][value="viewer"]').checked = true;
+  dialog.querySelector('#share-expiry').value = String(DEFAULT_EXPIRY);
   dialog.querySelector('.share-made').hidden = true;
   dialog.querySelector('#share-link').value = '';
   showError('');
   if (!dialog.open) dialog.showModal();
-  refreshList();
+  if (owner) refreshList();
 }

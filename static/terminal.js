@@ -1,6 +1,6 @@
 // The terminal page (/session/{uuid}): wires xterm.js, the connection and the page's parts (status bar, rename, YOLO, chat, files, size, ending).
 
-import { at, foreignParams, homePath, replayPath, withQuery } from './api.js';
+import { api, at, foreignParams, homePath, linkAccess, replayPath, withQuery } from './api.js';
 import { ChatPanel } from './chat.js';
 import { Connection } from './connection.js';
 import { ConnStatus } from './connstatus.js';
@@ -45,6 +45,7 @@ const state = {
   closeReason: '',
   daemonAway: false, // ptyhub stopped or restarted (1001, 1012) since this page was last live
   daemonRestarting: false, // ...and said it is restarting (1012): it will be right back
+  link: undefined, // how this page was opened: undefined until known, null with the daemon token, {role, record} with a share link
 };
 
 for (const a of document.querySelectorAll('#home-link, #fatal-home, #exit-home')) a.href = homePath();
@@ -89,8 +90,20 @@ const send = (obj) => conn.sendJSON(obj);
 
 const statusBar = new StatusBar({ bar: document.querySelector('header.bar'), term, uuid, state });
 const connStatus = new ConnStatus({ indicator: $('conn'), banner: $('banner'), retry: $('retry'), retryNow: () => conn.retryNow(), state });
+const presence = new PresenceView({ chip: $('viewers'), typing: $('typing'), parent: document.querySelector('.workspace') });
 let prefs = null;
-const size = new SizePolicy({ fit, term, pipe, conn, state, frame: $('frame'), host: $('terminal'), hint: $('size-hint'), onMode: (m) => prefs?.sizeMode(m) });
+const size = new SizePolicy({
+  fit,
+  term,
+  pipe,
+  conn,
+  state,
+  frame: $('frame'),
+  host: $('terminal'),
+  hint: $('size-hint'),
+  people: () => presence.people,
+  onMode: (m) => prefs?.sizeMode(m),
+});
 prefs = new Prefs({
   term,
   button: $('prefs-toggle'),
@@ -102,7 +115,6 @@ prefs = new Prefs({
     size.renderHint();
   },
 });
-const presence = new PresenceView({ chip: $('viewers'), typing: $('typing'), parent: document.querySelector('.workspace') });
 const searchBar = new SearchBar({ term, search, button: $('search-toggle'), parent: $('frame') });
 newOutputPill(term, $('frame'));
 const yolo = new YoloButton({ button: $('yolo'), state, send, notify });
@@ -124,9 +136,37 @@ const chat = new ChatPanel({
     if (!open && !state.fatal) term.focus();
   },
 });
-$('share').addEventListener('click', () => openShare(uuid, state.status?.sessionName || ''));
+$('share').addEventListener('click', () => openShare(uuid, state.status?.sessionName || '', { visitor: state.link, onClose: giveBackKeys }));
 const uploader = new Uploader({ conn, term, notify, writable });
-acceptFiles({ button: $('upload'), input: $('file-input'), overlay: $('drop'), add: (files) => uploader.add(files) });
+acceptFiles({ button: $('upload'), input: $('file-input'), overlay: $('drop'), add: (files, o) => uploader.add(files, o) });
+$('exit-dialog').addEventListener('close', giveBackKeys);
+
+/** The keyboard back to the terminal (after a popover or dialog closed), unless there is nothing to type into. */
+function giveBackKeys() {
+  if (!state.fatal) term.focus();
+}
+
+// Escape closes whatever is open over the terminal (panels, search, chat) and gives the keys back
+// to it. With nothing open it is the program's, as always.
+const popovers = [
+  { open: () => !$('prefs').hidden, close: () => prefs.toggle(false) },
+  { open: () => !$('people').hidden, close: () => presence.toggle(false) },
+  { open: () => !$('search').hidden, close: () => searchBar.toggle(false) },
+  { open: () => chat.isOpen, close: () => chat.setOpen(false) },
+];
+document.addEventListener(
+  'keydown',
+  (e) => {
+    if (e.key !== 'Escape' || e.defaultPrevented || document.querySelector('dialog[open]')) return;
+    const open = popovers.filter((p) => p.open());
+    if (!open.length) return;
+    e.preventDefault();
+    e.stopPropagation();
+    for (const p of open) p.close();
+    giveBackKeys();
+  },
+  true,
+);
 
 // ---- Input -------------------------------------------------------------------------------------
 
@@ -139,7 +179,9 @@ function sendInput(data) {
 }
 
 term.onData((data) => {
-  if (writable()) sendInput(keybar.apply(data));
+  if (!writable()) return;
+  sendInput(keybar.apply(data));
+  size.typed();
 });
 term.onBinary((s) => {
   if (writable()) sendInput(binaryStringBytes(s));
@@ -174,6 +216,10 @@ function onMessage(msg) {
       break;
     case 'presence':
       presence.update(msg);
+      // Who else may type decides whether a following page sizes the session, and the size
+      // hint names whose windows size it.
+      size.send();
+      size.renderHint();
       break;
     case 'file_upload':
       uploader.reply(msg);
@@ -219,8 +265,7 @@ function onStatus(s) {
   yolo.status(s);
   $('restart-note').hidden = !s.restarting;
   term.options.disableStdin = Boolean(s.readOnly || state.exit);
-  // Read-only links cannot make links; writers' links learn so in the dialog.
-  $('share').hidden = Boolean(s.readOnly);
+  renderAccess();
   // Every status: who else is here decides whether a "don't size from me" page sizes it.
   size.send();
   statusBar.render();
@@ -232,6 +277,30 @@ function onExit(msg) {
   term.options.disableStdin = true;
   yolo.exited();
   sessionGone();
+}
+
+/**
+ * What this page offers for how it was opened and what the session is now: Share (not for a
+ * watch-only link, nor once the session has ended: its links would lead nowhere), the key bar
+ * (only where input is allowed), and for a share link's visitor no way to the pages the link
+ * does not reach (the list of sessions; the replay, unless the link was made with `record`).
+ */
+function renderAccess() {
+  const s = state.status;
+  const over = Boolean(state.exit || state.ended || state.fatal);
+  $('share').hidden = !s || Boolean(s.readOnly) || over;
+  document.body.classList.toggle('no-input', over || !s || Boolean(s.readOnly));
+  if (state.link === undefined) return;
+  const visitor = Boolean(state.link);
+  document.body.classList.toggle('link-visitor', visitor);
+  const home = $('home-link');
+  if (visitor) {
+    home.removeAttribute('href');
+    home.title = 'ptyhub';
+  }
+  $('exit-home').hidden = visitor;
+  $('fatal-home').hidden = visitor;
+  $('replay-link').hidden = visitor && !state.link.record;
 }
 
 function onServerError(msg) {
@@ -256,7 +325,7 @@ function onClose(info) {
     state.ended = true;
     sessionGone();
   }
-  if (m.fatal) showFatal(...m.fatal);
+  if (m.fatal) showFatal(...m.fatal, { gone: Boolean(m.gone) });
   // A refused upgrade (401, 403, 404...) reaches a browser as a bare 1006: ask the API why.
   if (m.retry && !info.opened) probe();
   if (m.retry && m.now) return 'now';
@@ -271,9 +340,9 @@ async function probe() {
   } catch {
     return; // ptyhub is down: keep retrying
   }
-  const refused = refusalText(res.status, Boolean(create.assistant), state.daemonAway);
+  const refused = refusalText(res.status, Boolean(create.assistant), state.daemonAway, Boolean(state.link));
   if (!refused) return;
-  showFatal(...refused);
+  showFatal(...refused, { gone: res.status === 404 });
   conn.stop(true);
 }
 
@@ -283,22 +352,46 @@ async function probe() {
 function sessionGone() {
   screens.showEnd();
   if (state.ended) statusBar.ended();
+  renderAccess();
   connStatus.render();
 }
 
-/** Nothing more to do here: no session to show, no reconnect. */
-function showFatal(title, text) {
+/**
+ * Nothing more to do here: no reconnect. `gone`: the session no longer exists (removed, or it
+ * did not survive a restart of ptyhub); a page that showed it keeps its last screen in view,
+ * and offers its recording when there is one.
+ */
+function showFatal(title, text, { gone = false } = {}) {
   state.fatal = true;
-  screens.showFatal(title, text);
+  const keep = gone && state.everReady;
+  screens.showFatal(title, keep ? `${text} Its last screen is still shown here.` : text, { keepScreen: keep });
   chat.setOpen(false);
   term.options.disableStdin = true;
+  renderAccess();
   connStatus.render();
+  if (gone && (!state.link || state.link.record)) offerRecording();
+}
+
+/** Shows the fatal box's "Replay its recording" once the recording is known to be there. */
+async function offerRecording() {
+  try {
+    await api('GET', `/api/recordings/${encodeURIComponent(uuid)}`);
+  } catch {
+    return; // no recording (or recording is off): nothing to offer
+  }
+  const replay = $('fatal-replay');
+  replay.href = replayPath(uuid);
+  replay.hidden = false;
 }
 
 // ---- Start --------------------------------------------------------------------------------------
 
 size.fill(); // before anything else, fill the window
 connStatus.render();
+linkAccess(uuid).then((link) => {
+  state.link = link;
+  renderAccess();
+});
 if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(uuid)) {
   showFatal('This is not a session address', 'Session addresses end in a UUID. Go back to the list and open a session from there.');
 } else {
@@ -319,6 +412,7 @@ window.ptyhub = {
   presence,
   search,
   searchBar,
+  keybar,
   wantedSize: () => size.wanted(),
   /** The active buffer as text: trailing spaces and trailing empty lines removed. */
   text() {

@@ -1,4 +1,4 @@
-// The terminal's colour themes: light and dark following the system's colour scheme as it changes, and a few fixed ones to choose.
+// The terminal's colour themes: light and dark following the system's colour scheme as it changes, a few fixed ones to choose, and the page's scheme that goes with the chosen one.
 
 // Palettes in the spirit of GitHub's terminal themes: every ANSI colour stays readable on its own
 // background, which matters most for the light theme (programs often assume white-on-black).
@@ -152,4 +152,29 @@ export function terminalThemeOptions(name = 'system') {
 export function followTheme(apply, name = () => 'system') {
   apply(terminalThemeOptions(name()));
   query.addEventListener('change', () => apply(terminalThemeOptions(name())));
+}
+
+/** Whether a colour (#rrggbb) is dark: its luma under the middle. */
+function isDarkColour(hex) {
+  const n = parseInt(String(hex).slice(1, 7), 16);
+  if (!Number.isFinite(n)) return false;
+  return 0.299 * (n >> 16) + 0.587 * ((n >> 8) & 0xff) + 0.114 * (n & 0xff) < 128;
+}
+
+/** The page's colour scheme for terminal theme `name`: 'dark' or 'light', or null to follow the system ("system"). */
+export function pageScheme(name) {
+  const theme = THEMES[name]?.theme;
+  if (!theme) return null;
+  return isDarkColour(theme.background) ? 'dark' : 'light';
+}
+
+/**
+ * Puts the whole page (bars, panels, dialogs, native controls) in the scheme of terminal theme
+ * `name`, through `data-scheme` on <html> (app.css); "system" leaves it to the system's.
+ */
+export function applyPageScheme(name) {
+  const scheme = pageScheme(name);
+  const root = document.documentElement;
+  if (scheme) root.dataset.scheme = scheme;
+  else delete root.dataset.scheme;
 }

@@ -1,5 +1,5 @@
 //! Replies: JSON errors, refusals (JSON or the login page, logged once), the token cookie
-//! redirect, static files.
+//! redirect, static files and the session page.
 
 use std::net::SocketAddr;
 
@@ -156,6 +156,27 @@ pub(super) fn static_file(path: &str, req: &Request<Incoming>) -> Response<Body>
     crate::assets::serve(path, req.headers(), base)
         .map(|r| r.map(|b| b.boxed_unsync()))
         .unwrap_or_else(|| not_found(req, StatusCode::NOT_FOUND, "not found"))
+}
+
+/// On a session's page opened with a share link: what the link allows, `viewer` or
+/// `writer`, then `; record` when it may replay the recording. The page's scripts read it
+/// (with a `HEAD` of their own address) to send the visitor only where the link reaches.
+pub(super) const LINK_HEADER: &str = "x-ptyhub-link";
+
+/// A session's terminal page, with [`LINK_HEADER`] when a share link opened it.
+pub(super) fn session_page(req: &Request<Incoming>, access: &auth::Access) -> Response<Body> {
+    let mut resp = static_file("terminal.html", req);
+    if let auth::Access::Share(share) = access {
+        let role = match share.role {
+            crate::session::Role::Writer => "writer",
+            crate::session::Role::Viewer => "viewer",
+        };
+        let record = if share.record { "; record" } else { "" };
+        if let Ok(v) = HeaderValue::from_str(&format!("{role}{record}")) {
+            resp.headers_mut().insert(LINK_HEADER, v);
+        }
+    }
+    resp
 }
 
 /// Whether the request comes from a browser navigating to a page (it takes HTML).

@@ -270,9 +270,7 @@ pub static ROUTES: &[Route] = &[
         pattern: "/session/{id}",
         callers: Callers::Session,
         audience: Audience::Person,
-        handler: Handler::NowOn(PathId::PageUuid, |c, _| {
-            static_file("terminal.html", &c.req)
-        }),
+        handler: Handler::NowOn(PathId::PageUuid, |c, _| session_page(&c.req, &c.access)),
     },
     // Whoever may download a recording may watch it: the page fetches the same endpoint.
     Route {

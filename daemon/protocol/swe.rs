@@ -364,6 +364,9 @@ pub struct Status {
     pub read_only: bool,
     /// Whether the agent is being restarted (YOLO toggle); an addition to swe-swe's status.
     pub restarting: bool,
+    /// The presence ids of the writers whose window sizes the session (their rows or cols
+    /// is the session's); an addition to swe-swe's status.
+    pub sized_by: Vec<u32>,
     /// The session's state (working, waiting, idle, exited), since when and why; an addition
     /// to swe-swe's status.
     #[serde(flatten)]
@@ -635,6 +638,7 @@ fn status(s: &crate::session::StatusInfo, id: uuid::Uuid, role: Role) -> ServerM
         yolo_supported: s.yolo_supported,
         read_only: role == Role::Viewer,
         restarting: s.restarting,
+        sized_by: s.sized_by.clone(),
         state: StateFields::from(&s.state),
     })
 }
@@ -1210,6 +1214,7 @@ mod tests {
                     yolo_supported: true,
                     read_only: false,
                     restarting: false,
+                    sized_by: vec![1, 3],
                     state: StateFields {
                         state: crate::attention::State::Waiting,
                         state_since: "2026-11-25T09:14:03Z".into(),
@@ -1227,7 +1232,7 @@ mod tests {
                     r#""sessionName":"my-feature","uuidShort":"a3c12","#,
                     r#""sessionUUID":"a3c12f00-0000-4000-8000-000000000000","#,
                     r#""workDir":"/home/me/src","yoloMode":false,"yoloSupported":true,"readOnly":false,"#,
-                    r#""restarting":false,"state":"waiting","stateSince":"2026-11-25T09:14:03Z","#,
+                    r#""restarting":false,"sizedBy":[1,3],"state":"waiting","stateSince":"2026-11-25T09:14:03Z","#,
                     r#""stateSinceMs":1795770843000,"reason":"Claude wants to run: cargo test","#,
                     r#""stateSource":"hook","choices":[{"label":"Yes","keys":"1"}]}"#
                 ),

@@ -301,6 +301,7 @@ impl Session {
         self.identity.status(
             self.viewers.len(),
             self.viewers.size(),
+            self.viewers.sized_by().to_vec(),
             self.program.restarting(),
             self.attention.now(),
         )

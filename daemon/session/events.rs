@@ -145,6 +145,9 @@ pub struct StatusInfo {
     pub restarting: bool,
     /// Its state: working, waiting, idle or exited, since when and why.
     pub state: SessionState,
+    /// The presence numbers of the writers whose sizes the session's is: each one's rows or
+    /// cols is the session's (see `Viewers::settle_holders`). Empty when no size counts.
+    pub sized_by: Vec<u32>,
 }
 
 /// A session as the REST API lists it (read back from a peer's list, see http/cluster.rs).

@@ -201,12 +201,14 @@ impl Identity {
         self.wiring.launch(argv, env)
     }
 
-    /// The status every viewer sees, with the session's `viewers`, `size` (rows, cols),
-    /// whether a restart is under way, and its `state`.
+    /// The status every viewer sees, with the session's `viewers`, `size` (rows, cols), the
+    /// writers whose windows size it (`sized_by`), whether a restart is under way, and its
+    /// `state`.
     pub(super) fn status(
         &self,
         viewers: usize,
         size: (u16, u16),
+        sized_by: Vec<u32>,
         restarting: bool,
         state: &SessionState,
     ) -> StatusInfo {
@@ -222,6 +224,7 @@ impl Identity {
             yolo_supported: self.assistant.yolo_supported(),
             restarting,
             state: state.clone(),
+            sized_by,
         }
     }
 

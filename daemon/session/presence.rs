@@ -1,7 +1,7 @@
 //! Who is in a session: each viewer's number ("viewer 3"), chat name, role and device kind,
 //! and who typed last; sent to the viewers as a `presence` event (its types are in
-//! `events.rs`) on join, leave, a name or device change, and a viewer's first keystroke after
-//! a quiet spell, rate-limited.
+//! `events.rs`) on join, leave, a name or device change, a viewer's first keystroke after a
+//! quiet spell and every [`TYPING_QUIET`] while it keeps typing, rate-limited.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +13,9 @@ use super::chat::validate_chat;
 use super::events::{Person, PresenceInfo, ViewerId};
 use crate::config::LimitsConfig;
 
-/// Keystrokes after this much quiet from the same viewer say "is typing" again.
+/// Keystrokes after this much quiet from the same viewer say "is typing" again; so does a
+/// viewer that keeps typing this long after it was last said (clients show it a little
+/// longer, so "is typing" stays while the person types).
 pub const TYPING_QUIET: Duration = Duration::from_secs(2);
 /// At most one presence event per this much time for typing and for each viewer's own
 /// changes: a change within it is kept and goes out with the next event.
@@ -29,6 +31,8 @@ pub(super) struct Presence {
     /// Joining order.
     order: Vec<ViewerId>,
     last_typing_event: Option<Instant>,
+    /// The typist the last typing event named, and when.
+    announced: Option<(ViewerId, Instant)>,
 }
 
 impl Presence {
@@ -99,7 +103,10 @@ impl Presence {
     ) -> bool {
         let fresh =
             previous.is_none_or(|(v, t)| v != viewer || now.duration_since(t) >= TYPING_QUIET);
-        if !fresh || !self.people.contains_key(&viewer) {
+        let still = self
+            .announced
+            .is_some_and(|(v, t)| v == viewer && now.duration_since(t) >= TYPING_QUIET);
+        if !(fresh || still) || !self.people.contains_key(&viewer) {
             return false;
         }
         if self
@@ -109,6 +116,7 @@ impl Presence {
             return false;
         }
         self.last_typing_event = Some(now);
+        self.announced = Some((viewer, now));
         true
     }
 
@@ -120,6 +128,11 @@ impl Presence {
             .filter_map(|v| self.people.get(v).map(|(p, _)| p.clone()))
             .collect();
         Arc::new(PresenceInfo { people, typing })
+    }
+
+    /// `viewer`'s number ("viewer 3"), while it is here.
+    pub(super) fn num(&self, viewer: ViewerId) -> Option<u32> {
+        self.people.get(&viewer).map(|(p, _)| p.num)
     }
 
     /// The names of the people here, for the session list ("viewer N" for the unnamed).
@@ -178,7 +191,7 @@ mod tests {
         p.join(2, true);
         let t0 = Instant::now();
         assert!(p.typed(1, None, t0));
-        // Still typing: no new event.
+        // Still typing: no new event...
         assert!(!p.typed(1, Some((1, t0)), t0 + Duration::from_millis(900)));
         // Another typist, but too soon after the last event.
         assert!(!p.typed(2, Some((1, t0)), t0 + Duration::from_millis(100)));
@@ -186,6 +199,12 @@ mod tests {
         // Back after a quiet spell.
         let later = t0 + TYPING_QUIET + Duration::from_millis(600);
         assert!(p.typed(2, Some((2, t0)), later));
+        // Typing on without a pause: told again once TYPING_QUIET has passed since the last
+        // event about it, not sooner.
+        let key = |ms| later + Duration::from_millis(ms);
+        assert!(!p.typed(2, Some((2, key(1500))), key(1700)));
+        assert!(p.typed(2, Some((2, key(1900))), key(2000)));
+        assert!(!p.typed(2, Some((2, key(2000))), key(2100)));
         // Someone not (or no longer) here.
         assert!(!p.typed(9, None, later + TYPING_QUIET));
     }

@@ -217,6 +217,7 @@ mod tests {
                 yolo_supported: false,
                 restarting: false,
                 state: crate::attention::SessionState::starting("starting"),
+                sized_by: Vec::new(),
             },
             offset,
         }

@@ -28,6 +28,8 @@ pub(super) struct Viewers {
     members: HashMap<ViewerId, Member>,
     /// The session's size: the least over the writers' (see `size.rs`).
     size: (u16, u16),
+    /// The presence numbers of the writers whose size the session's is, ascending.
+    sized_by: Vec<u32>,
     /// The viewer that typed last, and when: its echo goes to it first.
     typist: Option<(ViewerId, Instant)>,
     /// Who is here, by name, role and device, and who typed last.
@@ -43,6 +45,7 @@ impl Viewers {
         Self {
             members: HashMap::new(),
             size,
+            sized_by: Vec::new(),
             typist: None,
             presence: Presence::default(),
             fanout: Fanout::default(),
@@ -170,6 +173,31 @@ impl Viewers {
         }
         self.size = new;
         Some(new)
+    }
+
+    /// Recomputes who holds the session's size: the writers whose sent rows or cols is the
+    /// session's (a size clamped up to 1 included). Whether that changed.
+    pub(super) fn settle_holders(&mut self) -> bool {
+        let (rows, cols) = self.size;
+        let mut holders: Vec<u32> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.role == Role::Writer)
+            .filter(|(_, m)| m.size.is_some_and(|(r, c)| r == rows || c == cols))
+            .filter_map(|(id, _)| self.presence.num(*id))
+            .collect();
+        holders.sort_unstable();
+        if holders == self.sized_by {
+            return false;
+        }
+        self.sized_by = holders;
+        true
+    }
+
+    /// The presence numbers of the writers whose size the session's is (see
+    /// [`Viewers::settle_holders`]).
+    pub(super) fn sized_by(&self) -> &[u32] {
+        &self.sized_by
     }
 
     /// Sets `viewer`'s name (from a chat line or a `presence` request); whether a presence

@@ -149,6 +149,9 @@ describe('the ptyhub addon', () => {
     const home = await newPage(browser, daemon.url, { permissions: ['clipboard-read', 'clipboard-write'] });
     await home.locator(`.session[data-id="${id}"] .embed-btn`).click();
     await home.locator('#embed-dialog[open]').waitFor({ timeout: WAIT });
+    // A snippet that types: the link is made only once the role is chosen and the button pressed.
+    await home.locator('#embed-role').selectOption('writer');
+    await home.locator('#embed-make').click();
     const code = home.locator('#embed-code');
     await home.waitForFunction(() => /ptyhub\.connect\(/.test(document.getElementById('embed-code').textContent), null, { timeout: WAIT });
     const snippet = await code.textContent();
@@ -165,6 +168,7 @@ describe('the ptyhub addon', () => {
     const shares = await (await fetch(new URL(`api/sessions/${id}/share`, daemon.url), { headers: { authorization: `Bearer ${TOKEN}` } })).json();
     assert.equal(shares.length, 1);
     assert.equal(shares[0].role, 'writer');
+    assert.notEqual(shares[0].expiresAt, null, 'it expires (8 hours unless chosen)');
     assert.deepEqual(home.errors, []);
 
     // The snippet as a page of another site, as someone would paste it.

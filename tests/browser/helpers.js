@@ -143,6 +143,7 @@ export function launchBrowser({ args = [] } = {}) {
 export async function newPage(browser, base, options = {}) {
   const context = await browser.newContext({ viewport: { width: 1200, height: 760 }, ...options });
   const page = await context.newPage();
+  page.touch = Boolean(options.hasTouch);
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(String(e)));
   page.on('console', (m) => {
@@ -237,4 +238,36 @@ export async function settled(page) {
     null,
     { timeout: WAIT },
   );
+}
+
+/**
+ * The screen sizes every UI item is tried at: a desktop window, and a phone (touch, scale 1:
+ * headless Chromium's software GL leaves xterm's WebGL canvas out of screenshots at other
+ * scales) held upright and sideways.
+ */
+export const SIZES = {
+  desktop: { viewport: { width: 1200, height: 760 } },
+  portrait: { viewport: { width: 375, height: 667 }, isMobile: true, hasTouch: true, deviceScaleFactor: 1 },
+  landscape: { viewport: { width: 667, height: 375 }, isMobile: true, hasTouch: true, deviceScaleFactor: 1 },
+};
+
+/** Clicks like the device would: a tap on a touch screen, a click elsewhere. */
+export async function press(page, selector) {
+  const target = page.locator(selector).first();
+  if (page.touch) await target.tap();
+  else await target.click();
+}
+
+/** The daemon token as a Bearer header, for REST calls made by the test itself. */
+export const AUTH = { authorization: `Bearer ${TOKEN}` };
+
+/** A REST call to the test daemon with its token; resolves to the parsed JSON (null for 204). */
+export async function rest(daemon, method, path, body) {
+  const res = await fetch(new URL(path, daemon.url), {
+    method,
+    headers: body === undefined ? AUTH : { ...AUTH, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return res.status === 204 ? null : res.json();
 }

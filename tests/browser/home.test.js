@@ -1,8 +1,12 @@
-// The home page in a real browser: empty state, the new-session form, the live list, ending sessions, errors.
+// The home page in a real browser: empty state, the new-session form, the live list, ending sessions, errors; the list marked stale while ptyhub is away, the recordings of ended sessions.
 
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
+  SIZES,
   TOKEN,
   WAIT,
   eventually,
@@ -10,6 +14,8 @@ import {
   newId,
   newPage,
   openSession,
+  press,
+  rest,
   shot,
   startDaemon,
   typeInTerminal,
@@ -160,5 +166,74 @@ describe('home page', () => {
     await home.evaluate(() => window.ptyhub.conn.ws.close());
     await home.locator('#fatal', { hasText: 'Not authorised' }).waitFor({ timeout: WAIT });
     await eventually(async () => (await home.evaluate(() => window.ptyhub.conn.state)) === 'stopped', { what: 'no more retries' });
+  });
+});
+
+describe('home page while ptyhub restarts', () => {
+  it('marks its list stale while ptyhub cannot be reached, is current again within seconds of its return, and lists the recordings of sessions that ended', async () => {
+    const recordings = mkdtempSync(join(tmpdir(), 'ptyhub-recordings-'));
+    const config = `[recording]\ndir = ${JSON.stringify(recordings)}\n`;
+    const first = await startDaemon({ config });
+    const browser = await launchBrowser();
+    let second = null;
+    try {
+      const { id } = await rest(first, 'POST', 'api/sessions', { assistant: 'shell', name: 'before-restart' });
+      // An exited session stays listed until reaped: no Share or Embed for it, its replay kept.
+      const { id: done } = await rest(first, 'POST', 'api/sessions', { cmd: ['true'], name: 'exited-early' });
+      const homes = {};
+      for (const [size, options] of Object.entries(SIZES)) {
+        const home = await newPage(browser, first.url, options);
+        await home.locator(`.session[data-id="${id}"] .state-text`, { hasText: 'running' }).waitFor({ timeout: WAIT });
+        const row = home.locator(`.session[data-id="${done}"]`);
+        await row.locator('.end-btn', { hasText: 'Remove' }).waitFor({ timeout: WAIT });
+        assert.equal(await row.locator('.share-btn').isHidden(), true, 'no Share for an ended session');
+        assert.equal(await row.locator('.embed-btn').isHidden(), true, 'no Embed for an ended session');
+        assert.equal(await row.locator('.replay-btn').isVisible(), true);
+        assert.equal(await home.locator(`.session[data-id="${id}"] .share-btn`).isVisible(), true);
+        homes[size] = home;
+      }
+      await first.stop();
+      for (const [size, home] of Object.entries(homes)) {
+        await home.locator('#stale-note').waitFor({ state: 'visible', timeout: WAIT });
+        assert.match(await home.locator('#stale-note').textContent(), /ptyhub cannot be reached: these are the sessions as it was at .*, and may have changed since/);
+        const state = home.locator(`.session[data-id="${id}"] .state-text`);
+        assert.equal(await state.textContent(), 'last seen running', 'not shown as running');
+        await home.locator('#stale-note').scrollIntoViewIfNeeded();
+        await shot(home, `home-stale-${size}`);
+      }
+      const port = new URL(first.url).port;
+      second = await startDaemon({ listen: `127.0.0.1:${port}`, config });
+      const back = Date.now();
+      await Promise.all(Object.values(homes).map((home) => home.locator('#stale-note').waitFor({ state: 'hidden', timeout: WAIT })));
+      assert.ok(Date.now() - back < 5000, `current again within seconds (${Date.now() - back} ms)`);
+      for (const [size, home] of Object.entries(homes)) {
+        await home.locator(`.session[data-id="${id}"]`).waitFor({ state: 'detached', timeout: WAIT });
+        // The sessions that did not survive are reachable by their recordings.
+        const section = home.locator('#ended-recordings');
+        await section.waitFor({ state: 'visible', timeout: WAIT });
+        await press(home, '#ended-recordings summary');
+        const rec = home.locator(`#ended-recordings .recording[data-id="${id}"]`);
+        await rec.waitFor({ state: 'visible', timeout: WAIT });
+        assert.match(await rec.textContent(), /before-restart/);
+        assert.equal(await home.locator(`#ended-recordings .recording[data-id="${done}"]`).count(), 1);
+        await rec.scrollIntoViewIfNeeded();
+        await shot(home, `home-ended-recordings-${size}`);
+        assert.equal(await home.evaluate(() => document.documentElement.scrollWidth <= innerWidth), true, 'no sideways scrolling');
+        if (size === 'desktop') {
+          await rec.locator('.replay-btn').click();
+          await home.waitForURL(new RegExp(`/replay/${id}$`), { timeout: WAIT });
+          await home.locator('#title', { hasText: 'before-restart' }).waitFor({ timeout: WAIT });
+          const cast = await home.evaluate((sid) => fetch(`api/sessions/${sid}/recording`).then((r) => r.status), id);
+          assert.equal(cast, 200, 'the Download link works for a session that is gone');
+        }
+        assert.deepEqual(home.errors.filter((e) => !/ERR_|net::|Failed to load resource/.test(e)), []);
+        await home.context().close();
+      }
+    } finally {
+      await browser.close();
+      await second?.stop();
+      await first.stop();
+      rmSync(recordings, { recursive: true, force: true });
+    }
   });
 });

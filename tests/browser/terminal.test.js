@@ -116,11 +116,12 @@ describe('terminal page', () => {
       await b.click('.chat-close');
       await settled(a);
       await shot(a, 'chat-open');
-      // A's chat panel lies over its terminal: the session keeps A's full window size.
-      const full = await a.evaluate(() => window.ptyhub.wantedSize());
-      const both = await b.evaluate(() => ({ cols: window.ptyhub.term.cols, rows: window.ptyhub.term.rows }));
-      assert.deepEqual(both, { cols: full.cols, rows: full.rows }, 'the open chat panel did not resize the session');
-      assert.equal(await b.locator('#size-hint').isHidden(), true);
+      // A's chat panel sits beside its terminal, which is sized to what stays visible: the
+      // session takes that size, and B is told whose window it is.
+      const visible = await a.evaluate(() => window.ptyhub.wantedSize());
+      await b.waitForFunction((c) => window.ptyhub.term.cols === c, visible.cols, { timeout: WAIT });
+      // (B's window holds the rows it shares with A's: both are named.)
+      await b.locator('#size-hint', { hasText: /sized by your and Alice’s windows: it is smaller than this window/ }).waitFor({ timeout: WAIT });
       // The name is asked once: after a reload it is remembered, and the history comes back.
       await a.reload();
       await a.waitForFunction(() => window.ptyhub?.state?.ready, null, { timeout: WAIT });
@@ -357,8 +358,14 @@ describe('terminal page', () => {
     await viewer.keyboard.press('Enter');
     await owner.locator('#chat-toggle .badge', { hasText: '1' }).waitFor({ timeout: WAIT });
     assert.equal(await viewer.locator('.toast-error').count(), 0, 'no error for the read-only viewer');
-    // The chat lies over the terminal: nothing is resized or scaled for it.
-    assert.equal(await viewer.locator('#size-hint').isHidden(), true);
+    // The chat sits beside the terminal: a viewer cannot resize the session, so the whole
+    // screen is scaled into what stays visible rather than hidden under the panel.
+    await viewer.locator('#size-hint', { hasText: 'Scaled to fit' }).waitFor({ timeout: WAIT });
+    const edges = await viewer.evaluate(() => ({
+      screen: window.ptyhub.term.element.querySelector('.xterm-screen').getBoundingClientRect().right,
+      chat: document.getElementById('chat').getBoundingClientRect().left,
+    }));
+    assert.ok(edges.screen <= edges.chat + 0.5, `nothing under the chat panel (${edges.screen} ≤ ${edges.chat})`);
     await viewer.click('.chat-close');
     await viewer.locator('#size-hint').waitFor({ state: 'hidden', timeout: WAIT });
     await shot(viewer, 'read-only-viewer');

@@ -1,8 +1,11 @@
 // Sizes that suit everyone, honest states and preferences: a phone that follows, taking control of the size, a daemon that stops and comes back, keys held through a YOLO restart, font size and theme kept, search, the new-output pill, DPR 2 and 3.
 
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { WAIT, launchBrowser, newId, newPage, openSession, screenText, settled, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
+import { SIZES, WAIT, launchBrowser, newId, newPage, openSession, screenText, settled, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
 
 const READER = `
 [assistants.reader]
@@ -15,6 +18,25 @@ const PHONE = { viewport: { width: 375, height: 667 }, isMobile: true, hasTouch:
 
 /** The terminal's size as the page shows it. */
 const termSize = (p) => p.evaluate(() => ({ cols: window.ptyhub.term.cols, rows: window.ptyhub.term.rows }));
+
+/**
+ * Drags a finger across the middle of the terminal by (dx, dy) px, in steps, as a person would
+ * to see the rest of a bigger session; resolves to where the view is panned then.
+ */
+async function drag(page, dx, dy) {
+  const box = await page.evaluate(() => document.getElementById('terminal').getBoundingClientRect().toJSON());
+  const x = box.left + box.width / 2 - dx / 2;
+  const y = box.top + box.height / 2 - dy / 2;
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: [{ x, y }] });
+  for (let i = 1; i <= 10; i++) await cdp.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: [{ x: x + (dx * i) / 10, y: y + (dy * i) / 10 }] });
+  await cdp.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
+  await cdp.detach();
+  return page.evaluate(() => {
+    const t = document.getElementById('terminal');
+    return { left: t.scrollLeft, top: t.scrollTop, tall: t.scrollHeight > t.clientHeight, page: scrollX + scrollY };
+  });
+}
 
 describe('sizes, states and preferences', () => {
   let daemon;
@@ -30,52 +52,92 @@ describe('sizes, states and preferences', () => {
     await daemon?.stop();
   });
 
-  it('a phone follows the desktop size and scales to fit; a writer can take control of the size', async () => {
+  it('a phone held either way never shrinks the session, reads at a readable size, and is told by name whose window sizes it; a writer can take control', async () => {
     const id = newId();
+    const named = (name) => (p) => p.addInitScript((n) => localStorage.setItem('ptyhub.chatName', n), name);
     const desk = await newPage(browser, daemon.url);
+    await named('Alice')(desk);
     await openSession(desk, daemon.url, id, 'shell');
     await waitForScreen(desk, /^\$ $/m);
     await settled(desk);
     const deskSize = await termSize(desk);
+    assert.ok(deskSize.cols > 120, `a wide desktop session (${deskSize.cols} columns)`);
 
-    const phone = await newPage(browser, daemon.url, PHONE);
-    await openSession(phone, daemon.url, id);
-    await waitForScreen(phone, /^\$ $/m);
-    await typeInTerminal(phone, 'echo from-the-phone\n');
-    await waitForScreen(desk, /^from-the-phone$/m);
-    assert.equal(await phone.evaluate(() => window.ptyhub.size.mode), 'follow');
-    assert.deepEqual(await termSize(desk), deskSize, 'the phone did not shrink the desktop');
-    assert.deepEqual(await termSize(phone), deskSize, 'the phone shows the session at its size');
-    // Scaled to fit the phone's width, the whole screen in view.
-    await phone.locator('#size-hint', { hasText: 'Scaled to fit' }).waitFor({ timeout: WAIT });
-    const fits = await phone.evaluate(() => {
-      const host = document.getElementById('terminal').getBoundingClientRect();
-      const screen = window.ptyhub.term.element.getBoundingClientRect();
-      return { scale: window.ptyhub.size.scale, right: screen.right, hostRight: host.right + 1 };
-    });
-    assert.ok(fits.scale < 1, `scaled (${fits.scale})`);
-    assert.ok(fits.right <= fits.hostRight, `not cropped (${fits.right} ≤ ${fits.hostRight})`);
-    await shot(phone, 'phone-follows-scaled');
+    for (const [held, options] of [['portrait', SIZES.portrait], ['landscape', SIZES.landscape]]) {
+      const phone = await newPage(browser, daemon.url, options);
+      await named(`Pat-${held}`)(phone);
+      await openSession(phone, daemon.url, id);
+      await waitForScreen(phone, /^\$ $/m);
+      await typeInTerminal(phone, `echo from-the-phone-${held}\n`);
+      await waitForScreen(desk, new RegExp(`^from-the-phone-${held}$`, 'm'));
+      assert.equal(await phone.evaluate(() => window.ptyhub.size.mode), 'follow');
+      assert.equal(await phone.evaluate(() => window.ptyhub.presence.people.find((p) => p.you)?.device), 'phone');
+      assert.deepEqual(await termSize(desk), deskSize, `the ${held} phone did not shrink the desktop`);
+      assert.deepEqual(await termSize(phone), deskSize, 'the phone shows the session at its size');
+      // Readable: the text is scaled no smaller than 10 px, and the rest is reached by panning.
+      await phone.locator('#size-hint', { hasText: 'sized by Alice’s window; this phone follows it' }).waitFor({ timeout: WAIT });
+      const view = await phone.evaluate(() => {
+        const host = document.getElementById('terminal');
+        return {
+          text: window.ptyhub.size.scale * window.ptyhub.term.options.fontSize,
+          panned: document.getElementById('frame').classList.contains('panned'),
+          wide: host.scrollWidth > host.clientWidth,
+        };
+      });
+      assert.ok(view.text >= 10, `text at least 10 px (${view.text})`);
+      assert.ok(view.panned && view.wide, `the rest is reached by panning (${JSON.stringify(view)})`);
+      // A finger dragged across the terminal pans it (xterm keeps the other drags for its scrollback).
+      // A finger dragged across the terminal pans it, up and down too where the session is
+      // taller than the phone (not xterm's empty scrollback), and the page itself stays put.
+      const across = await drag(phone, -200, 0);
+      assert.ok(across.left >= 100 && across.page === 0, `a drag across pans the view (${JSON.stringify(across)})`);
+      if (held === 'landscape') assert.ok(across.tall, 'held sideways, the session is taller than the phone');
+      if (across.tall) {
+        const up = await drag(phone, 0, -150);
+        assert.ok(up.top >= 60 && up.page === 0, `a drag up pans the view down (${JSON.stringify(up)})`);
+      }
+      await shot(phone, `phone-${held}-panned`);
+      await phone.evaluate(() => document.getElementById('terminal').scrollTo(0, 0));
+      await shot(phone, `phone-${held}-follows-readable`, { readme: held === 'portrait' });
+      // The settings say the same as the hint.
+      await phone.locator('#prefs-toggle').tap();
+      assert.equal(await phone.locator('#prefs input[name="size-mode"][value="follow"]').isChecked(), true);
+      assert.equal(await phone.locator('#prefs input[name="view-mode"][value="fit"]').isChecked(), true);
+      // The font size the person chose, panned over: full size.
+      await phone.locator('#prefs input[name="view-mode"][value="pan"]').check();
+      await phone.waitForFunction(() => window.ptyhub.size.scale === 1, null, { timeout: WAIT });
+      await shot(phone, `phone-${held}-own-font-size`);
+      await phone.locator('#prefs input[name="view-mode"][value="fit"]').check();
+      await phone.keyboard.press('Escape');
+      await phone.locator('#prefs').waitFor({ state: 'hidden', timeout: WAIT });
+      assert.deepEqual(phone.errors, []);
+      if (held === 'landscape') {
+        await phone.context().close();
+        continue;
+      }
 
-    // The phone asks to size the session after all: everyone gets its size.
-    await phone.locator('#size-hint .size-hint-action', { hasText: 'Size it to my window' }).tap();
-    await desk.waitForFunction((w) => window.ptyhub.term.cols < w, deskSize.cols, { timeout: WAIT });
-    await desk.locator('#size-hint', { hasText: "another viewer's window is smaller" }).waitFor({ timeout: WAIT });
-    await shot(desk, 'desktop-take-control-offer');
-    // The desktop takes control: its size again, and the phone follows (scaled).
-    await desk.locator('#size-hint .size-hint-action', { hasText: 'Take control of the size' }).click();
-    await desk.waitForFunction((w) => window.ptyhub.term.cols === w, deskSize.cols, { timeout: WAIT });
-    await phone.waitForFunction((w) => window.ptyhub.term.cols === w, deskSize.cols, { timeout: WAIT });
-    await phone.locator('#size-hint', { hasText: 'Someone took control' }).waitFor({ timeout: WAIT });
-    await shot(phone, 'phone-after-take-control');
-    // Back to following from the preferences panel.
-    await phone.locator('#prefs-toggle').tap();
-    await phone.locator('#prefs input[value="follow"]').check();
-    await shot(phone, 'phone-prefs');
+      // The phone asks to size the session after all: everyone gets its size, and the desktop
+      // is told whose window it is.
+      await phone.locator('#size-hint .size-hint-action', { hasText: 'Size it to my window' }).tap();
+      await desk.waitForFunction((w) => window.ptyhub.term.cols < w, deskSize.cols, { timeout: WAIT });
+      await desk.locator('#size-hint', { hasText: `sized by Pat-${held}’s window: it is smaller than this window` }).waitFor({ timeout: WAIT });
+      await shot(desk, 'desktop-take-control-offer');
+      // The desktop takes control: its size again, and the phone is told its size no longer counts.
+      await desk.locator('#size-hint .size-hint-action', { hasText: 'Take control of the size' }).click();
+      await desk.waitForFunction((w) => window.ptyhub.term.cols === w, deskSize.cols, { timeout: WAIT });
+      await phone.waitForFunction((w) => window.ptyhub.term.cols === w, deskSize.cols, { timeout: WAIT });
+      await phone.locator('#size-hint', { hasText: 'sized by Alice’s window: this phone’s size does not count until you size it again' }).waitFor({ timeout: WAIT });
+      await shot(phone, 'phone-after-take-control');
+      // Back to following from the preferences panel, which shows what is in force.
+      await phone.locator('#prefs-toggle').tap();
+      assert.equal(await phone.locator('#prefs input[name="size-mode"][value="mine"]').isChecked(), true);
+      await phone.locator('#prefs input[value="follow"]').check();
+      await shot(phone, 'phone-prefs');
+      assert.deepEqual(phone.errors, []);
+      await phone.context().close();
+    }
     assert.deepEqual(desk.errors, []);
-    assert.deepEqual(phone.errors, []);
     await desk.context().close();
-    await phone.context().close();
   });
 
   it('presence: names, roles and devices in the viewer list, "is typing" on the other page, names and an activity dot on the home page', async () => {
@@ -260,42 +322,85 @@ describe('addresses with nothing there', () => {
 });
 
 describe('when ptyhub stops and comes back', () => {
-  it('says ptyhub stopped (not that the program ended), then that it restarted and the session is gone', async () => {
-    const first = await startDaemon();
+  it('says ptyhub stopped (not that the program ended), retries every few seconds, then shows the gone session\'s last screen with its recording', async () => {
+    // The recordings outlive the daemon, as they do in a real restart.
+    const recordings = mkdtempSync(join(tmpdir(), 'ptyhub-recordings-'));
+    const config = `[recording]\ndir = ${JSON.stringify(recordings)}\n`;
+    const first = await startDaemon({ config });
     const browser = await launchBrowser();
     try {
-      const p = await newPage(browser, first.url);
-      await p.addInitScript(() => {
-        window.ptyhubTimings = { firstRetryMs: 300, maxRetryMs: 1000 };
+      const id = newId();
+      const pages = {};
+      for (const [size, options] of Object.entries(SIZES)) {
+        const p = await newPage(browser, first.url, options);
+        await openSession(p, first.url, id, size === 'desktop' ? 'shell' : undefined);
+        pages[size] = p;
+      }
+      const p = pages.desktop;
+      await typeInTerminal(p, 'echo before-restart-$((6*7))\n');
+      for (const q of Object.values(pages)) await waitForScreen(q, /^before-restart-42$/m);
+      // The page's own timings: no test shortcut.
+      await p.evaluate(() => {
+        window.waits = [];
+        const on = window.ptyhub.conn.on;
+        const report = on.state;
+        on.state = (s) => {
+          if (s.state === 'waiting') window.waits.push(s.retryAt - Date.now());
+          report(s);
+        };
       });
-      await openSession(p, first.url, newId(), 'shell');
-      await waitForScreen(p, /^\$ $/m);
       await first.stop();
       await p.locator('#banner', { hasText: 'ptyhub stopped' }).waitFor({ timeout: WAIT });
       assert.equal(await p.locator('#exit-dialog').isVisible(), false, 'no "program ended" dialog');
       assert.equal(await p.evaluate(() => window.ptyhub.state.exit), null);
       await shot(p, 'daemon-stopped');
+      // Down for a while: the retries stay at most 2.5 s apart while the page is in view.
+      await p.waitForFunction(() => window.waits.length >= 4, null, { timeout: WAIT });
+      const waits = await p.evaluate(() => window.waits);
+      assert.ok(Math.max(...waits) <= 2500, `retries at most 2.5 s apart (${waits.join(', ')})`);
       const port = new URL(first.url).port;
-      const second = await startDaemon({ listen: `127.0.0.1:${port}` });
+      const second = await startDaemon({ listen: `127.0.0.1:${port}`, config });
+      const back = Date.now();
       try {
         await p.locator('#fatal', { hasText: 'ptyhub was restarted' }).waitFor({ timeout: WAIT });
+        const took = Date.now() - back;
+        assert.ok(took < 5000, `the page knew within a few seconds of ptyhub's return (${took} ms)`);
+        for (const [size, q] of Object.entries(pages)) {
+          await q.locator('#fatal', { hasText: 'ptyhub was restarted' }).waitFor({ timeout: WAIT });
+          // The last screen stays in view, and the recording is offered.
+          assert.equal(await q.locator('#fatal').evaluate((el) => el.classList.contains('fatal-over')), true);
+          assert.equal(await q.locator('#terminal').isVisible(), true);
+          assert.match(await screenText(q), /^before-restart-42$/m);
+          assert.match(await q.locator('#fatal').textContent(), /last screen is still shown/);
+          await q.locator('#fatal-replay').waitFor({ state: 'visible', timeout: WAIT });
+          assert.match(await q.locator('#fatal-replay').getAttribute('href'), new RegExp(`/replay/${id}$`));
+          assert.equal(await q.locator('#keybar').isVisible(), false);
+          assert.equal(await q.locator('#share').isVisible(), false);
+          await shot(q, `daemon-restarted-session-gone-${size}`);
+        }
         assert.equal(await p.locator('#fatal-home').isVisible(), true);
-        await shot(p, 'daemon-restarted-session-gone');
+        // The recording plays.
+        const replay = await p.locator('#fatal-replay').getAttribute('href');
+        const r = await newPage(browser, second.url);
+        await r.goto(new URL(replay, second.url).href);
+        await r.locator('#title').waitFor({ timeout: WAIT });
+        await r.context().close();
         const phone = await newPage(browser, null, PHONE);
-        // Same page on a phone: the fatal box fits.
+        // A page opened afresh on a phone, with nothing to show: the fatal box fits.
         await phone.goto(`${second.url}?token=browser-test-token-0123456789abcdef`);
         await phone.goto(p.url());
         await phone.locator('#fatal').waitFor({ state: 'visible', timeout: WAIT });
         await shot(phone, 'session-gone-phone');
         await p.locator('#fatal-home').click();
         await p.waitForURL(second.url, { timeout: WAIT });
-        assert.deepEqual(p.errors.filter((e) => !/WebSocket|ERR_|net::|404/.test(e)), []);
+        for (const q of Object.values(pages)) assert.deepEqual(q.errors.filter((e) => !/WebSocket|ERR_|net::|404/.test(e)), []);
       } finally {
         await second.stop();
       }
     } finally {
       await browser.close();
       await first.stop();
+      rmSync(recordings, { recursive: true, force: true });
     }
   });
 });

@@ -459,6 +459,7 @@ fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
             read_only: u.arbitrary()?,
             restarting: u.arbitrary()?,
             state: state_fields(u)?,
+            sized_by: u.arbitrary()?,
         }),
         2 => ServerMessage::Chat {
             user_name: text(u)?,

@@ -37,13 +37,18 @@ impl Session {
         }
     }
 
-    /// Recomputes the session size; returns whether it changed (status already sent).
+    /// Recomputes the session size and whose sizes it is; returns whether either changed
+    /// (status already sent).
     pub(super) fn apply_size(&mut self) -> bool {
-        let Some((rows, cols)) = self.viewers.settle_size() else {
+        let resized = self.viewers.settle_size();
+        // After the size: the holders are those whose size the new one is.
+        let holders_changed = self.viewers.settle_holders();
+        if let Some((rows, cols)) = resized {
+            self.screen.resize(rows, cols);
+            self.program.resize(rows, cols);
+        } else if !holders_changed {
             return false;
-        };
-        self.screen.resize(rows, cols);
-        self.program.resize(rows, cols);
+        }
         self.broadcast_status();
         true
     }
