@@ -414,6 +414,14 @@ async fn a_1_mib_paste_and_ten_sockets_on_one_session() {
     // Raw mode reads no Ctrl+D: the paste's reader is interrupted by a signal instead.
     b.send_json(json!({"type": "signal", "signal": "SIGINT"}))
         .await;
+    // Keys sent before the shell is back would go to `cat` if it reads them before the signal
+    // ends it (seen on a busy host): wait for the prompt.
+    b.until("the prompt after the paste", |c| {
+        c.screen_text()
+            .split_once("READY")
+            .is_some_and(|(_, after)| after.contains("$ "))
+    })
+    .await;
     b.type_str("stty sane; echo TEN-$((5+5))\r").await;
     for m in &mut socks {
         m.wait_screen(n, "TEN-10").await;
