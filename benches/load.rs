@@ -8,7 +8,7 @@
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,busy,soak,deploy]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,busy,board,soak,deploy]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--echo-gaps-ms 5,0] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--upgrade-sessions 10,100]
@@ -31,6 +31,8 @@
 mod attach;
 #[path = "load/bare.rs"]
 mod bare;
+#[path = "load/board.rs"]
+mod board;
 #[path = "load/busy.rs"]
 mod busy;
 #[path = "load/client.rs"]
@@ -98,6 +100,8 @@ pub(crate) enum Scenario {
     Record,
     Upgrade,
     Busy,
+    /// One open board with 100 sessions, 10 of them printing at full speed, against none.
+    Board,
     Soak,
     /// Echo and flood through ptyhub's TLS vs plain, and through nginx vs direct.
     Deploy,
@@ -106,7 +110,7 @@ pub(crate) enum Scenario {
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec,record,deploy; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec,record,deploy,busy,board; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -154,6 +158,15 @@ struct Args {
     /// busy: viewers of each printing session
     #[arg(long, default_value_t = 5)]
     busy_viewers: usize,
+    /// board: sessions on the board [default: 100; --quick: 20]
+    #[arg(long)]
+    board_sessions: Option<usize>,
+    /// board: of them, sessions printing at full speed [default: 10; --quick: 3]
+    #[arg(long)]
+    board_busy: Option<usize>,
+    /// board: seconds of each phase [default: 5; --quick: 2]
+    #[arg(long)]
+    board_seconds: Option<u64>,
     /// memory: idle sessions created [default: 100; --quick: 10]
     #[arg(long)]
     mem_sessions: Option<usize>,
@@ -217,6 +230,9 @@ pub(crate) struct Settings {
     pub(crate) mem_viewers: usize,
     pub(crate) busy_sessions: usize,
     pub(crate) busy_viewers: usize,
+    pub(crate) board_sessions: usize,
+    pub(crate) board_busy: usize,
+    pub(crate) board_seconds: u64,
     pub(crate) exec_mb: usize,
     pub(crate) exec_rate: usize,
     pub(crate) exec_seconds: u64,
@@ -253,6 +269,7 @@ impl Settings {
                     Scenario::Upgrade,
                     Scenario::Deploy,
                     Scenario::Busy,
+                    Scenario::Board,
                 ]
             }
         });
@@ -297,6 +314,9 @@ impl Settings {
             mem_viewers: a.mem_viewers.unwrap_or(if q { 50 } else { 1000 }),
             busy_sessions: a.busy_sessions.unwrap_or(if q { 3 } else { 20 }),
             busy_viewers: a.busy_viewers,
+            board_sessions: a.board_sessions.unwrap_or(if q { 20 } else { 100 }),
+            board_busy: a.board_busy.unwrap_or(if q { 3 } else { 10 }),
+            board_seconds: a.board_seconds.unwrap_or(if q { 2 } else { 5 }).max(1),
             exec_mb: a.exec_mb.unwrap_or(if q { 5 } else { 100 }),
             exec_rate: a.exec_rate,
             exec_seconds: a.exec_seconds.unwrap_or(if q { 2 } else { 5 }),
@@ -464,6 +484,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
         Scenario::Record,
         Scenario::Deploy,
         Scenario::Busy,
+        Scenario::Board,
     ]
     .iter()
     .any(|sc| s.scenarios.contains(sc))
@@ -489,6 +510,7 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Record => record::run(s, ctx, &mut report).await,
             Scenario::Upgrade => upgrade::run(s, ctx, &mut report).await,
             Scenario::Busy => busy::run(s, ctx, &mut report).await,
+            Scenario::Board => board::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
             Scenario::Deploy => deploy::run(s, ctx, &mut report).await,
         }

@@ -9,6 +9,7 @@
 //!   the session's output from the viewer's own position in the output log.
 //! - [`ws`]: WebSocket plumbing every WebSocket shares (viewers, exec): the socket's halves,
 //!   the reader task, RFC 6455's frame rules, server frames.
+//! - [`board`]: the board's connection: a card per session, only what changed, quick replies.
 //! - [`registry`]: session uuid → [`session::SessionHandle`].
 //! - [`session`]: one actor task per session owning the process and its PTY, the screen
 //!   model, the output log, the viewers and the session's metadata.
@@ -40,6 +41,7 @@
 pub mod assets;
 pub mod attention;
 pub mod auth;
+pub mod board;
 pub mod client;
 pub mod config;
 pub mod daemon;

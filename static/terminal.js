@@ -174,8 +174,19 @@ function writable() {
   return conn.open && !state.exit && !state.status?.readOnly;
 }
 
+let typingNoted = 0;
 function sendInput(data) {
   for (const frame of inputFrames(data)) conn.send(frame);
+  // The board (board.js) raises no notification for the session you are typing in.
+  const now = Date.now();
+  if (now - typingNoted > 1000) {
+    typingNoted = now;
+    try {
+      localStorage.setItem('ptyhub.typingIn', JSON.stringify({ id: uuid, at: now }));
+    } catch {
+      // Storage blocked: the board may notify about this session too.
+    }
+  }
 }
 
 term.onData((data) => {

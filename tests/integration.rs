@@ -7,6 +7,7 @@ mod common;
 mod attention;
 mod bad_input;
 mod basics;
+mod board;
 mod cli;
 mod cluster;
 mod collab;

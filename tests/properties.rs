@@ -248,6 +248,30 @@ proptest! {
         inv::check_pipe_message(false, json.as_bytes());
     }
 
+    /// The board's client messages: decoded as section 11a says, or an error, never a panic.
+    #[test]
+    fn board_messages_decode_as_section_11a_says(
+        raw in proptest::collection::vec(any::<u8>(), 0..64),
+        ty in proptest::sample::select(vec!["visible", "reply", "card", ""]),
+        id in proptest::sample::select(vec!["00000000-0000-0000-0000-000000000007", "x", ""]),
+        keys in ".{0,8}",
+    ) {
+        inv::check_board_message(true, &raw);
+        inv::check_board_message(false, &raw);
+        let json = serde_json::json!({"type": ty, "id": id, "ids": [id], "keys": keys});
+        inv::check_board_message(true, json.to_string().as_bytes());
+    }
+
+    /// A card's change applied to the old card is the new card, rows and all.
+    #[test]
+    fn board_changes_are_the_difference(
+        seed in proptest::collection::vec(any::<u8>(), 0..256),
+    ) {
+        let mut u = arbtest::arbitrary::Unstructured::new(&seed);
+        // Too few bytes for two cards is no case.
+        let _ = targets::board_changes(&mut u);
+    }
+
     /// Exec output as SSE text: the same whatever the reads, and exact through an SSE client.
     #[test]
     fn exec_text_is_independent_of_reads(

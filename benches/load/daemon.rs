@@ -203,6 +203,18 @@ impl Daemon {
         }
     }
 
+    /// `GET /api/sessions`: every session, as the API says it.
+    pub(crate) async fn sessions_json(&self) -> Result<Vec<serde_json::Value>> {
+        let url = format!("http://{}/api/sessions", self.addr);
+        let resp = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .context("GET /api/sessions")?;
+        resp.json().await.context("GET /api/sessions")
+    }
+
     /// `POST /api/sessions` running `assistant`; the session is not necessarily up yet.
     pub(crate) async fn create_session(&mut self, assistant: &str) -> Result<Uuid> {
         let id = self.new_session();

@@ -27,6 +27,7 @@ pub(crate) struct Report {
     pub(crate) record: Option<crate::record::RecordRow>,
     pub(crate) upgrade: Vec<crate::upgrade::UpgradeRow>,
     pub(crate) busy: Vec<crate::busy::BusyRow>,
+    pub(crate) board: Option<crate::board::BoardRow>,
     pub(crate) soak: Option<SoakRow>,
     pub(crate) deploy: Vec<crate::deploy::DeployRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
@@ -130,6 +131,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if !r.busy.is_empty() {
         crate::busy::print(&r.busy, &mut out);
+    }
+    if let Some(board) = &r.board {
+        crate::board::print(board, &mut out);
     }
     if let Some(soak) = &r.soak {
         crate::soak::print(soak, &mut out);

@@ -293,6 +293,7 @@ mod tests {
         ("/replay/{id}", "a recording's player page"),
         ("/metrics", "Prometheus text"),
         ("/ws", "the multiplexed WebSocket (docs/protocol.md section 11)"),
+        ("/ws/board", "the board's WebSocket (docs/protocol.md section 11a)"),
         ("/ws/{id}", "the browser dialect's WebSocket (docs/protocol.md sections 1-8)"),
         ("/ws/{id}/raw", "the raw dialect's WebSocket (docs/protocol.md section 10)"),
         (

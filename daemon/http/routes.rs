@@ -222,6 +222,8 @@ pub(super) fn lookup<'p>(method: &Method, segments: &[&'p str]) -> Lookup<'p> {
     if let Some((first, _)) = guarded.next() {
         let mut allow = first.methods.to_vec();
         allow.extend(guarded.flat_map(|(r, _)| r.methods.iter().copied()));
+        // `/ws/board` is also a `/ws/{id}`: each method once.
+        allow.dedup();
         let audience = first.audience;
         return Lookup::WrongMethod { allow, audience };
     }
@@ -295,6 +297,15 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::AnyToken,
         audience: Audience::Program,
         handler: Handler::Now(|c| multiplexed(c.req, c.access, c.state, c.slot)),
+    },
+    // Before `/ws/{id}`, which its path would match too (`board` is no session id). A share
+    // link's board shows only its own session, and types into it only if it may write.
+    Route {
+        methods: &["GET"],
+        pattern: "/ws/board",
+        callers: Callers::AnyToken,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| board(c.req, c.access, c.state, c.slot)),
     },
     Route {
         methods: &["GET"],
@@ -501,6 +512,7 @@ mod tests {
             ("/replay/x", Some("GET, HEAD")),
             ("/metrics", Some("GET")),
             ("/ws/1", Some("GET")),
+            ("/ws/board", Some("GET")),
             ("/api/assistants", Some("GET")),
             ("/api/sessions", Some("GET, POST")),
             ("/api/sessions/1", Some("GET, PATCH, DELETE")),

@@ -275,3 +275,40 @@ pub(super) fn multiplexed(
     });
     response
 }
+
+/// `GET /ws/board`: the board, a card per session the token reaches (section 11a).
+pub(super) fn board(
+    mut req: Request<Incoming>,
+    access: Access,
+    state: &Arc<AppState>,
+    slot: Arc<Slot>,
+) -> Response<Body> {
+    if let Err(e) = expect_upgrade(&req).and_then(|()| long_lived(&slot, &state.metrics)) {
+        return e.response();
+    }
+    let (response, upgrade) = match accept_upgrade(&mut req) {
+        Ok(pair) => pair,
+        Err(e) => return e.response(),
+    };
+    let (revoked, expires) = match &access {
+        Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
+        // A capability token never gets here (its route table says so).
+        Access::Full | Access::StateToken(_) => (None, None),
+    };
+    let opts = crate::board::BoardOptions {
+        access,
+        revoked,
+        expires,
+        shutdown: state.shutdown.clone(),
+        metrics: state.metrics.clone(),
+    };
+    let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
+    state.tasks.spawn(async move {
+        let _slot = slot;
+        match upgrade.await {
+            Ok(ws) => crate::board::run(ws, registry, cfg, opts).await,
+            Err(e) => debug!("upgrade failed: {e}"),
+        }
+    });
+    response
+}

@@ -7,6 +7,7 @@
 //! `docs/protocol.md` is the first; later dialects sit next to it on the same session core.
 
 pub mod asciicast;
+pub mod board;
 pub mod dialect;
 pub mod exec_sse;
 pub mod mux;

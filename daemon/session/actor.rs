@@ -262,6 +262,7 @@ impl Session {
             Command::Detach => self.detach_viewers(),
             Command::HandOver { reply } => self.hand_over_when_settled(reply),
             Command::Report { report } => self.on_report(report),
+            Command::Reply { data, permit, done } => self.reply(data, permit, done),
         }
     }
 

@@ -126,6 +126,15 @@ pub(super) enum Command {
     Report {
         report: Report,
     },
+    /// Keys from someone who may type but is no viewer of the session (a quick reply on the
+    /// board): the caller checked the permission.
+    Reply {
+        data: Bytes,
+        /// Its share of the input budget, given back once it is written to the PTY.
+        permit: InputPermit,
+        /// Whether the program took it (false once it has ended).
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// A channel for commands to a new session: the handles' end and the actor's.
@@ -294,6 +303,27 @@ impl SessionHandle {
             permit: Some(permit),
         })
         .await
+    }
+
+    /// Keys from someone who may type into the session without being one of its viewers (a
+    /// quick reply on the board; the caller checked that they may write). Takes the input
+    /// budget as [`SessionHandle::input`] does. `Ok(false)`: the program has ended.
+    pub async fn reply(&self, data: Bytes) -> Result<bool, SessionGone> {
+        let cost = (data.len() + INPUT_MESSAGE_OVERHEAD).min(INPUT_QUEUE_BYTES) as u32;
+        let permit = self
+            .input_budget
+            .clone()
+            .acquire_many_owned(cost)
+            .await
+            .map_err(|_| SessionGone)?;
+        let (done, rx) = oneshot::channel();
+        self.send(Command::Reply {
+            data,
+            permit: Some(permit),
+            done,
+        })
+        .await?;
+        rx.await.map_err(|_| SessionGone)
     }
 
     /// The viewer's terminal size.

@@ -1887,3 +1887,123 @@ pub fn check_upgrade_image(
         }
     }
 }
+
+// ---- the board ----------------------------------------------------------------------------
+
+/// **Decoding a board client message never panics and follows docs/protocol.md section 11a**:
+/// a binary message is an error; a text one is `visible` (at most `MAX_VISIBLE` uuids) or
+/// `reply` (a uuid and 1 to `MAX_REPLY_BYTES` bytes of keys) that re-encodes to itself, or an
+/// error with a short message whose `error` reply is JSON.
+pub fn check_board_message(is_text: bool, frame: &[u8]) {
+    use ptyhub::protocol::board::{self, BoardRequest, MAX_ERROR_CHARS, MAX_REPLY_BYTES};
+    let decoded = if is_text {
+        match std::str::from_utf8(frame) {
+            Ok(text) => board::decode_text(text),
+            Err(_) => return,
+        }
+    } else {
+        let d = board::decode_binary(frame);
+        assert!(d.is_err(), "a binary message decoded: {d:?}");
+        d
+    };
+    match decoded {
+        Ok(req) => {
+            let json = match &req {
+                BoardRequest::Visible(ids) => {
+                    assert!(ids.len() <= board::MAX_VISIBLE);
+                    json!({"type": "visible", "ids": ids})
+                }
+                BoardRequest::Reply { id, keys } => {
+                    assert!(!keys.is_empty() && keys.len() <= MAX_REPLY_BYTES);
+                    json!({"type": "reply", "id": id, "keys": keys})
+                }
+            };
+            assert_eq!(board::decode_text(&json.to_string()), Ok(req), "re-encoded");
+        }
+        Err(e) => {
+            assert!(
+                !e.message.is_empty() && e.message.len() <= MAX_ERROR_CHARS,
+                "{e:?}"
+            );
+            let v: Value =
+                serde_json::from_str(&board::error("bad_message", &e.message, None)).expect("JSON");
+            assert_eq!(
+                (&v["type"], &v["message"]),
+                (&json!("error"), &json!(e.message))
+            );
+        }
+    }
+}
+
+/// **A card's change is exactly the difference** (docs/protocol.md section 11a): applied to the
+/// old card as a client applies it, `changes` gives the new card (without rows, the old card's
+/// rows and cursor stay); it says nothing when nothing differs, and only fields that differ;
+/// the whole card and the list are JSON with every field.
+pub fn check_board_changes(
+    old: &ptyhub::protocol::board::Card,
+    new: &ptyhub::protocol::board::Card,
+) {
+    use ptyhub::protocol::board;
+    let mut with_rows = old.clone();
+    match board::changes(old, new, true) {
+        None => assert_eq!(old, new, "a difference was not told"),
+        Some(msg) => {
+            board::apply(&mut with_rows, &msg).expect("a change applies");
+            assert_eq!(&with_rows, new, "the change with rows: {msg}");
+            let v: Value = serde_json::from_str(&msg).expect("JSON");
+            let told = v.as_object().expect("object");
+            assert!(told.len() > 2, "an empty change: {msg}");
+            if told.contains_key("name") {
+                assert_ne!(old.name, new.name, "an unchanged field told: {msg}");
+            }
+            if told.contains_key("state") {
+                assert_ne!(old.state, new.state, "an unchanged field told: {msg}");
+            }
+            if let Some(rows) = told.get("rows").and_then(Value::as_object) {
+                for i in rows.keys() {
+                    let i: usize = i.parse().expect("index");
+                    assert_ne!(old.rows.get(i), new.rows.get(i), "an unchanged row told");
+                }
+            }
+        }
+    }
+    let mut without_rows = old.clone();
+    if let Some(msg) = board::changes(old, new, false) {
+        board::apply(&mut without_rows, &msg).expect("a change applies");
+        let v: Value = serde_json::from_str(&msg).expect("JSON");
+        assert!(
+            v.get("rows").is_none() && v.get("cursor").is_none(),
+            "{msg}"
+        );
+    }
+    let expected = board::Card {
+        rows: old.rows.clone(),
+        cursor: old.cursor,
+        ..new.clone()
+    };
+    assert_eq!(without_rows, expected, "the change without rows");
+    let whole: Value = serde_json::from_str(&board::whole(new)).expect("JSON");
+    for field in [
+        "id",
+        "num",
+        "name",
+        "assistant",
+        "state",
+        "since",
+        "reason",
+        "choices",
+        "mayType",
+        "alive",
+        "people",
+        "rows",
+        "cursor",
+    ] {
+        assert!(
+            whole.get(field).is_some(),
+            "{field} missing from a whole card"
+        );
+    }
+    let list: Value =
+        serde_json::from_str(&board::cards(&[old.clone(), new.clone()])).expect("JSON");
+    assert_eq!(list["cards"].as_array().map(Vec::len), Some(2));
+}

@@ -109,6 +109,16 @@ pub const TARGETS: &[Target] = &[
         run: mux_frames,
     },
     Target {
+        name: "board_messages",
+        max_input: 1 << 11,
+        run: board_messages,
+    },
+    Target {
+        name: "board_changes",
+        max_input: 1 << 10,
+        run: board_changes,
+    },
+    Target {
         name: "pipe_messages",
         max_input: 1 << 11,
         run: pipe_messages,
@@ -974,6 +984,111 @@ fn mux_frames(u: &mut Unstructured<'_>) -> Result<()> {
     inv::check_mux_frame(is_text, &frame);
     let n: usize = u.int_in_range(0..=2)? * 65535 + u.int_in_range(0..=3)?;
     inv::check_mux_payloads(&vec![7; n.saturating_sub(2)]);
+    Ok(())
+}
+
+// ---- the board --------------------------------------------------------------------------------
+
+const UUIDS: &[&str] = &[
+    "00000000-0000-0000-0000-000000000007",
+    "4f7d2c1e-8a0b-4d5e-9f10-2b3c4d5e6f70",
+    "not-a-uuid",
+    "",
+];
+
+fn board_messages(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.ratio(7, 8)?;
+    let frame = match u.int_in_range(0..=3)? {
+        0 => u.bytes(u.len().min(1024))?.to_vec(),
+        1 => {
+            let n = u.int_in_range(0..=16)?;
+            (0..n)
+                .map(|_| pick(u, JSON_PIECES).copied())
+                .collect::<Result<String>>()?
+                .into_bytes()
+        }
+        _ => {
+            let mut m = Map::new();
+            let ty = pick(u, &["visible", "reply", "reply", "cards", ""])?;
+            m.insert("type".into(), Value::String((*ty).into()));
+            for _ in 0..u.int_in_range(0..=3)? {
+                let k = pick(u, &["id", "ids", "keys", "type"])?;
+                let v = match *k {
+                    "id" if u.ratio(2, 3)? => Value::String((*pick(u, UUIDS)?).into()),
+                    "ids" if u.ratio(2, 3)? => Value::Array(
+                        (0..u.int_in_range(0..=3)?)
+                            .map(|_| Ok(Value::String((*pick(u, UUIDS)?).into())))
+                            .collect::<Result<Vec<_>>>()?,
+                    ),
+                    "keys" if u.ratio(2, 3)? => {
+                        let n = pick(u, &[0usize, 1, 3, 4096, 4097])?;
+                        Value::String("k".repeat(*n))
+                    }
+                    _ => json_value(u, 2)?,
+                };
+                m.insert((*k).into(), v);
+            }
+            Value::Object(m).to_string().into_bytes()
+        }
+    };
+    inv::check_board_message(is_text, &frame);
+    Ok(())
+}
+
+/// A card of a few short fields, so that two cards often share some and differ in others.
+fn board_card(u: &mut Unstructured<'_>) -> Result<ptyhub::protocol::board::Card> {
+    use ptyhub::attention::state::{Choice, State};
+    const TEXTS: &[&str] = &[
+        "",
+        "a",
+        "review",
+        "Do you want to proceed?",
+        "❯ 1. Yes",
+        "日本",
+    ];
+    let text = |u: &mut Unstructured<'_>| -> Result<String> { Ok((*pick(u, TEXTS)?).to_owned()) };
+    let list = |u: &mut Unstructured<'_>, max: u32| -> Result<Vec<String>> {
+        (0..u.int_in_range(0..=max)?).map(|_| text(u)).collect()
+    };
+    let state = *pick(
+        u,
+        &[State::Working, State::Waiting, State::Idle, State::Exited],
+    )?;
+    let choices = (0..u.int_in_range(0..=2)?)
+        .map(|_| {
+            Ok(Choice {
+                label: text(u)?,
+                keys: text(u)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ptyhub::protocol::board::Card {
+        id: uuid::Uuid::from_u128(7),
+        num: *pick(u, &[None, Some(1u8), Some(2)])?,
+        name: text(u)?,
+        assistant: text(u)?,
+        assistant_name: text(u)?,
+        state,
+        since: u.int_in_range(0..=2)?,
+        reason: text(u)?,
+        choices,
+        may_type: u.arbitrary()?,
+        alive: u.arbitrary()?,
+        people: list(u, 2)?,
+        rows: list(u, 6)?,
+        cursor: (u.int_in_range(0..=2)?, u.int_in_range(0..=2)?),
+    })
+}
+
+/// Two cards, often alike, and the check of their change (also a property test).
+pub fn board_changes(u: &mut Unstructured<'_>) -> Result<()> {
+    let old = board_card(u)?;
+    let new = if u.ratio(1, 8)? {
+        old.clone()
+    } else {
+        board_card(u)?
+    };
+    inv::check_board_changes(&old, &new);
     Ok(())
 }
 

@@ -301,4 +301,19 @@ impl Session {
         let changed = self.attention.typed(std::time::Instant::now());
         self.tell_state(changed);
     }
+
+    /// Keys from someone who is no viewer (a quick reply on the board), allowed by the caller:
+    /// to the program as any input is, but no viewer is marked as the typist.
+    pub(super) fn reply(&mut self, data: Bytes, permit: InputPermit, done: oneshot::Sender<bool>) {
+        if !self.program.takes_input() {
+            let _ = done.send(false);
+            return;
+        }
+        self.recent_keys.typed(self.identity.id());
+        self.recorder.input(&data, self.log.head());
+        self.program.write(data, permit);
+        let changed = self.attention.typed(std::time::Instant::now());
+        self.tell_state(changed);
+        let _ = done.send(true);
+    }
 }
