@@ -4,6 +4,7 @@
 //! hooks to tell it its state.
 
 use std::fmt;
+use std::sync::Arc;
 
 use regex::{Regex, RegexBuilder};
 use serde::de::{self, Deserializer, Visitor};
@@ -15,12 +16,16 @@ const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
 /// The screen patterns of one assistant: a screen whose bottom rows match a `waiting` pattern
 /// needs its user; else one matching a `working` pattern is busy (docs: README, "Attention").
+///
+/// Cloning shares the compiled patterns *and their match caches*: a cloned `Regex` would start
+/// a cache pool of its own (tens of KiB once used), which every session cloning its
+/// assistant's patterns paid for.
 #[derive(Debug, Clone, Default)]
 pub struct ScreenPatterns {
     /// Tried first.
-    pub waiting: Vec<Regex>,
+    pub waiting: Arc<[Regex]>,
     /// Tried when no `waiting` pattern matched.
-    pub working: Vec<Regex>,
+    pub working: Arc<[Regex]>,
 }
 
 impl ScreenPatterns {
