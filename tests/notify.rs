@@ -160,8 +160,10 @@ queue = 100
         notifier.notify(waiting(*id, i as u8 + 1));
         slowest = slowest.max(call.elapsed());
     }
+    // Far below the hanging receiver's 2 s timeout: no call waited for a delivery (the bound
+    // is loose so that a busy 2-core host's scheduling never fails it).
     assert!(
-        slowest < Duration::from_millis(20),
+        slowest < Duration::from_millis(500),
         "a notify() call waited {slowest:?}"
     );
     // The good receiver gets every one, in order, before the hanging one's first attempt
