@@ -141,6 +141,15 @@ impl Access {
         }
     }
 
+    /// What ends its long-lived connections early: a share link's revocation and expiry
+    /// (`None` for the daemon token's; a capability token opens none).
+    pub fn limits(&self) -> (Option<CancellationToken>, Option<SystemTime>) {
+        match self {
+            Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
+            Access::Full | Access::StateToken(_) => (None, None),
+        }
+    }
+
     /// The role its connections join a session with (a share link's only on its session).
     pub fn role(&self) -> Role {
         match self {

@@ -179,11 +179,7 @@ pub(super) fn websocket(
         Err(e) => return e.response(),
     };
     let cfg = state.cfg.clone();
-    let (revoked, expires) = match &access {
-        Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
-        // A capability token never gets here (its route table says so).
-        Access::Full | Access::StateToken(_) => (None, None),
-    };
+    let (revoked, expires) = access.limits();
     let opts = ViewerOptions {
         // Honoured if the dialect has acknowledgements (`Dialect::flow_ack`).
         flow_ack: q.flow_ack,
@@ -252,11 +248,7 @@ pub(super) fn multiplexed(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let (revoked, expires) = match &access {
-        Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
-        // A capability token never gets here (its route table says so).
-        Access::Full | Access::StateToken(_) => (None, None),
-    };
+    let (revoked, expires) = access.limits();
     let only = access.only();
     let opts = MuxOptions {
         only,
@@ -290,11 +282,7 @@ pub(super) fn board(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let (revoked, expires) = match &access {
-        Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
-        // A capability token never gets here (its route table says so).
-        Access::Full | Access::StateToken(_) => (None, None),
-    };
+    let (revoked, expires) = access.limits();
     let opts = crate::board::BoardOptions {
         access,
         revoked,
