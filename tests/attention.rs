@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::sse::{Ev, Sse};
-use common::{eventually_async, Client, Daemon, TIMEOUT};
+use common::{eventually_async, http, Client, Daemon, TIMEOUT};
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -42,25 +42,9 @@ fn daemon(extra: &str) -> Daemon {
     })
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client")
-}
-
 /// Creates a session from `body` with the daemon token; its uuid.
 async fn create(d: &Daemon, body: Value) -> String {
-    let resp = http()
-        .post(d.http("/api/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(resp.status(), 201);
-    let v: Value = resp.json().await.expect("json");
-    v["id"].as_str().expect("id").to_owned()
+    d.create_session(TOKEN, body).await
 }
 
 async fn session(d: &Daemon, id: &str) -> Value {

@@ -9,7 +9,7 @@ use crate::common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Client, Daemon};
+use common::{http, Client, Daemon};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "board-test-token-0123456789abcdef";
@@ -25,25 +25,9 @@ fn daemon() -> Daemon {
     Daemon::in_process_auth(&common::config(&extra), Some(TOKEN))
 }
 
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client")
-}
-
 /// Creates a session from `body`; its uuid.
 async fn create(d: &Daemon, body: Value) -> String {
-    let resp = http()
-        .post(d.http("/api/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(resp.status(), 201);
-    let v: Value = resp.json().await.expect("json");
-    v["id"].as_str().expect("id").to_owned()
+    d.create_session(TOKEN, body).await
 }
 
 async fn board(d: &Daemon, token: &str) -> Client {

@@ -8,7 +8,7 @@ use crate::common;
 use std::collections::BTreeSet;
 
 use common::nginx::{self, Nginx};
-use common::{Daemon, TIMEOUT};
+use common::{http, Daemon, TIMEOUT};
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -25,10 +25,6 @@ fn host(name: &str, peers: &[String]) -> Daemon {
         peers.join(", ")
     );
     Daemon::start_args(&common::config(&extra), &["--token", TOKEN])
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
 /// The host that answered a response.

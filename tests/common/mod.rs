@@ -213,6 +213,20 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
     }
 
+    /// `POST /api/sessions` of `body` with `token`, expecting 201: the new session's uuid.
+    pub async fn create_session(&self, token: &str, body: Value) -> String {
+        let resp = http()
+            .post(self.http("/api/sessions"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /api/sessions");
+        assert_eq!(resp.status(), 201);
+        let v: Value = resp.json().await.expect("json");
+        v["id"].as_str().expect("id").to_owned()
+    }
+
     /// `GET /api/sessions`: the session list, as JSON.
     pub async fn sessions(&self) -> Vec<Value> {
         reqwest::get(self.http("/api/sessions"))
@@ -669,6 +683,14 @@ impl Client {
         self.type_str(&format!("{cmd}\r")).await;
         self.wait_screen(marker).await;
     }
+}
+
+/// An HTTP client for the daemon on 127.0.0.1, ignoring any proxy the environment names.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
 }
 
 /// Asserts two clients draw the same screen: text, attributes, cursor, active screen, modes.
