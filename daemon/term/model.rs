@@ -42,9 +42,6 @@ pub struct ScreenModel {
     /// parser is inside it, in the scanner's state.
     overflow: bool,
     has_output: bool,
-    /// Scrollback length of the main screen, kept up to date while the
-    /// alternate screen hides it.
-    main_scrollback_len: usize,
     /// Scrollback lines the main screen keeps.
     scrollback_lines: usize,
     /// Whether the active grid's scroll region is the whole screen, as last probed. Only plain
@@ -98,7 +95,6 @@ impl ScreenModel {
             scanner: Scanner::default(),
             overflow: false,
             has_output: false,
-            main_scrollback_len: 0,
             scrollback_lines,
             full_region: None,
         }
@@ -127,7 +123,6 @@ impl ScreenModel {
             },
             overflow: self.overflow,
             has_output: self.has_output,
-            main_scrollback_len: self.main_scrollback_len,
             scrollback_lines: 0,
             full_region: None,
         }
@@ -254,7 +249,6 @@ impl ScreenModel {
                 self.overflow = true;
             }
         }
-        self.note_main_scrollback();
     }
 
     /// Terminal queries (cursor position, device attributes, status) met
@@ -281,20 +275,6 @@ impl ScreenModel {
         used
     }
 
-    /// While the alternate screen is active vt100 only reports its (empty)
-    /// scrollback. Peek at the main grid by flipping the active grid off and
-    /// back on: `CSI ? 47 l/h` only toggle the mode (47 does not clear, save
-    /// or restore anything). Costs two tiny parses per chunk, only in
-    /// full-screen programs. The parser must be at a sequence boundary, which
-    /// it is unless an oversized sequence is being passed through.
-    fn note_main_scrollback(&mut self) {
-        if self.parser.screen().alternate_screen() && !self.overflow {
-            self.parser.process(b"\x1b[?47l");
-            self.main_scrollback_len = self.parser.screen().scrollback_len();
-            self.parser.process(b"\x1b[?47h");
-        }
-    }
-
     /// Number of trailing bytes of the stream fed so far that are NOT yet applied to the model,
     /// because they are an incomplete escape sequence (ESC, CSI, OSC/DCS/APC/PM/SOS string without
     /// its terminator, ESC + intermediates without final) or an incomplete UTF-8 character at the
@@ -308,7 +288,6 @@ impl ScreenModel {
     pub fn resize(&mut self, rows: u16, cols: u16) {
         self.full_region = None;
         self.parser.set_size(non_zero(rows), non_zero(cols));
-        self.note_main_scrollback();
     }
 
     /// (rows, cols)
@@ -329,12 +308,10 @@ impl ScreenModel {
 
     /// Number of scrollback lines currently held (of the main screen, even while the alternate screen is active).
     pub fn scrollback_len(&self) -> usize {
-        let screen = self.parser.screen();
-        if screen.alternate_screen() {
-            self.main_scrollback_len
-        } else {
-            screen.scrollback_len()
-        }
+        // Read from the main grid itself: current even while an oversized sequence is being
+        // passed through, and nothing is fed to the live parser to find it (that would also
+        // make REP forget its character).
+        self.parser.screen().main_scrollback_len()
     }
 
     /// ANSI that, written into a FRESH terminal (xterm.js or a fresh vt100 parser) of the same size,
@@ -362,9 +339,8 @@ impl ScreenModel {
     /// state whose saved cursor a snapshot cannot reach (see
     /// [`render::saved_cursor_reproducible`]).
     ///
-    /// The same round trip a live upgrade makes for every session (`session/freeze.rs`); what
-    /// neither carries is the character REP (`CSI b`) would repeat, which programs send right
-    /// after the character itself.
+    /// The same round trip a live upgrade makes for every session (`session/freeze.rs`); the
+    /// character REP (`CSI b`) would repeat comes back too (the snapshot ends by printing it).
     pub fn park(&self) -> Option<Parked> {
         if self.pending_len() > 0
             || self.overflow

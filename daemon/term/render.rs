@@ -80,14 +80,35 @@ pub(crate) fn snapshot_parts(
         Rendered::of(live).write(&mut screen, &alt_extras, live);
     }
     screen.push_str(&live.input_mode_formatted());
-    if let Some(state) = open {
-        screen.push_str(resume_prefix(state));
+    match open {
+        Some(state) => screen.push_str(resume_prefix(state)),
+        None => screen.push_str(&reprint_last_char(live).unwrap_or_default()),
     }
     SnapshotParts {
         lines,
         bridge,
         screen,
     }
+}
+
+/// What makes REP (`CSI b`) repeat in the joiner what it would repeat in `live`: the last
+/// printed character, which any control function makes both vt100 and xterm.js forget, so it
+/// is only known when the stream's last action printed it. The snapshot then ends by printing
+/// that cell again where it stands: the pen is the cell's (setting another would have made REP
+/// forget it), and the cursor ends where it was, waiting to wrap after the last column too.
+/// `None` when nothing is to be repeated.
+fn reprint_last_char(live: &vt100::Screen) -> Option<String> {
+    let c = live.last_char()?;
+    let (row, col) = live.cursor_position();
+    let mut at = col.checked_sub(1)?;
+    if live.cell(row, at)?.is_wide_continuation() {
+        at = at.checked_sub(1)?;
+    }
+    let text = live.cell(row, at)?.contents();
+    // The cell holds the character unless something printed later (a combining mark adds
+    // to it and keeps the character REP repeats).
+    text.starts_with(c)
+        .then(|| format!("\x1b[{}G{text}", at + 1))
 }
 
 /// False in the one state where the saved cursor is lost: a grid's cursor waits to wrap

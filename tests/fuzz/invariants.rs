@@ -19,7 +19,6 @@ use ptyhub::session::upload;
 use ptyhub::term::model::ScreenModel;
 use ptyhub::term::pen;
 use ptyhub::term::queries::{Query, QueryHook, QueryScan};
-use ptyhub::term::seq::Scanner;
 use ptyhub::term::snapshot;
 use serde_json::{json, Value};
 
@@ -302,9 +301,8 @@ const PROBES: &[&[u8]] = &[
     b"\x1b[999;1H\n\n\nnew\x1bMrev",
     b"\x1b[H\x1bM\x1bMtop",
 ];
-/// REP repeats the last printed character, which vt100 keeps across other sequences. The bulk
-/// skip must keep it; a snapshot does not carry it (a known limit, pinned by an ignored test in
-/// `tests/properties.rs`; xterm.js forgets it at the next control function anyway).
+/// REP repeats the last printed character until the next control function, as xterm.js does.
+/// The bulk skip must keep it, and a snapshot carries it.
 const REP_PROBE: &[u8] = b"\x1b[3bREP";
 /// Probes that restore the saved cursor, valid only where it is reproducible.
 const SAVED_CURSOR_PROBES: &[&[u8]] = &[
@@ -474,10 +472,8 @@ pub fn check_bulk(
             want.screen().scrollback_len(),
             "{what}: scrollback length"
         );
-    } else if !passes_through(&model, applied) {
-        // Under the alternate screen the model keeps the main grid's count itself, except
-        // while it passes an oversized sequence through (a known limit, pinned by an ignored
-        // test in tests/properties.rs).
+    } else {
+        // Under the alternate screen the model reports the main grid's count.
         assert_eq!(
             model.scrollback_len(),
             main_grid(want.screen()).scrollback_len(),
@@ -491,14 +487,6 @@ pub fn check_bulk(
         }
     }
     skipped
-}
-
-/// Whether `model`, fed `stream`, is passing an oversized sequence through: the stream ends
-/// inside a sequence, and none of it is held back.
-fn passes_through(model: &ScreenModel, stream: &[u8]) -> bool {
-    let mut scan = Scanner::default();
-    scan.skip(stream);
-    model.pending_len() == 0 && !scan.is_ground()
 }
 
 /// Plain text as a flood is made of: printable ASCII, TAB, CR, LF.
@@ -587,9 +575,12 @@ pub fn check_snapshot(
         .expect("the snapshot is one valid gzip stream");
     assert_eq!(ansi.len(), encoded.ansi_len, "ansi_len");
     let kept = encoded.scrollback_lines;
-    // Read from the grid: `ScreenModel::scrollback_len` can be stale under the alternate
-    // screen (a known limit, pinned by an ignored test in tests/properties.rs).
-    let all = main_grid(model.screen()).scrollback_len();
+    let all = model.scrollback_len();
+    assert_eq!(
+        all,
+        main_grid(model.screen()).scrollback_len(),
+        "scrollback_len"
+    );
     assert!(
         kept <= all.min(max_scrollback),
         "kept {kept} of {all} lines, at most {max_scrollback} asked"
@@ -618,7 +609,7 @@ pub fn check_snapshot(
     let reproducible = saved_cursor_reproducible(model.screen());
     if kept == all {
         let (got, model) = (probe_base(got.screen()), probe_base(model.screen()));
-        for probe in PROBES {
+        for probe in PROBES.iter().chain([&REP_PROBE]) {
             assert_same_after(&got, &model, probe, &what);
         }
         for probe in SAVED_CURSOR_PROBES.iter().filter(|_| reproducible) {

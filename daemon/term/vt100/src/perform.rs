@@ -26,6 +26,7 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
             14 | 15 => {}
             _ => self.callbacks.unhandled_control(&mut self.screen, b),
         }
+        self.forget_last_char();
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, b: u8) {
@@ -51,6 +52,7 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
                 }
             }
         }
+        self.forget_last_char();
     }
 
     fn csi_dispatch(&mut self, params: &vte::Params, intermediates: &[u8], _ignore: bool, c: char) {
@@ -165,6 +167,11 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
                 );
             }
         }
+        self.forget_last_char();
+    }
+
+    fn unhook(&mut self) {
+        self.forget_last_char();
     }
 
     fn osc_dispatch(&mut self, params: &[&[u8]], _bel_terminated: bool) {
@@ -194,6 +201,7 @@ impl<CB: crate::Callbacks> vte::Perform for crate::screen::WrappedScreen<CB> {
                 self.callbacks.unhandled_osc(&mut self.screen, params);
             }
         }
+        self.forget_last_char();
     }
 }
 

@@ -147,6 +147,20 @@ impl Screen {
         self.grid().scrollback_len()
     }
 
+    /// ptyhub: the number of lines in the main screen's scrollback, also while the
+    /// alternate screen is active (whose own scrollback is always empty).
+    #[must_use]
+    pub fn main_scrollback_len(&self) -> usize {
+        self.grid.scrollback_len()
+    }
+
+    /// ptyhub: the character REP (`CSI b`) would repeat: the last one printed, as long as no
+    /// control function came since (xterm.js forgets it at the next one).
+    #[must_use]
+    pub fn last_char(&self) -> Option<char> {
+        self.last_char
+    }
+
     /// Returns the maximum capacity of the scrollback.
     #[must_use]
     pub fn scrollback_capacity(&self) -> usize {
@@ -1210,6 +1224,13 @@ impl<CB: crate::Callbacks> WrappedScreen<CB> {
     // CSI `  (HPA - Horizontal Position Absolute, equivalent to CHA)
     pub(crate) fn hpa(&mut self, col: u16) {
         self.cha(col);
+    }
+
+    /// ptyhub: any control function (C0 control, ESC, CSI, OSC or DCS sequence) makes REP
+    /// repeat nothing until the next printed character, as in xterm.js 6.0.0, whose parser
+    /// clears `precedingJoinState` after each. REP's own dispatch clears it too.
+    pub(crate) fn forget_last_char(&mut self) {
+        self.screen.last_char = None;
     }
 
     // CSI b (REP - Repeat last printed character)
