@@ -292,8 +292,13 @@ yolo = ["bash", "-c", "echo agent-yolo size=$(stty size); exec cat"]
 
 [assistants.stubborn]
 name = "Stubborn"
-command = ["bash", "-c", "trap '' TERM; echo stubborn-start; while read -r l; do echo got:$l; done"]
+command = ["bash", "-c", "trap '' HUP TERM; echo stubborn-start; while read -r l; do echo got:$l; done"]
 yolo = ["bash", "-c", "echo stubborn-yolo; exec cat"]
+
+[assistants.interactive]
+name = "Interactive"
+command = ["bash", "--norc", "--noprofile", "-i"]
+yolo = ["bash", "-c", "echo interactive-yolo; exec cat"]
 "#,
     )
 }
@@ -345,7 +350,8 @@ async fn a_stubborn_agent_is_killed_and_toggles_during_a_restart_are_refused() {
         c.last("status").is_some_and(|s| s["yoloMode"] == true)
     })
     .await;
-    // It ignores SIGTERM, so the restart waits for the grace period (2 s): toggling now is refused.
+    // It ignores SIGHUP and SIGTERM, so the restart waits for the grace period (2 s) and
+    // SIGKILL: toggling now is refused.
     a.send_json(json!({"type":"toggle_yolo"})).await;
     let err = a.wait_json("error").await;
     assert_eq!(err["code"], "restart_in_progress");
@@ -356,6 +362,28 @@ async fn a_stubborn_agent_is_killed_and_toggles_during_a_restart_are_refused() {
             "old agent {pid} was killed"
         );
     }
+    assert_eq!(a.count("exit"), 0);
+}
+
+/// An interactive bash ignores SIGTERM: a restart hangs it up first, as closing its terminal
+/// would, and it goes at once (before, it waited out the grace period for SIGKILL).
+#[tokio::test]
+async fn a_restart_hangs_up_an_interactive_bash() {
+    let d = Daemon::start_with(&agent_config());
+    let (_id, mut a, _b) = pair(&d, "interactive").await;
+    let got = std::env::temp_dir().join(format!("ptyhub-hup-{}", Uuid::new_v4()));
+    // Its exit trap runs when it exits by itself (as a SIGHUP makes it), never at a SIGKILL.
+    a.type_str(&format!(
+        "PS1=\"$((6*7))> \"; trap 'echo bye > {}' EXIT\r",
+        got.display()
+    ))
+    .await;
+    a.wait_screen("42> ").await;
+    a.send_json(json!({"type":"toggle_yolo"})).await;
+    a.wait_screen("interactive-yolo").await;
+    let said = std::fs::read_to_string(&got).unwrap_or_default();
+    let _ = std::fs::remove_file(&got);
+    assert_eq!(said.trim(), "bye", "the old bash was hung up, not killed");
     assert_eq!(a.count("exit"), 0);
 }
 

@@ -1,6 +1,7 @@
 //! One exec process: started on pipes in a process group of its own, its output read only
 //! when the caller asks (so a client that does not read stalls only its own process), and
-//! ended with its whole group: SIGTERM, SIGKILL after the grace period, always reaped.
+//! ended with its whole group: SIGTERM, SIGKILL after the grace period (the session's
+//! [`StopLadder`] without SIGHUP: an exec has no terminal to close), always reaped.
 //!
 //! Every process of an exec also carries `PTYHUB_EXEC={daemon pid}-{id}` in its environment,
 //! so one that left the group (`setsid`) is still found and ended with it.
@@ -19,7 +20,7 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::protocol::pipe::Stream;
 use crate::session::process::{signal_group, SpawnError};
-use crate::session::ExitInfo;
+use crate::session::{ExitInfo, StopLadder};
 
 /// The environment variable that marks every process of an exec.
 pub const EXEC_ENV: &str = "PTYHUB_EXEC";
@@ -191,12 +192,20 @@ impl ExecChild {
         if let Some(exit) = &self.exit {
             return exit.clone();
         }
-        self.signal_all(Signal::SIGTERM);
-        let status = match tokio::time::timeout(grace, self.child.wait()).await {
-            Ok(status) => status,
-            Err(_) => {
-                self.signal_all(Signal::SIGKILL);
-                self.child.wait().await
+        let mut ladder = StopLadder::without_terminal(grace);
+        let what = format!("exec {}", self.pid);
+        let status = loop {
+            let Some(rung) = ladder.next_rung(&what) else {
+                break self.child.wait().await;
+            };
+            self.signal_all(rung.signal);
+            match rung.wait {
+                Some(wait) => {
+                    if let Ok(status) = tokio::time::timeout(wait, self.child.wait()).await {
+                        break status;
+                    }
+                }
+                None => break self.child.wait().await,
             }
         };
         let exit = status
@@ -213,14 +222,20 @@ impl ExecChild {
         let (pid, marker) = (self.pid, self.marker.clone());
         // The pipes close: a leftover blocked writing to them gets EPIPE rather than waiting.
         drop(self);
-        let m = marker.clone();
-        let found = move || signal_group(pid, &m, Signal::SIGTERM);
-        if tokio::task::spawn_blocking(found).await.unwrap_or(0) == 0 {
-            return;
+        let mut ladder = StopLadder::without_terminal(grace);
+        let what = format!("what exec {pid} left behind");
+        while let Some(rung) = ladder.next_rung(&what) {
+            let m = marker.clone();
+            let found = move || signal_group(pid, &m, rung.signal);
+            // The scan reads /proc: off the runtime's threads.
+            if tokio::task::spawn_blocking(found).await.unwrap_or(0) == 0 {
+                return;
+            }
+            match rung.wait {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return,
+            }
         }
-        tokio::time::sleep(grace).await;
-        let _ =
-            tokio::task::spawn_blocking(move || signal_group(pid, &marker, Signal::SIGKILL)).await;
     }
 
     fn signal_all(&self, signal: Signal) {

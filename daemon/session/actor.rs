@@ -169,7 +169,8 @@ impl Session {
             let reap_at = self
                 .program
                 .reap_at(viewers_gone, self.cfg.session.reap_after_exit);
-            let (drain_until, kill_at) = (self.program.drain_until(), self.program.kill_at());
+            let (drain_until, escalate_at) =
+                (self.program.drain_until(), self.program.escalate_at());
             let has_room = self.screen.has_room();
             let fanout_due = self.viewers.fanout_due();
             let fanout_pending = self.viewers.fanout_pending();
@@ -204,7 +205,7 @@ impl Session {
                 Some(reading) = reading => self.on_reading(reading),
                 status = exited => self.on_child_exit(status),
                 _ = sleep_until(drain_until) => self.finish_exit(),
-                _ = sleep_until(kill_at) => self.program.kill_now(),
+                _ = sleep_until(escalate_at) => self.program.escalate(),
                 _ = sleep_until(reap_at) => {
                     info!(session = %self.identity.id(), "reaping exited session with no viewer");
                     self.begin_end(EndReason::Reaped, None);

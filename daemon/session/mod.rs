@@ -79,7 +79,7 @@ pub use name::validate_name;
 pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
 pub use screen_thread::ScreenFailed;
-pub use signal::ALLOWED_SIGNALS;
+pub use signal::{Rung, StopLadder, ALLOWED_SIGNALS};
 pub use timestamp::rfc3339;
 pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM};
 pub use yield_to_typists::RecentKeys;

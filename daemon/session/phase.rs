@@ -3,7 +3,7 @@
 //! (`actor/lifecycle.rs`).
 //!
 //! ```text
-//! Running ──(YOLO toggle or end: SIGTERM)──▶ Stopping ──(exit)──▶ Draining
+//! Running ──(YOLO toggle or end: SIGHUP)──▶ Stopping ──(exit)──▶ Draining
 //! Running ──(exit)──▶ Draining ──(PTY EOF, or 500 ms)──▶ then:
 //!     Stay    ──▶ Exited ──(end, or reaped unwatched)──▶ Ended
 //!     Restart ──▶ Running (the replacement; Exited if it cannot start)
@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::events::EndReason;
 use super::input::HeldInput;
 use super::process::ExitInfo;
+use super::signal::StopLadder;
 
 /// The session is ending: why, and who waits for it.
 pub(super) struct Ending {
@@ -38,11 +39,12 @@ pub(super) enum Then {
 pub(super) enum Phase {
     /// The program runs.
     Running,
-    /// The program was asked to stop (SIGTERM) so that `then` can follow; it gets SIGKILL at
-    /// `kill_at` (once).
+    /// The program was asked to stop (SIGHUP) so that `then` can follow; while it stays, it
+    /// gets the next signal of `ladder` at `next_at` (none after SIGKILL).
     Stopping {
         then: Then,
-        kill_at: Option<Instant>,
+        ladder: StopLadder,
+        next_at: Option<Instant>,
     },
     /// The program exited with `status`; the rest of its output is read from the PTY until EOF
     /// or `until`.
@@ -116,10 +118,10 @@ impl Phase {
         }
     }
 
-    /// When the program gets SIGKILL.
-    pub(super) fn kill_at(&self) -> Option<Instant> {
+    /// When the program gets the next, firmer signal.
+    pub(super) fn escalate_at(&self) -> Option<Instant> {
         match self {
-            Self::Stopping { kill_at, .. } => *kill_at,
+            Self::Stopping { next_at, .. } => *next_at,
             _ => None,
         }
     }

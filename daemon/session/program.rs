@@ -23,6 +23,7 @@ use super::phase::{Ending, Phase, Then};
 use super::process::{self, ExitInfo, ExitWatch, Spawned};
 use super::pty::PtyMaster;
 use super::refusal::{Action, Refusal};
+use super::signal::StopLadder;
 use crate::metrics::Metrics;
 use crate::term::queries::Query;
 use crate::upgrade::image::{ExitImage, ProcessImage, SessionImage};
@@ -37,13 +38,17 @@ const LEFTOVER_TERM_AFTER: Duration = Duration::from_secs(1);
 /// `marker` is `None` after a restart, when the replacement carries the same marker.
 pub(super) async fn end_leftovers(pid: i32, marker: Option<Uuid>, grace: Duration) {
     tokio::time::sleep(LEFTOVER_TERM_AFTER).await;
-    if process::signal_session(pid, marker, Signal::SIGTERM) == 0 {
-        return;
-    }
-    tokio::time::sleep(grace).await;
-    let killed = process::signal_session(pid, marker, Signal::SIGKILL);
-    if killed > 0 {
-        warn!(session = ?marker, killed, "killed processes left behind by the session's program");
+    let mut ladder = StopLadder::without_terminal(grace);
+    let what = format!("what the program {pid} left behind");
+    while !process::session_pids(pid, marker).is_empty() {
+        let Some(rung) = ladder.next_rung(&what) else {
+            return;
+        };
+        process::signal_session(pid, marker, rung.signal);
+        match rung.wait {
+            Some(wait) => tokio::time::sleep(wait).await,
+            None => return,
+        }
     }
 }
 
@@ -163,9 +168,9 @@ impl Program {
         self.phase.drain_until()
     }
 
-    /// When the program gets SIGKILL.
-    pub(super) fn kill_at(&self) -> Option<Instant> {
-        self.phase.kill_at()
+    /// When the stopping program gets the next, firmer signal.
+    pub(super) fn escalate_at(&self) -> Option<Instant> {
+        self.phase.escalate_at()
     }
 
     /// When an exited session is reaped: `after` its last viewer left (`unwatched`: whether
@@ -359,8 +364,9 @@ impl Program {
         }
     }
 
-    /// Asks the program to stop (SIGTERM, SIGKILL after `grace`) for a restart, unless it
-    /// is not running or already restarting.
+    /// Prepares the program's stop for a restart (SIGHUP, SIGTERM, SIGKILL within `grace`,
+    /// begun by [`Program::terminate_for_restart`]), unless it is not running or already
+    /// restarting.
     pub(super) fn begin_restart(&mut self, grace: Duration) -> Result<(), Refusal> {
         if self.phase.restarting() {
             return Err(Refusal::RestartInProgress);
@@ -370,19 +376,21 @@ impl Program {
         }
         self.phase = Phase::Stopping {
             then: Then::Restart(Vec::new()),
-            kill_at: Some(Instant::now() + grace),
+            ladder: StopLadder::for_terminal(grace),
+            next_at: None,
         };
         Ok(())
     }
 
-    /// The restart's SIGTERM, to the program's kernel session (the marker would match the
-    /// replacement too).
-    pub(super) fn terminate_for_restart(&self) {
-        process::signal_session(self.proc.pid, None, Signal::SIGTERM);
+    /// The restart's SIGHUP, as a terminal closing would send it (an interactive bash
+    /// ignores SIGTERM), then firmer ones (see [`Program::escalate`]).
+    pub(super) fn terminate_for_restart(&mut self) {
+        self.escalate();
     }
 
     /// Begins ending the session for `reason` (`done` waits for it): the program is asked
-    /// to stop, SIGKILL after `grace`. The ending, when it is to complete now (no program).
+    /// to stop (SIGHUP, SIGTERM, SIGKILL within `grace`). The ending, when it is to complete
+    /// now (no program).
     pub(super) fn begin_end(
         &mut self,
         reason: EndReason,
@@ -401,13 +409,12 @@ impl Program {
         match self.phase.take() {
             // An ongoing restart is abandoned: the session ends instead.
             Phase::Running | Phase::Stopping { .. } => {
-                let (pid, marker) = (self.proc.pid, Some(self.session));
-                process::signal_session(pid, marker, Signal::SIGHUP);
-                process::signal_session(pid, marker, Signal::SIGTERM);
                 self.phase = Phase::Stopping {
                     then: Then::End(ending),
-                    kill_at: Some(Instant::now() + grace),
+                    ladder: StopLadder::for_terminal(grace),
+                    next_at: None,
                 };
+                self.escalate();
                 None
             }
             // Exited and still draining: stop waiting for the output.
@@ -423,15 +430,23 @@ impl Program {
         }
     }
 
-    /// The grace period is over: SIGKILL.
-    pub(super) fn kill_now(&mut self) {
+    /// The stopping program gets the next signal of its ladder: the first, or a firmer one
+    /// when it is still there after the last one's share of the grace period.
+    pub(super) fn escalate(&mut self) {
         // While restarting, the marker would also match the replacement: use the kernel session.
         let marker = (!self.phase.restarting()).then_some(self.session);
-        if let Phase::Stopping { kill_at, .. } = &mut self.phase {
-            *kill_at = None;
+        let what = format!("session {} program", self.session);
+        let Phase::Stopping {
+            ladder, next_at, ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        let rung = ladder.next_rung(&what);
+        *next_at = rung.and_then(|r| r.wait).map(|wait| Instant::now() + wait);
+        if let Some(rung) = rung {
+            process::signal_session(self.proc.pid, marker, rung.signal);
         }
-        warn!(session = %self.session, "program still running after the grace period: SIGKILL");
-        process::signal_session(self.proc.pid, marker, Signal::SIGKILL);
     }
 
     /// The session ends: whatever the latest program left behind, escaped into its own
