@@ -380,7 +380,8 @@ fn main() -> anyhow::Result<()> {
         }
     };
     // Peers are asked with this daemon's token: over plain http beyond this machine anyone on
-    // the path reads it. Allowed (a private network may be trusted), but said every time.
+    // the path reads it. Refused by the config unless `allow_cleartext_peers` (a private
+    // network may be trusted), and then said every time.
     let cleartext = cfg.cluster.cleartext_peers();
     if args.check_config {
         for peer in &cleartext {

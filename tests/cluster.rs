@@ -325,6 +325,39 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
             (StatusCode::OK, home.clone())
         );
     }
+    // Spelt in uppercase too: nginx lowercases a uuid before hashing it, as the daemon
+    // matches it; and a session created under an uppercase uuid lands where its lowercase
+    // spelling is routed.
+    for (id, home) in &owner {
+        let upper = id.to_string().to_uppercase();
+        let resp = get(&lb.url("http", &format!("/api/sessions/{upper}"))).await;
+        assert_eq!(
+            (resp.status(), answered_by(&resp)),
+            (StatusCode::OK, home.clone()),
+            "{upper}"
+        );
+    }
+    for _ in 0..8 {
+        let id = Uuid::new_v4();
+        let upper = id.to_string().to_uppercase();
+        let url = format!("{}/api/sessions?uuid={upper}", lb.url("http", ""));
+        let resp = http()
+            .post(url)
+            .bearer_auth(TOKEN)
+            .json(&json!({"assistant": "shell"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::CREATED, "{upper}");
+        let created_on = answered_by(&resp);
+        let resp = get(&lb.url("http", &format!("/api/sessions/{id}"))).await;
+        assert_eq!(
+            (resp.status(), answered_by(&resp)),
+            (StatusCode::OK, created_on.clone()),
+            "{id}"
+        );
+        owner.push((id, created_on));
+    }
     let one_each = ["alpha", "beta"].map(|h| owner.iter().find(|(_, o)| o == h).unwrap().clone());
     for (id, home) in &one_each {
         // The page, the replay page, REST, the SSE log, the recording, share links.
@@ -500,17 +533,59 @@ async fn nginx_routes_each_session_to_its_host_and_the_list_merges_the_peers() {
     let _ = lb.dir.path();
 }
 
-/// Peers over plain http beyond this machine get the token in the clear: the start and
-/// `--check-config` warn about each, and about no loopback or https peer.
+/// Peers over plain http beyond this machine would get the token in the clear: the start and
+/// `--check-config` refuse them with a clear error unless `allow_cleartext_peers = true`, and
+/// then warn about each, and about no loopback or https peer.
 #[tokio::test]
-async fn plain_http_peers_beyond_loopback_are_warned_about() {
+async fn plain_http_peers_beyond_loopback_are_refused_unless_allowed() {
     let peers = [
         "http://10.1.2.3:1977".to_owned(),
         "http://127.0.0.1:9".to_owned(),
         "http://localhost:9".to_owned(),
         "https://10.1.2.4:1977".to_owned(),
     ];
-    let d = host("warned", &peers);
+    let quoted: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let check = |allow: bool| {
+        let cfg = dir.path().join("c.toml");
+        let text = format!(
+            "[cluster]\nallow_cleartext_peers = {allow}\npeers = [{}]\n",
+            quoted.join(", ")
+        );
+        std::fs::write(&cfg, common::config(&text)).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+            .args(["--check-config", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, text) = check(false);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("peer \"http://10.1.2.3:1977\" is plain http beyond this machine")
+            && text.contains("allow_cleartext_peers = true"),
+        "{text}"
+    );
+    // The daemon does not start either.
+    let refused = std::panic::catch_unwind(|| host("refused", &peers));
+    assert!(refused.is_err(), "the daemon started with a cleartext peer");
+
+    let (ok, text) = check(true);
+    assert!(ok, "{text}");
+    let warned: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(
+        warned,
+        ["warning: cluster peer http://10.1.2.3:1977 is plain http: the token is sent to it unencrypted"],
+        "{text}"
+    );
+    let extra = format!(
+        "[cluster]\nhost = \"warned\"\nallow_cleartext_peers = true\npeers = [{}]\n",
+        quoted.join(", ")
+    );
+    let d = Daemon::start_args(&common::config(&extra), &["--token", TOKEN]);
     // Written before the daemon listens, so it is in the log by the time it is up.
     let log = d.log_text();
     let warned: Vec<&str> = log
@@ -519,26 +594,58 @@ async fn plain_http_peers_beyond_loopback_are_warned_about() {
         .collect();
     assert_eq!(warned.len(), 1, "{log}");
     assert!(warned[0].contains("http://10.1.2.3:1977"), "{log}");
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    let quoted: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
-    std::fs::write(
-        &cfg,
-        common::config(&format!("[cluster]\npeers = [{}]\n", quoted.join(", "))),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
-        .args(["--check-config", "--config"])
-        .arg(&cfg)
-        .output()
+/// A host listed among its own peers (here through a port forwarded to it, as its own
+/// network address would be) lists its sessions once, and a peer listed twice counts once.
+#[tokio::test]
+async fn a_host_among_its_own_peers_lists_its_sessions_once() {
+    let forward = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let me = format!("http://{}", forward.local_addr().unwrap());
+    let beta = host("beta", &[]);
+    let beta_url = beta.http("");
+    let beta_again = beta_url.replace("127.0.0.1", "localhost");
+    let d = host("alpha", &[me.clone(), beta_url.clone(), beta_again.clone()]);
+    let target = d.addr;
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = forward.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    for base in [d.http(""), beta_url] {
+        let resp = create(&base, None, json!({"assistant": "shell"})).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+    }
+    let list: Value = get(&d.http("/api/sessions?all=1"))
+        .await
+        .json()
+        .await
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let warned: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
+    let hosts: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["alpha", "beta"], "{list}");
+    let counts: Vec<(&Value, &Value, &Value)> = list["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (&h["host"], &h["reachable"], &h["sessions"]))
+        .collect();
     assert_eq!(
-        warned,
-        ["warning: cluster peer http://10.1.2.3:1977 is plain http: the token is sent to it unencrypted"],
-        "{text}"
+        counts,
+        [
+            (&json!("alpha"), &json!(true), &json!(1)),
+            (&json!("alpha"), &json!(true), &json!(0)),
+            (&json!("beta"), &json!(true), &json!(1)),
+            (&json!("beta"), &json!(true), &json!(0)),
+        ],
+        "{list}"
     );
 }

@@ -15,9 +15,14 @@ impl ClusterConfig {
         self.peers
             .iter()
             .map(String::as_str)
-            .filter(|p| p.starts_with("http://") && !loopback_host(p))
+            .filter(|p| cleartext(p))
             .collect()
     }
+}
+
+/// Whether a peer at `url` is asked in the clear beyond this machine.
+fn cleartext(url: &str) -> bool {
+    url.starts_with("http://") && !loopback_host(url)
 }
 
 /// Whether `url`'s host is `localhost` or a loopback address.
@@ -100,6 +105,13 @@ impl<'de> Deserialize<'de> for PeerUrl {
     }
 }
 
+impl PeerUrl {
+    /// The URL when it is plain `http://` beyond this machine.
+    pub(super) fn cleartext(&self) -> Option<&str> {
+        cleartext(&self.0).then_some(self.0.as_str())
+    }
+}
+
 impl Checked<String> for PeerUrl {
     fn into_value(self) -> String {
         self.0
@@ -145,8 +157,9 @@ mod tests {
 
     #[test]
     fn plain_http_beyond_this_machine_is_cleartext() {
+        let peers = "peers = [\"http://10.1.2.3:1977\", \"http://127.0.0.2:1\", \"http://[::1]:1\", \"http://LocalHost:1\", \"https://10.1.2.4\", \"http://b.example/p\"]\n";
         let c = from_toml_str(
-            "[cluster]\npeers = [\"http://10.1.2.3:1977\", \"http://127.0.0.2:1\", \"http://[::1]:1\", \"http://LocalHost:1\", \"https://10.1.2.4\", \"http://b.example/p\"]\n",
+            &format!("[cluster]\nallow_cleartext_peers = true\n{peers}"),
             "t",
         )
         .unwrap();
@@ -154,5 +167,21 @@ mod tests {
             c.cluster.cleartext_peers(),
             ["http://10.1.2.3:1977", "http://b.example/p"]
         );
+        // Refused unless allowed: the token would cross the network in the clear.
+        let e = from_toml_str(&format!("[cluster]\n{peers}"), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("t:2:9: peer \"http://10.1.2.3:1977\" is plain http"),
+            "{e}"
+        );
+        assert!(e.contains("allow_cleartext_peers = true"), "{e}");
+        // Loopback and https peers need nothing.
+        let c = from_toml_str(
+            "[cluster]\npeers = [\"http://127.0.0.1:1\", \"https://b.example\"]\n",
+            "t",
+        )
+        .unwrap();
+        assert!(!c.cluster.allow_cleartext_peers);
     }
 }

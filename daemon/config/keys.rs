@@ -181,6 +181,9 @@ section! {
         /// Base URLs (`http://10.0.0.2:1977`) of the other hosts, without a trailing slash.
         #[unset = Vec::new()]
         peers: Vec<String> = Vec<PeerUrl>,
+        /// Whether a peer may be asked over plain `http://` beyond this machine (the token
+        /// then crosses the network in the clear): refused at start unless set.
+        allow_cleartext_peers: bool = bool,
     }
 }
 

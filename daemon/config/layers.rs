@@ -33,6 +33,7 @@ pub(super) fn build(user: Option<(&str, &str)>) -> Result<Config, ConfigError> {
         }
     };
     check_message_limits(&layers)?;
+    check_cleartext_peers(&layers)?;
     let merged = layers
         .into_iter()
         .fold(RawConfig::default(), |below, layer| below.merge(layer.raw));
@@ -163,6 +164,29 @@ fn check_message_limits(layers: &[Layer<'_>]) -> Result<(), ConfigError> {
         (max_at, max.span())
     };
     Err(layers[at].error_at(span.start, reason))
+}
+
+/// A peer over plain `http://` beyond this machine would get the token in the clear: refused
+/// unless `allow_cleartext_peers` (from any layer) says otherwise. The error points at the
+/// peers that win.
+fn check_cleartext_peers(layers: &[Layer<'_>]) -> Result<(), ConfigError> {
+    let allowed = winning(layers, |r| r.cluster.allow_cleartext_peers.as_ref())
+        .is_some_and(|(_, allow)| *allow.get_ref());
+    let Some((at, peers)) = winning(layers, |r| r.cluster.peers.as_ref()) else {
+        return Ok(());
+    };
+    let Some(peer) = peers.get_ref().iter().find_map(|p| p.cleartext()) else {
+        return Ok(());
+    };
+    if allowed {
+        return Ok(());
+    }
+    let reason = format!(
+        "peer {peer:?} is plain http beyond this machine: this host's token would cross the \
+         network in the clear (use https://, or set allow_cleartext_peers = true in [cluster] \
+         for a network you trust)"
+    );
+    Err(layers[at].error_at(peers.span().start, reason))
 }
 
 // ---- the file as written ---------------------------------------------------------------

@@ -2,6 +2,7 @@
 //! this host's sessions merged with its peers' (asked through their REST API, all at once,
 //! time-bounded; a peer that does not answer is listed as unreachable).
 
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::session::SessionInfo;
 
@@ -53,7 +55,8 @@ pub(super) struct HostStatus {
     url: Option<String>,
     /// Whether its list is included.
     reachable: bool,
-    /// How many of the sessions are its.
+    /// How many of the sessions are its: those of its list not already listed (none, for a
+    /// peer that is this host).
     sessions: usize,
     /// Why it is unreachable.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -165,20 +168,26 @@ async fn merged(state: &Arc<AppState>) -> MergedList {
             .unwrap_or_else(|_| Err(format!("no answer within {PEER_DEADLINE:?}")));
         (url, answer)
     });
+    // A session is listed once: a peer that is this host (listed among its own peers, or
+    // reached under two URLs) adds none of the sessions already listed.
+    let mut listed: HashSet<Uuid> = sessions.iter().map(|s| s.info.id).collect();
     for (url, answer) in futures_util::future::join_all(asks).await {
         match answer {
             Ok((name, list)) => {
+                let before = sessions.len();
+                sessions.extend(list.into_iter().filter(|info| listed.insert(info.id)).map(
+                    |info| HostedSession {
+                        info,
+                        host: name.clone(),
+                    },
+                ));
                 hosts.push(HostStatus {
-                    host: Some(name.clone()),
+                    host: Some(name),
                     url: Some(url.clone()),
                     reachable: true,
-                    sessions: list.len(),
+                    sessions: sessions.len() - before,
                     error: None,
                 });
-                sessions.extend(list.into_iter().map(|info| HostedSession {
-                    info,
-                    host: name.clone(),
-                }));
             }
             Err(error) => {
                 tracing::info!(peer = %url, %error, "cluster peer unreachable");
