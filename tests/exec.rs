@@ -479,6 +479,56 @@ async fn sse_client_that_disconnects_kills_the_group() {
     group_gone(pid).await;
 }
 
+/// A client that vanishes while its program is silent is noticed by the keep-alive, within
+/// 15 s, and its group is ended then (not when the program next writes: never, here).
+#[tokio::test]
+async fn a_silent_sse_execs_vanished_client_is_noticed_within_15_s() {
+    let d = Daemon::start_with(&test_config(""));
+    let resp = post_exec(&d, json!({"cmd": "echo $$; exec sleep 1000"})).await;
+    let mut s = Sse::from_response(resp, "/api/exec");
+    s.until("the pid", |e| !e.is_empty()).await;
+    let pid: i32 = s.of("stdout")[0].trim().parse().expect("pid");
+    drop(s);
+    let gone_by = std::time::Instant::now() + Duration::from_secs(20);
+    while group_alive(pid) {
+        assert!(
+            std::time::Instant::now() < gone_by,
+            "sleep {pid} outlived its client by 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pipe_exec_with_a_timeout_ends_its_group_and_says_so() {
+    let d = Daemon::start_with(&test_config(""));
+    let script = "echo $$; sleep 1000 & echo before; sleep 1000";
+    let query = format!("{}&timeout_sec=1", argv_query(&["sh", "-c", script]));
+    let mut p = Pipe::open_url(&exec_url(&d, &query)).await;
+    let pid = first_line_pid(&mut p).await;
+    let exit = p.until_exit().await;
+    assert_eq!(
+        exit,
+        json!({"type":"exit","code":143,"signal":"SIGTERM","timed_out":true})
+    );
+    assert_eq!(p.closed.as_ref().map(|c| c.0), Some(1000));
+    assert!(String::from_utf8_lossy(&p.out).contains("before"));
+    group_gone(pid).await;
+    // A bad timeout is refused before the upgrade.
+    for bad in ["0", "-1", "1e9", "soon"] {
+        let query = format!("{}&timeout_sec={bad}", argv_query(&["true"]));
+        let e = tokio_tungstenite::connect_async(exec_url(&d, &query))
+            .await
+            .expect_err("refused");
+        assert_eq!(http_status(e), StatusCode::BAD_REQUEST, "timeout_sec={bad}");
+    }
+    let m = d.metrics_text().await;
+    assert!(
+        m.contains("ptyhub_execs_total{outcome=\"timed_out\"} 1"),
+        "{m}"
+    );
+}
+
 #[tokio::test]
 async fn every_bad_request_is_answered_clearly() {
     let d = Daemon::start_with(&test_config(""));

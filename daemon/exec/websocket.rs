@@ -1,6 +1,7 @@
 //! Pipe mode over a WebSocket (docs/protocol.md section 13, seed 001): the connection's reader
 //! writes the client's binary messages to the process's stdin, and its writer sends each piece
-//! of stdout and stderr as it is read, then `exit` and close 1000.
+//! of stdout and stderr as it is read, then `exit` and close 1000; at a `timeout_sec`, the
+//! group is ended, what it wrote sent, then an `exit` saying `"timed_out":true`.
 //!
 //! Backpressure both ways without a queue: the writer reads the pipes only after the previous
 //! piece went to the socket, so a client that does not read stalls only its own process (its
@@ -50,6 +51,8 @@ pub async fn refuse(mut ws: Accepted, why: &str, metrics: &Metrics) {
 enum End {
     /// The program exited and its output was all sent.
     Exited(ExitInfo),
+    /// The program ran out of its time.
+    TimedOut,
     /// The client went, closed, broke a frame rule or stopped reading its replies; the close
     /// to send, if any.
     ClientGone(Option<(u16, &'static str)>),
@@ -57,14 +60,15 @@ enum End {
     Shutdown,
 }
 
-/// Serves one pipe-mode exec until the program ends or the client goes; either way the
-/// process group is ended and reaped before this returns.
+/// Serves one pipe-mode exec until the program ends, the client goes or `timeout` passes;
+/// either way the process group is ended and reaped before this returns.
 pub async fn run(
     ws: Accepted,
     mut child: ExecChild,
     permit: Permit,
     cfg: Arc<Config>,
     execs: Arc<Execs>,
+    timeout: Option<Duration>,
 ) {
     let halves = socket::split(ws.into_inner());
     let mut write = halves.write;
@@ -120,12 +124,20 @@ pub async fn run(
             }
         }
     };
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
     let end = tokio::select! {
         end = pump => end.unwrap_or(End::ClientGone(None)),
+        _ = deadline => End::TimedOut,
         _ = overrun.cancelled() => End::ClientGone(Some((1008, "not reading: too much queued for this connection"))),
         _ = execs.shutdown.cancelled() => End::Shutdown,
         _ = peer_gone(tcp) => End::ClientGone(None),
     };
+    let timed_out = matches!(end, End::TimedOut);
     let (exit, close) = match end {
         End::Exited(info) => {
             let exit = ServerMessage::Exit {
@@ -133,6 +145,25 @@ pub async fn run(
                 signal: info.signal.clone(),
             };
             let exit = exit.to_json();
+            let _ = send(&mut write, &mut out, OpCode::Text, exit.as_bytes()).await;
+            (info, Some((1000, "")))
+        }
+        End::TimedOut => {
+            debug!(
+                pid = child.pid(),
+                "exec timed out: ending its process group"
+            );
+            let info = child.terminate(execs.kill_grace).await;
+            // What the group wrote before it died is still in the pipes: pass it on.
+            let drain = async {
+                while let Event::Output(_, bytes) = child.next().await {
+                    send_output(&mut write, &mut out, &bytes).await?;
+                    metrics.bytes_out.add(bytes.len() as u64 - 1);
+                }
+                Ok::<_, std::io::Error>(())
+            };
+            let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
+            let exit = pipe::timed_out_exit_json(info.code, info.signal.as_deref());
             let _ = send(&mut write, &mut out, OpCode::Text, exit.as_bytes()).await;
             (info, Some((1000, "")))
         }
@@ -148,7 +179,7 @@ pub async fn run(
             Some((1001, "the daemon is shutting down")),
         ),
     };
-    permit.finish(Some(&exit), false);
+    permit.finish(Some(&exit), timed_out);
     if let Some((code, reason)) = close {
         let frame = Frame::close(code, reason.as_bytes());
         let closing = send(&mut write, &mut out, OpCode::Close, &frame.payload);

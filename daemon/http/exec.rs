@@ -39,13 +39,22 @@ struct PipeQuery {
     cwd: Option<String>,
     /// `env=K=V`, repeatable (`ptyhub exec --env`).
     env: BTreeMap<String, String>,
+    /// `timeout_sec=N`: the group is ended after this long, as with SSE.
+    timeout: Option<std::time::Duration>,
 }
 
 fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
     let (mut cmd, mut args, mut cwd) = (None, Vec::new(), None);
     let mut env = BTreeMap::new();
+    let mut timeout = None;
     for (k, v) in query_pairs(req) {
         match k.as_str() {
+            "timeout_sec" => {
+                let t = v
+                    .parse()
+                    .map_err(|_| format!("timeout_sec must be a number, not {v:?}"))?;
+                timeout = Some(exec_sse::timeout_sec(t)?);
+            }
             "cmd" => cmd = Some(v),
             "arg" => args.push(v),
             "cwd" => cwd = Some(v).filter(|c| !c.is_empty()),
@@ -72,7 +81,12 @@ fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
     if cwd.as_deref().is_some_and(|c| c.contains('\0')) {
         return Err("cwd contains a NUL byte".to_owned());
     }
-    Ok(PipeQuery { argv, cwd, env })
+    Ok(PipeQuery {
+        argv,
+        cwd,
+        env,
+        timeout,
+    })
 }
 
 /// A place for one more exec, or the 429 that refuses it.
@@ -101,7 +115,7 @@ fn start(
     })
 }
 
-/// `GET /api/exec?cmd=PROG&arg=A&cwd=DIR`: pipe mode over a WebSocket.
+/// `GET /api/exec?cmd=PROG&arg=A&cwd=DIR&timeout_sec=N`: pipe mode over a WebSocket.
 pub(super) fn websocket(
     mut req: Request<Incoming>,
     state: &Arc<AppState>,
@@ -134,7 +148,7 @@ pub(super) fn websocket(
             }
         };
         match start(&permit, &q.argv, &q.env, q.cwd.as_deref()) {
-            Ok(child) => websocket::run(ws, child, permit, cfg, execs).await,
+            Ok(child) => websocket::run(ws, child, permit, cfg, execs, q.timeout).await,
             Err(e) => {
                 info!("exec could not start: {e}");
                 permit.finish(None, false);

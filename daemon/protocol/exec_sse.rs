@@ -51,6 +51,18 @@ enum Cmd {
     Argv(Vec<String>),
 }
 
+/// A `timeout_sec` (of an SSE body or a pipe-mode query) checked: above 0, at most
+/// [`MAX_TIMEOUT_SEC`].
+pub fn timeout_sec(t: f64) -> Result<Duration, String> {
+    if t > 0.0 && t <= MAX_TIMEOUT_SEC {
+        Ok(Duration::from_secs_f64(t))
+    } else {
+        Err(format!(
+            "timeout_sec must be more than 0 and at most {MAX_TIMEOUT_SEC}, not {t}"
+        ))
+    }
+}
+
 /// Parses and checks a request body; `Err` says what is wrong, for a 400.
 pub fn parse_request(body: &[u8]) -> Result<ExecRequest, String> {
     let body: Body = serde_json::from_slice(body).map_err(|e| {
@@ -80,15 +92,7 @@ pub fn parse_request(body: &[u8]) -> Result<ExecRequest, String> {
     if cwd.as_deref().is_some_and(|c| c.contains('\0')) {
         return Err("cwd contains a NUL byte".to_owned());
     }
-    let timeout = match body.timeout_sec {
-        None => None,
-        Some(t) if t > 0.0 && t <= MAX_TIMEOUT_SEC => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return Err(format!(
-                "timeout_sec must be more than 0 and at most {MAX_TIMEOUT_SEC}, not {t}"
-            ))
-        }
-    };
+    let timeout = body.timeout_sec.map(timeout_sec).transpose()?;
     Ok(ExecRequest {
         argv,
         shown,

@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 use nix::sys::signal::Signal;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::dialect::Inbound;
@@ -156,6 +157,26 @@ pub fn split_output(message: &[u8]) -> Option<(Stream, &[u8])> {
 /// The server's text messages: `exit` and `error`, exactly as the raw dialect writes them.
 pub use super::raw::ServerMessage;
 
+/// The `exit` message of a program ended at its `timeout_sec`: the raw dialect's `exit` with
+/// `"timed_out":true` (an exit without it did not time out).
+pub fn timed_out_exit_json(code: i32, signal: Option<&str>) -> String {
+    #[derive(Serialize)]
+    struct Exit<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        code: i32,
+        signal: Option<&'a str>,
+        timed_out: bool,
+    }
+    let exit = Exit {
+        kind: "exit",
+        code,
+        signal,
+        timed_out: true,
+    };
+    serde_json::to_string(&exit).unwrap_or_default()
+}
+
 impl From<BadMessage> for ServerMessage {
     fn from(bad: BadMessage) -> Self {
         ServerMessage::error(bad.code, bad.message)
@@ -237,6 +258,10 @@ mod tests {
         assert_eq!(
             killed.to_json(),
             r#"{"type":"exit","code":137,"signal":"SIGKILL"}"#
+        );
+        assert_eq!(
+            timed_out_exit_json(143, Some("SIGTERM")),
+            r#"{"type":"exit","code":143,"signal":"SIGTERM","timed_out":true}"#
         );
         assert_eq!(
             ServerMessage::error("exec_failed", "no").to_json(),
