@@ -559,6 +559,22 @@ async fn a_trusted_proxy_s_connections_have_a_cap() {
         answer.ends_with(r#"{"error":"too many connections from this address"}"#),
         "{answer}"
     );
+    // A client that sends its request at once (as every HTTP client does) reads the 429 to its
+    // end, not a reset: the daemon takes the request it refuses before it closes.
+    for _ in 0..5 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut refused = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+        refused
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: ptyhub\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(TIMEOUT, refused.read_to_string(&mut answer))
+            .await
+            .expect("an answer");
+        assert!(read.is_ok(), "{read:?} after {answer:?}");
+        assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    }
     drop(open.pop());
     let start = std::time::Instant::now();
     loop {

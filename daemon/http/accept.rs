@@ -16,6 +16,11 @@ use super::*;
 /// first request before it is closed.
 const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long a refused connection's request is read (and dropped) after the 429, and how much
+/// of it at most: enough for a request head, so that closing sends no reset.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+const LINGER_BYTES: usize = 64 * 1024;
+
 /// Accepts connections until shutdown; with `tls`, each one is a TLS connection.
 pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<super::tls::Tls>>) {
     loop {
@@ -230,7 +235,7 @@ impl Drop for RequestDone {
 /// Answers a connection over the per-address limit with a plain 429 and closes it; written
 /// by hand (no HTTP connection is served), so it names the host itself like every response.
 pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream, host: String) {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = r#"{"error":"too many connections from this address"}"#;
     // The name was checked to be header-safe when the config was read.
     let reply = format!(
@@ -242,5 +247,21 @@ pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream, host
         std::time::Duration::from_secs(5),
         stream.write_all(reply.as_bytes()),
     )
+    .await;
+    // Closed with the client's request unread, the socket would answer with a reset, which
+    // can reach the client before it reads the 429 ("connection reset" instead of a refusal
+    // it can act on). So: the end of the reply, then what the client sends is read and
+    // dropped until it closes (bounded in bytes and time, like nginx's lingering close).
+    let _ = stream.shutdown().await;
+    let mut scratch = [0u8; 4096];
+    let mut left = LINGER_BYTES;
+    let _ = tokio::time::timeout(LINGER, async {
+        while left > 0 {
+            match stream.read(&mut scratch).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
     .await;
 }
