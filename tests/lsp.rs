@@ -53,6 +53,18 @@ command = ["sh", "-c", "printf 'Nonsense\r\n\r\n'; exec sleep 1000"]
 [lsp.missing]
 command = ["/no/such/language-server", "--stdio"]
 
+[lsp.flood]
+command = ["python3", "-c", '''
+import sys
+out, pad, i = sys.stdout.buffer, "x" * 10000, 0
+while True:
+    body = ('{{"jsonrpc":"2.0","method":"n","params":[%d,"%s"]}}' % (i, pad)).encode()
+    out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    out.flush()
+    i += 1
+    open("count", "w").write(str(i))
+''']
+
 {extra}
 "#,
         bin = bin.display()
@@ -401,6 +413,46 @@ async fn a_server_that_will_not_start_or_dies_mid_session_says_why() {
 }
 
 #[tokio::test]
+async fn a_client_that_stops_reading_stops_the_server_and_loses_nothing() {
+    let d = Daemon::in_process_with(&lsp_config(""));
+    let work = workspace(&[]);
+    let count = || {
+        std::fs::read_to_string(work.path().join("count"))
+            .ok()
+            .and_then(|c| c.trim().parse::<u64>().ok())
+    };
+    let mut c = Lsp::open(&dir_url(&d, "flood", work.path())).await;
+    // Not reading: the server's writes stop once the socket and its pipe are full.
+    let mut last = None;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let stalled = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never stalled: {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = count();
+        if now.is_some() && now == last {
+            break now.unwrap_or_default();
+        }
+        last = now;
+    };
+    // 10 KB each: the socket's buffers and one pipe hold a few MB, not the flood.
+    assert!(
+        stalled < 3000,
+        "{stalled} messages written to a client that reads none"
+    );
+    // Every message arrives, in order, once the client reads.
+    c.until("every message written", |l| l.texts.len() as u64 > stalled)
+        .await;
+    for (i, m) in c.texts.iter().enumerate() {
+        assert_eq!(m["params"][0], i, "message {i}");
+    }
+    c.ws.close(None).await.expect("close");
+    none_left_in(work.path()).await;
+}
+
+#[tokio::test]
 async fn the_session_ending_ends_its_server() {
     let d = Daemon::in_process_with(&lsp_config(""));
     let work = workspace(&[]);
@@ -523,6 +575,13 @@ async fn access_limits_and_bad_requests_are_answered_before_anything_runs() {
         .unwrap_or("")
         .contains("language-server"));
     assert_eq!(entry("python").expect("python")["command"][1], "--stdio");
+    // The embedded default's four (rust-analyzer cannot be installed here: its path is the
+    // others').
+    assert_eq!(
+        entry("rust").expect("rust")["command"],
+        json!(["rust-analyzer"])
+    );
+    assert_eq!(entry("go").expect("go")["command"], json!(["gopls"]));
 }
 
 /// Connects once a place is free again (the previous server's permit is given back as its
