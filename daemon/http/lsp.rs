@@ -138,9 +138,12 @@ fn serve(
                 return;
             }
         };
+        // The program's file name: the close reasons have 123 bytes, a path would fill them.
+        let program = server.command.first().map(Path::new);
+        let program = program.and_then(Path::file_name).map(|p| p.to_string_lossy());
         let served = Served {
             lang,
-            program: server.command.first().cloned().unwrap_or_default(),
+            program: program.unwrap_or_default().into_owned(),
         };
         match start(&server, &cwd, permit.id) {
             Ok(child) => {

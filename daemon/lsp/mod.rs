@@ -15,6 +15,6 @@ pub mod framing;
 pub struct Served {
     /// The language's key (`python`).
     pub lang: String,
-    /// The server's program, as configured.
+    /// The server's program's file name (`pyright-langserver`).
     pub program: String,
 }
