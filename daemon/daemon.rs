@@ -145,6 +145,7 @@ impl Daemon {
         let shutdown = Shutdown::new();
         let execs = Execs::new(
             cfg.limits.max_execs,
+            cfg.limits.max_lsp,
             cfg.session.kill_grace,
             shutdown.clone(),
             registry.journal().clone(),

@@ -14,6 +14,7 @@
 //! - [`session`]: one actor task per session owning the process and its PTY, the screen
 //!   model, the output log, the viewers and the session's metadata.
 //! - [`exec`]: one process per request on pipes, bound to its client (WebSocket or SSE).
+//! - [`lsp`]: language servers over WebSocket, run and ended as execs are.
 //! - [`protocol`]: pure codecs between wire frames and messages, one per dialect.
 //! - [`term`]: the terminal, pure: the one escape-sequence scanner, the screen model, its ANSI
 //!   renderer and snapshots, terminal queries.
@@ -48,6 +49,7 @@ pub mod daemon;
 pub mod exec;
 pub mod http;
 pub mod journal;
+pub mod lsp;
 pub mod metrics;
 pub mod notify;
 pub mod protocol;

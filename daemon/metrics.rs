@@ -84,12 +84,20 @@ pub struct Metrics {
     pub sse_streams: Gauge,
     /// Exec processes running now.
     pub execs_running: Gauge,
+    /// Language servers running now.
+    pub lsp_running: Gauge,
+    /// JSON-RPC messages passed from clients to language servers.
+    pub lsp_messages_in: Counter,
+    /// JSON-RPC messages passed from language servers to clients.
+    pub lsp_messages_out: Counter,
     /// Idle sessions' screen models put away as snapshots.
     pub screens_parked: Gauge,
     /// Bytes those snapshots keep.
     pub screens_parked_bytes: Gauge,
     /// Execs that ended, by outcome, in [`ExecOutcome`] order.
     execs: [Counter; 4],
+    /// Language servers that ended, by outcome, in [`ExecOutcome`] order.
+    lsp: [Counter; 4],
     /// Notifications by outcome, in [`NotifyOutcome`] order.
     notifications: [Counter; 3],
     /// Error messages sent to viewers and refused requests, by code.
@@ -107,7 +115,7 @@ pub struct SessionCounts {
     pub viewers: u64,
 }
 
-/// How an exec ended, for `/metrics`.
+/// How an exec (or a language server) ended, for `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecOutcome {
     /// The process exited by itself (any code).
@@ -183,6 +191,11 @@ impl Metrics {
         self.execs[outcome as usize].inc();
     }
 
+    /// Counts a language server that ended.
+    pub fn lsp_ended(&self, outcome: ExecOutcome) {
+        self.lsp[outcome as usize].inc();
+    }
+
     /// Counts an error by its code.
     pub fn error(&self, code: &str) {
         let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
@@ -225,6 +238,11 @@ impl Metrics {
             "ptyhub_execs_running",
             "Exec processes running now.",
             &[("", self.execs_running.get())],
+        );
+        gauge(
+            "ptyhub_lsp_running",
+            "Language servers running now.",
+            &[("", self.lsp_running.get())],
         );
         gauge(
             "ptyhub_screens_parked",
@@ -283,6 +301,16 @@ impl Metrics {
                 &self.recording_failures,
             ),
             (
+                "ptyhub_lsp_messages_in_total",
+                "JSON-RPC messages passed from clients to language servers.",
+                &self.lsp_messages_in,
+            ),
+            (
+                "ptyhub_lsp_messages_out_total",
+                "JSON-RPC messages passed from language servers to clients.",
+                &self.lsp_messages_out,
+            ),
+            (
                 "ptyhub_auth_failures_total",
                 "Requests refused for their token.",
                 &self.auth_failures,
@@ -304,6 +332,18 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "ptyhub_execs_total{{outcome=\"{}\"}} {n}",
+                outcome.label()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP ptyhub_lsp_total Language servers that ended, by outcome.\n# TYPE ptyhub_lsp_total counter"
+        );
+        for outcome in ExecOutcome::ALL {
+            let n = self.lsp[outcome as usize].get();
+            let _ = writeln!(
+                out,
+                "ptyhub_lsp_total{{outcome=\"{}\"}} {n}",
                 outcome.label()
             );
         }

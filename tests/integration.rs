@@ -14,6 +14,7 @@ mod collab;
 mod docs;
 mod exec;
 mod faults;
+mod lsp;
 mod mux;
 mod notify;
 mod openapi;

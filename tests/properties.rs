@@ -272,6 +272,48 @@ proptest! {
         let _ = targets::board_changes(&mut u);
     }
 
+    /// A language server's messages come out of the base protocol whole, in order and within
+    /// the bound, whatever the reads (docs/protocol.md section 13a).
+    #[test]
+    fn lsp_messages_are_independent_of_reads(
+        bodies in proptest::collection::vec(json_value().prop_map(|v| v.to_string()), 0..6),
+        max in 1usize..400,
+        cuts in proptest::collection::vec(1usize..50, 1..12),
+        garbage in proptest::option::of(proptest::collection::vec(any::<u8>(), 1..40)),
+    ) {
+        let mut data = Vec::new();
+        for body in &bodies {
+            data.extend_from_slice(ptyhub::lsp::framing::header(body.len()).as_bytes());
+            data.extend_from_slice(body.as_bytes());
+        }
+        let clean = garbage.is_none();
+        if let Some(g) = garbage {
+            let at = cuts[0].min(data.len());
+            data.splice(at..at, g);
+        }
+        let mut pieces = Vec::new();
+        let (mut at, mut i) = (0, 0);
+        while at < data.len() {
+            let end = (at + cuts[i % cuts.len()]).min(data.len());
+            pieces.push(data[at..end].to_vec());
+            at = end;
+            i += 1;
+        }
+        inv::check_lsp_stream(&pieces, max, clean.then_some(&bodies[..]));
+    }
+
+    /// A client's frame to a language server is passed on unchanged exactly when it is a JSON
+    /// object or array in a text frame; anything else gets a JSON-RPC error.
+    #[test]
+    fn lsp_client_frames_are_json_rpc_or_answered(
+        is_text in any::<bool>(),
+        raw in proptest::collection::vec(any::<u8>(), 0..64),
+        value in json_value(),
+    ) {
+        inv::check_lsp_client_message(is_text, &raw);
+        inv::check_lsp_client_message(is_text, value.to_string().as_bytes());
+    }
+
     /// Exec output as SSE text: the same whatever the reads, and exact through an SSE client.
     #[test]
     fn exec_text_is_independent_of_reads(

@@ -3,7 +3,7 @@
 //! documents each for people and holds its default; `section!` makes the rest.
 //!
 //! To add a key: a line here and its documented default there (or `#[unset = ...]` here when
-//! it has none). `[tls]`, `[assistants]` and `listen` are read in `layers`.
+//! it has none). `[tls]`, `[assistants]`, `[lsp]` and `listen` are read in `layers`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,6 +37,10 @@ const MAX_SCROLLBACK_API_BYTES: u64 = 16 * 1024 * 1024;
 /// Most exec processes at once: each is a process with three pipes, so thousands are surely a
 /// typo.
 const MAX_EXECS: u64 = 4096;
+
+/// Smallest bound on a language server's messages, bytes (4 KiB): an `initialize` alone is
+/// a few kilobytes.
+const MIN_LSP_MESSAGE_BYTES: u64 = 4096;
 
 /// Smallest recording cap, bytes (4 KiB): a header and a screenful.
 const MIN_RECORDING_BYTES: u64 = 4096;
@@ -143,6 +147,11 @@ section! {
         max_connections_per_ip: usize = Int<1, 1_000_000>,
         /// Most exec processes running at once (`/api/exec`, both transports).
         max_execs: usize = Int<1, MAX_EXECS>,
+        /// Most language servers running at once (`/ws/{id}/lsp/{lang}`, `/ws/lsp/{lang}`).
+        max_lsp: usize = Int<1, MAX_EXECS>,
+        /// Largest JSON-RPC message passed to or from a language server, bytes (at least
+        /// 4 KiB); a larger one closes the connection with 1009.
+        lsp_message_bytes: usize = Int<MIN_LSP_MESSAGE_BYTES, USIZE_MAX>,
         /// How long a connection may take to send a request's headers (the first request's
         /// counted from the accept, a TLS handshake included), and may stay idle between
         /// requests, before it is closed.

@@ -4,7 +4,7 @@
 //! checks made after parsing, name the file, line and column.
 //!
 //! The tables' keys are declared in `keys`; here are the top level (`listen` and the tables),
-//! `[assistants]`, and how the layers meet.
+//! `[assistants]`, `[lsp]`, and how the layers meet.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +19,8 @@ use super::keys::{
 };
 use super::patterns::{RawPatterns, StateHooks};
 use super::section::required;
-use super::values::{Argv, AssistantKey, DisplayName, EnvVars, Listen};
-use super::{Assistant, Config, ConfigError, DEFAULT_ORIGIN, DEFAULT_TOML};
+use super::values::{Argv, AssistantKey, DisplayName, EnvVars, LangKey, Listen};
+use super::{Assistant, Config, ConfigError, LanguageServer, DEFAULT_ORIGIN, DEFAULT_TOML};
 
 /// The embedded default, with the user layer `(text, origin)` laid over it when given.
 pub(super) fn build(user: Option<(&str, &str)>) -> Result<Config, ConfigError> {
@@ -212,6 +212,8 @@ struct RawConfig {
     #[serde(default)]
     assistants: BTreeMap<AssistantKey, Spanned<RawAssistant>>,
     #[serde(default)]
+    lsp: BTreeMap<LangKey, RawLanguageServer>,
+    #[serde(default)]
     auth: RawAuth,
     #[serde(default)]
     limits: RawLimits,
@@ -228,8 +230,10 @@ struct RawConfig {
 impl RawConfig {
     /// `over` laid on `self`: keys one by one, assistants table by table (but for their
     /// attention settings, `state` and `state_hooks`, which a table that leaves them out takes
-    /// from the one it replaces), `[tls]` whole.
+    /// from the one it replaces), language servers table by table, `[tls]` whole.
     fn merge(self, over: RawConfig) -> RawConfig {
+        let mut lsp = self.lsp;
+        lsp.extend(over.lsp);
         let mut assistants = self.assistants;
         for (key, mut table) in over.assistants {
             if let Some(below) = assistants.remove(&key) {
@@ -251,6 +255,7 @@ impl RawConfig {
             session: self.session.merge(over.session),
             viewer: self.viewer.merge(over.viewer),
             assistants,
+            lsp,
             auth: self.auth.merge(over.auth),
             limits: self.limits.merge(over.limits),
             recording: self.recording.merge(over.recording),
@@ -282,6 +287,16 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
                 (key.0, assistant)
             })
             .collect(),
+        lsp: raw
+            .lsp
+            .into_iter()
+            .map(|(key, table)| {
+                let server = LanguageServer {
+                    command: table.command.0,
+                };
+                (key.0, server)
+            })
+            .collect(),
         auth: raw.auth.finish()?,
         limits: raw.limits.finish()?,
         recording: raw.recording.finish()?,
@@ -290,6 +305,13 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         attention: raw.attention.finish()?,
         source,
     })
+}
+
+/// `[lsp.KEY]` as written: a user file's table replaces the default's of the same key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLanguageServer {
+    command: Argv,
 }
 
 /// `[assistants.KEY]` as written: a user file's table replaces the default's of the same key

@@ -12,13 +12,14 @@
 //! as written, the merge and the finish); how the sources are parsed and laid over each other,
 //! and the checks across keys, are in `layers`; what each value may be is in `values`; how an
 //! assistant's command is resolved and found is in `assistants`; its screen patterns and hook
-//! wiring (attention) in `patterns`.
+//! wiring (attention) in `patterns`; language servers (`[lsp.KEY]`) in `lsp`.
 
 mod assistants;
 mod cluster;
 mod deploy;
 mod keys;
 mod layers;
+mod lsp;
 mod notify;
 mod patterns;
 mod section;
@@ -35,6 +36,7 @@ pub use keys::{
     RecordingConfig, ServerConfig, SessionConfig, ViewerConfig,
 };
 use layers::build;
+pub use lsp::LanguageServer;
 pub use notify::Webhook;
 pub use patterns::{compile as compile_pattern, ScreenPatterns, StateHooks};
 pub use values::parse_duration;
@@ -68,6 +70,8 @@ pub struct Config {
     pub viewer: ViewerConfig,
     /// The programs a session can run, by key (the `assistant` query parameter).
     pub assistants: BTreeMap<String, Assistant>,
+    /// The language servers, by language (the `{lang}` of `/ws/{id}/lsp/{lang}`).
+    pub lsp: BTreeMap<String, LanguageServer>,
     /// Who may connect.
     pub auth: AuthConfig,
     /// Bounds on what clients may use.

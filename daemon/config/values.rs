@@ -249,18 +249,33 @@ pub(super) struct AssistantKey(pub(super) String);
 
 impl<'de> Deserialize<'de> for AssistantKey {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let key = String::deserialize(d)?;
-        let valid = !key.is_empty()
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-        if valid {
-            Ok(AssistantKey(key))
-        } else {
-            Err(de::Error::custom(format!(
-                "invalid assistant key {key:?}: use only a-z, 0-9, \"_\" and \"-\""
-            )))
-        }
+        table_key(d, "assistant").map(AssistantKey)
+    }
+}
+
+/// A language's key (`[lsp.KEY]`, the `{lang}` of its path): as an assistant's.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct LangKey(pub(super) String);
+
+impl<'de> Deserialize<'de> for LangKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        table_key(d, "language").map(LangKey)
+    }
+}
+
+/// A table's key: lowercase letters, digits, `_` and `-`, as a `what` key.
+fn table_key<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<String, D::Error> {
+    let key = String::deserialize(d)?;
+    let valid = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if valid {
+        Ok(key)
+    } else {
+        Err(de::Error::custom(format!(
+            "invalid {what} key {key:?}: use only a-z, 0-9, \"_\" and \"-\""
+        )))
     }
 }
 

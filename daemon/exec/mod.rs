@@ -2,7 +2,8 @@
 //! the client that asked for it. This module owns what every exec shares whatever its
 //! transport: the running-exec limit, the tasks that shutdown waits for, and how an ended exec
 //! is counted and journaled. [`child`] is the process; [`websocket`] drives pipe mode; the
-//! SSE transport is in `http::exec`, next to the other event streams.
+//! SSE transport is in `http::exec`, next to the other event streams. Language servers
+//! (`crate::lsp`) are run the same way, under a limit of their own ([`Kind::Lsp`]).
 
 pub mod child;
 pub mod websocket;
@@ -23,11 +24,20 @@ use crate::shutdown::Shutdown;
 /// daemon a process holds (tests run several), as the marker must be.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Every exec of the daemon: how many run, and the tasks that own them.
+/// What a process is run for: each kind has its own limit and its own counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `/api/exec` (`limits.max_execs`).
+    Exec,
+    /// A language server (`limits.max_lsp`).
+    Lsp,
+}
+
+/// Every exec and language server of the daemon: how many run, and the tasks that own them.
 pub struct Execs {
-    /// Most running at once (`limits.max_execs`).
-    max: usize,
-    running: AtomicUsize,
+    /// Most running at once, by [`Kind`] (`limits.max_execs`, `limits.max_lsp`).
+    max: [usize; 2],
+    running: [AtomicUsize; 2],
     /// The task of every exec: shutdown waits until each has ended its processes.
     tasks: TaskTracker,
     /// Time between SIGTERM and SIGKILL when an exec's group is ended.
@@ -40,17 +50,19 @@ pub struct Execs {
 }
 
 impl Execs {
-    /// No exec running yet; they will be counted in `metrics`.
+    /// No exec running yet; they will be counted in `metrics`. At most `max` execs and
+    /// `max_lsp` language servers run at once.
     pub fn new(
         max: usize,
+        max_lsp: usize,
         kill_grace: Duration,
         shutdown: Shutdown,
         journal: Arc<Journal>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Execs {
-            max,
-            running: AtomicUsize::new(0),
+            max: [max, max_lsp],
+            running: [AtomicUsize::new(0), AtomicUsize::new(0)],
             tasks: TaskTracker::new(),
             kill_grace,
             shutdown,
@@ -59,9 +71,9 @@ impl Execs {
         })
     }
 
-    /// The limit.
-    pub fn max(&self) -> usize {
-        self.max
+    /// The limit of `kind`.
+    pub fn max(&self, kind: Kind) -> usize {
+        self.max[kind as usize]
     }
 
     /// The counters execs count in.
@@ -69,17 +81,19 @@ impl Execs {
         &self.metrics
     }
 
-    /// A place for one more exec, `None` when `max` run already. `shown` is the command as the
-    /// client wrote it, for the journal.
-    pub fn admit(self: &Arc<Self>, shown: String) -> Option<Permit> {
-        self.running
+    /// A place for one more process of `kind`, `None` when its limit run already. `shown` is
+    /// the command as the client wrote it, for the journal.
+    pub fn admit(self: &Arc<Self>, kind: Kind, shown: String) -> Option<Permit> {
+        let max = self.max(kind);
+        self.running[kind as usize]
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
+                (n < max).then_some(n + 1)
             })
             .ok()?;
-        self.metrics.execs_running.add(1);
+        self.running_gauge(kind).add(1);
         Some(Permit {
             execs: self.clone(),
+            kind,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             shown,
             started: Instant::now(),
@@ -89,6 +103,13 @@ impl Execs {
     /// Runs an exec's task; shutdown waits for it.
     pub fn spawn<F: Future<Output = ()> + Send + 'static>(&self, task: F) {
         self.tasks.spawn(task);
+    }
+
+    fn running_gauge(&self, kind: Kind) -> &crate::metrics::Gauge {
+        match kind {
+            Kind::Exec => &self.metrics.execs_running,
+            Kind::Lsp => &self.metrics.lsp_running,
+        }
     }
 
     /// Waits until every exec has ended (call after cancelling `shutdown`).
@@ -101,6 +122,7 @@ impl Execs {
 /// One running exec's place under the limit; given back when dropped.
 pub struct Permit {
     execs: Arc<Execs>,
+    kind: Kind,
     /// The exec's id.
     pub id: u64,
     shown: String,
@@ -123,7 +145,10 @@ impl Permit {
             Some(e) if e.signal.is_some() => ExecOutcome::Signalled,
             Some(_) => ExecOutcome::Exited,
         };
-        self.execs.metrics.exec_ended(outcome);
+        match self.kind {
+            Kind::Exec => self.execs.metrics.exec_ended(outcome),
+            Kind::Lsp => self.execs.metrics.lsp_ended(outcome),
+        }
         self.execs
             .journal
             .exec(&self.shown, exit.map(|e| e.code), ms);
@@ -133,8 +158,8 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.execs.running.fetch_sub(1, Ordering::AcqRel);
-        self.execs.metrics.execs_running.sub(1);
+        self.execs.running[self.kind as usize].fetch_sub(1, Ordering::AcqRel);
+        self.execs.running_gauge(self.kind).sub(1);
     }
 }
 
@@ -145,15 +170,30 @@ mod tests {
     #[test]
     fn the_limit_holds_and_places_come_back() {
         let metrics = Arc::new(Metrics::default());
-        let execs = Execs::new(2, Duration::ZERO, Shutdown::new(), Journal::new(), metrics);
-        let a = execs.admit("a".into()).expect("first");
-        let b = execs.admit("b".into()).expect("second");
-        assert!(execs.admit("c".into()).is_none());
+        let execs = Execs::new(
+            2,
+            1,
+            Duration::ZERO,
+            Shutdown::new(),
+            Journal::new(),
+            metrics,
+        );
+        let a = execs.admit(Kind::Exec, "a".into()).expect("first");
+        let b = execs.admit(Kind::Exec, "b".into()).expect("second");
+        assert!(execs.admit(Kind::Exec, "c".into()).is_none());
         assert_eq!(execs.metrics().execs_running.get(), 2);
         assert_ne!(a.id, b.id);
+        // Language servers have their own limit.
+        let lsp = execs
+            .admit(Kind::Lsp, "lsp".into())
+            .expect("a language server");
+        assert!(execs.admit(Kind::Lsp, "lsp 2".into()).is_none());
+        assert_eq!(execs.metrics().lsp_running.get(), 1);
         a.finish(Some(&ExitInfo::exited(0)), false);
-        assert!(execs.admit("d".into()).is_some());
+        assert!(execs.admit(Kind::Exec, "d".into()).is_some());
         drop(b);
+        lsp.finish(None, false);
         assert_eq!(execs.metrics().execs_running.get(), 0);
+        assert_eq!(execs.metrics().lsp_running.get(), 0);
     }
 }

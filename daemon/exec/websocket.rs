@@ -116,7 +116,7 @@ pub async fn run(
                 }
                 ev = child.next() => match ev {
                     Event::Output(_, bytes) => {
-                        send_output(&mut write, &mut out, &bytes).await?;
+                        send_output(&mut write, &mut out, OpCode::Binary, &bytes).await?;
                         metrics.bytes_out.add(bytes.len() as u64 - 1);
                     }
                     Event::Exited(info) => return Ok::<_, std::io::Error>(End::Exited(info)),
@@ -199,7 +199,7 @@ pub async fn run(
 /// outlive its client. (TCP delivers the client's FIN after the input it sent, so a client
 /// that vanishes with more unread input than the socket buffers hold is noticed only once
 /// the program reads, writes or exits.)
-async fn peer_gone(tcp: Option<Arc<TcpStream>>) {
+pub(crate) async fn peer_gone(tcp: Option<Arc<TcpStream>>) {
     let Some(tcp) = tcp else {
         return std::future::pending().await;
     };
@@ -214,7 +214,7 @@ async fn peer_gone(tcp: Option<Arc<TcpStream>>) {
 }
 
 /// Writes one message as a frame.
-async fn send(
+pub(crate) async fn send(
     write: &mut socket::WriteSide,
     out: &mut Vec<u8>,
     opcode: OpCode,
@@ -225,15 +225,16 @@ async fn send(
     write.write_all(out).await
 }
 
-/// Writes a piece of output as a binary frame: its header and the bytes as read, in one
+/// Writes a piece of output as a frame of `opcode`: its header and the bytes as read, in one
 /// vectored write (no copy of the bytes into a frame buffer).
-async fn send_output(
+pub(crate) async fn send_output(
     write: &mut socket::WriteSide,
     head: &mut Vec<u8>,
+    opcode: OpCode,
     payload: &[u8],
 ) -> std::io::Result<()> {
     head.clear();
-    push_head(head, OpCode::Binary, payload);
+    push_head(head, opcode, payload);
     let mut parts = [std::io::IoSlice::new(head), std::io::IoSlice::new(payload)];
     let mut parts = &mut parts[..];
     while !parts.is_empty() {

@@ -20,7 +20,7 @@ use tracing::{debug, info};
 use super::connections::Slot;
 use super::sse::{channel, encode, Sink, KEEP_ALIVE};
 use crate::exec::child::{self, Event, ExecChild, ExecSpec};
-use crate::exec::{websocket, Execs, Permit};
+use crate::exec::{websocket, Execs, Kind, Permit};
 use crate::metrics::Metrics;
 use crate::protocol::exec_sse::{self, TextCarry};
 use crate::protocol::pipe::Stream;
@@ -92,9 +92,9 @@ fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
 /// A place for one more exec, or the 429 that refuses it.
 fn admit(state: &AppState, slot: &Slot, shown: String) -> Result<Permit, ApiError> {
     long_lived(slot, &state.metrics)?;
-    state.execs.admit(shown).ok_or_else(|| {
+    state.execs.admit(Kind::Exec, shown).ok_or_else(|| {
         state.metrics.refused(429);
-        let max = state.execs.max();
+        let max = state.execs.max(Kind::Exec);
         let why = format!("too many execs running (limits.max_execs = {max})");
         ApiError(StatusCode::TOO_MANY_REQUESTS, why)
     })

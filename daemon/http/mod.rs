@@ -8,6 +8,7 @@ mod cluster;
 pub mod connections;
 mod exec;
 mod guard;
+mod lsp;
 mod openapi;
 pub mod proxy;
 mod recordings;

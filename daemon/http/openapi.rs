@@ -74,6 +74,7 @@ impl Modify for Tokens {
         get_recording,
         delete_recording,
         assistants,
+        language_servers,
         events,
         version,
         openapi_json,
@@ -258,6 +259,14 @@ fn delete_recording() {}
 #[allow(dead_code)]
 fn assistants() {}
 
+#[utoipa::path(get, path = "/api/lsp", tag = "lsp",
+    responses(
+        (status = 200, description = "The configured language servers", body = Vec<super::lsp::LspInfo>),
+        (status = 403, description = "A share link", body = ErrorBody),
+    ))]
+#[allow(dead_code)]
+fn language_servers() {}
+
 #[utoipa::path(get, path = "/api/events", tag = "streams",
     params(
         ("follow" = Option<String>, Query, description = "1: keep streaming new events"),
@@ -296,6 +305,8 @@ mod tests {
         ("/ws/board", "the board's WebSocket (docs/protocol.md section 11a)"),
         ("/ws/{id}", "the browser dialect's WebSocket (docs/protocol.md sections 1-8)"),
         ("/ws/{id}/raw", "the raw dialect's WebSocket (docs/protocol.md section 10)"),
+        ("/ws/lsp/{lang}", "a language server's WebSocket (docs/protocol.md section 13a)"),
+        ("/ws/{id}/lsp/{lang}", "a language server's WebSocket (docs/protocol.md section 13a)"),
         (
             "/api/exec",
             "a process's output as a WebSocket or an SSE stream of its own (docs/protocol.md section 13)",

@@ -166,6 +166,7 @@ fn guard<'a>(
         access,
         peer,
         share: params.share,
+        lang: params.lang,
         state,
         slot,
     };

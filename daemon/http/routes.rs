@@ -30,7 +30,7 @@ pub struct Route {
     pub methods: &'static [&'static str],
     /// The path under the base path, as OpenAPI writes it: `/api/sessions/{id}`. A `{...}`
     /// stands for one segment: `{id}` for a session (see [`PathId`]), `{share}` for a share
-    /// link's id.
+    /// link's id, `{lang}` for a language server's language.
     pub pattern: &'static str,
     /// Who may call it.
     pub callers: Callers,
@@ -137,6 +137,8 @@ pub(super) struct Call<'a> {
     pub peer: SocketAddr,
     /// The path's `{share}`, on the route that has one.
     pub share: Option<&'a str>,
+    /// The path's `{lang}`, on the routes that have one.
+    pub lang: Option<&'a str>,
     /// The daemon.
     pub state: &'a Arc<AppState>,
     /// The connection's place: a WebSocket or a stream keeps it as long as it lives.
@@ -150,6 +152,8 @@ pub(super) struct Params<'p> {
     pub id: Option<&'p str>,
     /// `{share}`.
     pub share: Option<&'p str>,
+    /// `{lang}`.
+    pub lang: Option<&'p str>,
 }
 
 impl Route {
@@ -178,6 +182,7 @@ impl Route {
         for (want, got) in pattern.zip(segments) {
             match want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
                 Some("share") => params.share = Some(got),
+                Some("lang") => params.lang = Some(got),
                 Some(_) => params.id = Some(got),
                 None if want == *got => {}
                 None => return None,
@@ -307,6 +312,15 @@ pub static ROUTES: &[Route] = &[
         audience: Audience::Program,
         handler: Handler::Now(|c| board(c.req, c.access, c.state, c.slot)),
     },
+    // Before `/ws/{id}/raw`, which its path would match too (`lsp` is no session id). Runs
+    // code on the host as exec does: never for a share link (docs/protocol.md section 13a).
+    Route {
+        methods: &["GET"],
+        pattern: "/ws/lsp/{lang}",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Now(lsp::in_dir),
+    },
     Route {
         methods: &["GET"],
         pattern: "/ws/{id}",
@@ -325,6 +339,13 @@ pub static ROUTES: &[Route] = &[
             websocket(c.req, id, WsDialect::Raw, c.access, c.state, c.slot)
         }),
     },
+    Route {
+        methods: &["GET"],
+        pattern: "/ws/{id}/lsp/{lang}",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::NowOn(PathId::Session, lsp::on_session),
+    },
     // ---- REST ---------------------------------------------------------------------------
     Route {
         methods: &["GET"],
@@ -332,6 +353,13 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::AnyToken,
         audience: Audience::Program,
         handler: Handler::Now(|c| json(StatusCode::OK, &assistants(&c.state.cfg))),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/lsp",
+        callers: Callers::Owner,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| json(StatusCode::OK, &lsp::list(&c.state.cfg))),
     },
     Route {
         methods: &["GET"],
@@ -521,6 +549,9 @@ mod tests {
             ("/api/sessions/1/share", Some("GET, POST")),
             ("/api/sessions/1/share/abc", Some("DELETE")),
             ("/api/exec", Some("GET, POST")),
+            ("/api/lsp", Some("GET")),
+            ("/ws/1/lsp/python", Some("GET")),
+            ("/ws/lsp/python", Some("GET")),
             ("/api/sessions/1/recording", Some("GET")),
             ("/api/recordings", Some("GET")),
             ("/api/recordings/x", Some("GET, DELETE")),
@@ -557,6 +588,14 @@ mod tests {
             "/api/sessions/{id}/share/{share} Some(\"7\") Some(\"ab\")"
         );
         assert_eq!(kind(&Method::GET, "/"), "/ None None");
+        assert_eq!(
+            kind(&Method::GET, "/ws/7/lsp/go"),
+            "/ws/{id}/lsp/{lang} Some(\"7\") None"
+        );
+        assert_eq!(
+            kind(&Method::GET, "/ws/lsp/raw"),
+            "/ws/lsp/{lang} None None"
+        );
     }
 
     #[test]
@@ -582,7 +621,11 @@ mod tests {
             );
             assert!(!about_session || has_id, "{}", route.pattern);
             for hole in route.pattern.split('/').filter(|s| s.starts_with('{')) {
-                assert!(matches!(hole, "{id}" | "{share}"), "{}", route.pattern);
+                assert!(
+                    matches!(hole, "{id}" | "{share}" | "{lang}"),
+                    "{}",
+                    route.pattern
+                );
             }
             // Public routes, and only they, have a handler that sees no caller.
             let public_handler = matches!(route.handler, Handler::Public(_));

@@ -25,3 +25,6 @@ if [ ! -d "$here/node_modules/playwright-core" ] || [ ! -d "$here/node_modules/@
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$lock_sum" >"$stamp"
 fi
+
+# The language servers and the LSP client of tests/lsp.rs.
+"$here/../lsp/install.sh"

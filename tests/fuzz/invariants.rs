@@ -1998,3 +1998,82 @@ pub fn check_board_changes(
         serde_json::from_str(&board::cards(&[old.clone(), new.clone()])).expect("JSON");
     assert_eq!(list["cards"].as_array().map(Vec::len), Some(2));
 }
+
+// ---- language server framing (docs/protocol.md section 13a) ------------------------------
+
+/// A server's stdout fed to the decoder in `pieces`: whatever the cuts, the messages come out
+/// whole and in order, each UTF-8 and within `max`; an error ends the stream (the bridge ends
+/// the server); between messages the decoder never holds more than one header section or one
+/// body's worth. When `bodies` framed whole are the stream, exactly those within `max` come out,
+/// up to the first over it, which is `TooLarge`.
+pub fn check_lsp_stream(pieces: &[Vec<u8>], max: usize, bodies: Option<&[String]>) {
+    use ptyhub::lsp::framing::{Decoder, FramingError, MAX_HEADER_BYTES};
+    let mut d = Decoder::new(max);
+    let mut got = Vec::new();
+    let mut failed = None;
+    'feed: for piece in pieces {
+        d.feed(piece);
+        loop {
+            match d.next_message() {
+                Ok(Some(m)) => {
+                    assert!(m.len() <= max, "a message of {} over {max}", m.len());
+                    got.push(m);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break 'feed;
+                }
+            }
+        }
+        assert!(
+            d.pending() <= max.max(MAX_HEADER_BYTES),
+            "the decoder holds {} bytes between messages (bound {max})",
+            d.pending()
+        );
+    }
+    if let Some(bodies) = bodies {
+        let fit = bodies.iter().take_while(|b| b.len() <= max).count();
+        assert_eq!(got, bodies[..fit], "the messages, whole and in order");
+        match (fit < bodies.len(), failed) {
+            (true, Some(FramingError::TooLarge { len, .. })) => {
+                assert_eq!(len, bodies[fit].len())
+            }
+            (false, None) => assert_eq!(d.pending(), 0, "bytes left over"),
+            (over, e) => panic!("over the bound: {over}, error: {e:?}"),
+        }
+    }
+}
+
+/// The client's side: a text frame is passed on exactly when it is a JSON object or array;
+/// anything else is answered with a JSON-RPC error (`id` null, -32700 or -32600), as is every
+/// binary frame.
+pub fn check_lsp_client_message(is_text: bool, frame: &[u8]) {
+    use ptyhub::lsp::framing::client_message;
+    use ptyhub::protocol::Inbound;
+    let message = match (is_text, std::str::from_utf8(frame)) {
+        // Text frames that are not UTF-8 are closed by the reader (1007) before any codec.
+        (true, Err(_)) => return,
+        (true, Ok(text)) => Inbound::Text(text.to_owned()),
+        (false, _) => Inbound::Binary(Bytes::copy_from_slice(frame)),
+    };
+    let parsed: Option<Value> = std::str::from_utf8(frame)
+        .ok()
+        .and_then(|t| serde_json::from_str(t).ok());
+    let structured = matches!(parsed, Some(Value::Object(_) | Value::Array(_)));
+    match client_message(message) {
+        Ok(body) => {
+            assert!(is_text && structured, "passed on: {body:?}");
+            assert_eq!(body.as_bytes(), frame, "passed on unchanged");
+        }
+        Err(rejected) => {
+            assert!(!is_text || !structured, "refused a message: {frame:?}");
+            let reply: Value = serde_json::from_str(&rejected.reply()).expect("a JSON reply");
+            assert_eq!(reply["jsonrpc"], "2.0");
+            assert!(reply["id"].is_null());
+            let code = reply["error"]["code"].as_i64();
+            assert!(matches!(code, Some(-32700 | -32600)), "{reply}");
+            assert!(reply["error"]["message"].is_string());
+        }
+    }
+}

@@ -124,6 +124,16 @@ pub const TARGETS: &[Target] = &[
         run: pipe_messages,
     },
     Target {
+        name: "lsp_stream",
+        max_input: 1 << 13,
+        run: lsp_stream,
+    },
+    Target {
+        name: "lsp_client",
+        max_input: 1 << 10,
+        run: lsp_client,
+    },
+    Target {
         name: "exec_text",
         max_input: 1 << 12,
         run: exec_text,
@@ -1130,6 +1140,61 @@ fn pipe_messages(u: &mut Unstructured<'_>) -> Result<()> {
         },
     )?;
     inv::check_pipe_message(is_text, &frame);
+    Ok(())
+}
+
+/// A language server's stdout: framed messages (some over the bound), extra headers and
+/// garbage, cut anywhere.
+fn lsp_stream(u: &mut Unstructured<'_>) -> Result<()> {
+    let max = u.int_in_range(1..=300)?;
+    let mut bodies = Vec::new();
+    let mut data = Vec::new();
+    let mut clean = true;
+    for _ in 0..u.int_in_range(0..=8)? {
+        match u.int_in_range(0..=9)? {
+            0 => {
+                // Garbage: the stream is no longer the bodies.
+                data.extend(some_bytes(u, 40)?);
+                clean = false;
+            }
+            n => {
+                let body = json_value(u, 2)?.to_string();
+                let body = if n == 1 { body.repeat(20) } else { body };
+                let header = match u.int_in_range(0..=3)? {
+                    0 => format!("Content-Type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-length: {}\r\n\r\n", body.len()),
+                    1 => format!("Content-Length:{}\r\n\r\n", body.len()),
+                    _ => format!("Content-Length: {}\r\n\r\n", body.len()),
+                };
+                data.extend_from_slice(header.as_bytes());
+                data.extend_from_slice(body.as_bytes());
+                bodies.push(body);
+            }
+        }
+    }
+    let mut pieces = Vec::new();
+    let mut rest = &data[..];
+    while !rest.is_empty() {
+        let n = u.int_in_range(1..=rest.len().min(64))?;
+        pieces.push(rest[..n].to_vec());
+        rest = &rest[n..];
+    }
+    inv::check_lsp_stream(&pieces, max, clean.then_some(&bodies[..]));
+    Ok(())
+}
+
+/// A client's frame to a language server: JSON-RPC-like messages, other JSON, or bytes.
+fn lsp_client(u: &mut Unstructured<'_>) -> Result<()> {
+    let is_text = u.arbitrary()?;
+    let frame = match u.int_in_range(0..=2)? {
+        0 => some_bytes(u, 64)?,
+        1 => json_value(u, 3)?.to_string().into_bytes(),
+        _ => {
+            let method = *pick(u, &["initialize", "textDocument/hover", "exit", ""])?;
+            let msg = serde_json::json!({"jsonrpc": "2.0", "id": json_value(u, 0)?, "method": method, "params": json_value(u, 2)?});
+            msg.to_string().into_bytes()
+        }
+    };
+    inv::check_lsp_client_message(is_text, &frame);
     Ok(())
 }
 
