@@ -157,7 +157,7 @@ pub async fn run(
             // What the group wrote before it died is still in the pipes: pass it on.
             let drain = async {
                 while let Event::Output(_, bytes) = child.next().await {
-                    send_output(&mut write, &mut out, &bytes).await?;
+                    send_output(&mut write, &mut out, OpCode::Binary, &bytes).await?;
                     metrics.bytes_out.add(bytes.len() as u64 - 1);
                 }
                 Ok::<_, std::io::Error>(())
