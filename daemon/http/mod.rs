@@ -9,6 +9,7 @@ pub mod connections;
 mod exec;
 mod guard;
 mod openapi;
+mod openapi_exact;
 pub mod proxy;
 mod recordings;
 mod reply;
