@@ -23,6 +23,9 @@ use crate::session::Role;
 pub const COOKIE_NAME: &str = "ptyhub_token";
 /// The window of the failed-authentication rate limit.
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// The hold on the answer to an address's first failure in [`FAILURE_WINDOW`]; each further
+/// one doubles it, up to the configured most (`limits.failed_auth_delay_max`).
+const FIRST_FAILURE_DELAY: Duration = Duration::from_millis(25);
 /// Query parameters that carry a token.
 pub const TOKEN_PARAMS: [&str; 2] = ["token", "access_token"];
 
@@ -196,6 +199,8 @@ pub struct Auth {
     state_tokens: Mutex<Vec<(Uuid, String)>>,
     failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
     failed_per_minute: usize,
+    /// The longest hold on a failed attempt's answer ([`Auth::failure_delay`]).
+    failure_delay_max: Duration,
     allowed_origins: Vec<String>,
 }
 
@@ -272,8 +277,31 @@ impl Auth {
             state_tokens: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
             failed_per_minute,
+            failure_delay_max: Duration::ZERO,
             allowed_origins,
         }
+    }
+
+    /// Failed attempts are answered after [`Auth::failure_delay`], at most `max` (zero: at once).
+    pub fn with_failure_delay(mut self, max: Duration) -> Self {
+        self.failure_delay_max = max;
+        self
+    }
+
+    /// How long the answer to a failure from `peer` that [`Auth::authenticate`] just refused
+    /// (not one without a credential) is held back: 25 ms for the address's first failure in
+    /// the window, doubling with each one before it, up to the configured most; the most once
+    /// it is limited. Only the answer waits (the caller's own request, holding no lock): a
+    /// correct token from the address is never delayed.
+    pub fn failure_delay(&self, peer: IpAddr) -> Duration {
+        let failures = lock(&self.failures).get(&peer).map_or(0, |list| list.len());
+        if failures >= self.failed_per_minute {
+            return self.failure_delay_max;
+        }
+        let doublings = u32::try_from(failures.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(16);
+        (FIRST_FAILURE_DELAY * 2u32.pow(doublings)).min(self.failure_delay_max)
     }
 
     /// The live share links, for a live upgrade's image.
@@ -655,6 +683,28 @@ mod tests {
         }
         // No credential: nothing guessed, so not limited either (the login page still loads).
         assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
+    }
+
+    #[test]
+    fn each_failure_waits_longer_up_to_the_most() {
+        let auth = Auth::new(Some("s3cret-token-0123456789".into()), 8, vec![])
+            .with_failure_delay(Duration::from_millis(300));
+        let other = IpAddr::from([127, 0, 0, 2]);
+        let mut waits = Vec::new();
+        for _ in 0..9 {
+            let _ = auth.authenticate(Some("bad"), ip());
+            waits.push(auth.failure_delay(ip()).as_millis());
+        }
+        // 25 ms doubling, capped; the most once limited (the eighth failure and the 429).
+        assert_eq!(waits, [25, 50, 100, 200, 300, 300, 300, 300, 300]);
+        assert_eq!(auth.failure_delay(other), Duration::from_millis(25));
+        assert!(matches!(
+            auth.authenticate(Some("s3cret-token-0123456789"), ip()),
+            Ok(Access::Full)
+        ));
+        let off = Auth::new(Some("s3cret-token-0123456789".into()), 8, vec![]);
+        let _ = off.authenticate(Some("bad"), ip());
+        assert_eq!(off.failure_delay(ip()), Duration::ZERO);
     }
 
     #[test]

@@ -136,11 +136,14 @@ impl Daemon {
         upgrades: Upgrades,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let auth = Arc::new(Auth::new(
-            token,
-            cfg.limits.failed_auth_per_minute,
-            cfg.auth.allowed_origins.clone(),
-        ));
+        let auth = Arc::new(
+            Auth::new(
+                token,
+                cfg.limits.failed_auth_per_minute,
+                cfg.auth.allowed_origins.clone(),
+            )
+            .with_failure_delay(cfg.limits.failed_auth_delay_max),
+        );
         let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone());
         let shutdown = Shutdown::new();
         let execs = Execs::new(

@@ -160,7 +160,7 @@ impl Journal {
                 Since::Events(ring.events.iter().skip(skip).cloned().collect())
             }
             // Next to the oldest kept, or none missed: continue right after it.
-            Some(id) if id + 1 >= oldest && id < ring.next.max(1) => {
+            Some(id) if id.saturating_add(1) >= oldest && id < ring.next.max(1) => {
                 Since::Events(ring.events.iter().filter(|e| e.id > id).cloned().collect())
             }
             // Lost (dropped from the ring), or from before this daemon started.
@@ -316,6 +316,8 @@ mod tests {
         }
         // An id from a daemon that ran before this one.
         assert!(matches!(j.since(Some(99_999), 1), Since::Reset { .. }));
+        // The largest id a client can send (Schemathesis did) is no overflow.
+        assert!(matches!(j.since(Some(u64::MAX), 1), Since::Reset { .. }));
         let e = &match j.since(None, 1) {
             Since::Events(e) => e,
             other => panic!("{other:?}"),

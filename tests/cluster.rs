@@ -116,7 +116,7 @@ async fn chosen_uuid_in_query_or_body_and_the_host_header_on_every_response() {
         json!({"assistant": "shell", "id": Uuid::new_v4()}),
     )
     .await;
-    assert_eq!(differ.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(differ.status(), StatusCode::CONFLICT);
     assert!(differ.text().await.unwrap().contains("differ"));
     let after = get(&d.http("/api/sessions"))
         .await

@@ -27,6 +27,7 @@ mod reflow;
 mod reliability;
 mod rest;
 mod rest_api;
+mod schemathesis;
 mod screens;
 mod security;
 mod session_core;

@@ -96,7 +96,7 @@ async fn rest_errors() {
     let cases = [
         (json!({"assistant":"nope"}), 400),
         (json!({"assistant":"shell","name":"bad/name"}), 400),
-        (json!({"assistant":"shell","cwd":"/no/such/dir"}), 400),
+        (json!({"assistant":"shell","cwd":"/no/such/dir"}), 404),
         (json!({"assistant":"shell","bogus":1}), 400),
         (json!({"name":"x"}), 400),
     ];

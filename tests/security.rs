@@ -587,6 +587,47 @@ async fn wrong_tokens_never_lock_out_the_right_one() {
     assert_eq!(list_as(&d, &http, TOKEN).await, (200, None));
 }
 
+/// How long a GET of the session list with `token` takes from `from`, and its status.
+async fn timed_list(d: &Daemon, from: &str, token: &str) -> (std::time::Duration, u16) {
+    let http = reqwest::Client::builder()
+        .local_address(from.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let r = http
+        .get(d.http("/api/sessions"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    (started.elapsed(), r.status().as_u16())
+}
+
+#[tokio::test]
+async fn each_failed_login_from_an_address_is_answered_later() {
+    use std::time::Duration;
+    // 25 ms, doubling with each failure (the eighth waits 3.2 s), at most 4 s.
+    let d = secured("[limits]\nfailed_auth_delay_max = \"4s\"\n");
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        let (took, status) = timed_list(&d, "127.0.0.1", "wrong-token-xxxxxxxxxx").await;
+        assert_eq!(status, 401);
+        waits.push(took);
+    }
+    // Lower bounds are the daemon's own sleeps; the upper ones are generous for a busy host.
+    assert!(waits[0] < Duration::from_millis(1500), "{waits:?}");
+    assert!(waits[6] >= Duration::from_millis(1550), "{waits:?}");
+    assert!(waits[7] >= Duration::from_millis(3150), "{waits:?}");
+    // The right token from that address answers at once (the next failure would wait 4 s).
+    let (took, status) = timed_list(&d, "127.0.0.1", TOKEN).await;
+    assert_eq!(status, 200);
+    assert!(took < Duration::from_millis(2000), "{took:?}");
+    // Another address's first failure is not slowed by this one's.
+    let (took, status) = timed_list(&d, "127.0.0.2", "wrong-token-xxxxxxxxxx").await;
+    assert_eq!(status, 401);
+    assert!(took < Duration::from_millis(2000), "{took:?}");
+}
+
 fn upload_frame(name: &[u8], data: &[u8]) -> Vec<u8> {
     let mut f = vec![0x01, (name.len() >> 8) as u8, name.len() as u8];
     f.extend_from_slice(name);

@@ -126,6 +126,12 @@ pub fn from_agent(agent: Agent, body: &[u8]) -> Result<Option<Report>, Refused> 
     let Value::Object(obj) = value else {
         return Err(Refused::Body("expected the hook's JSON object".to_owned()));
     };
+    // No hook event at all: a plain report (what `ptyhub notify --state` sends), or refused
+    // like one; so no body is taken for a hook's that is neither.
+    let codex_notify = agent == Agent::Codex && obj.contains_key("type");
+    if !codex_notify && !obj.contains_key("hook_event_name") {
+        return plain(body).map(Some);
+    }
     let brand = agent.brand();
     let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or_default();
     // Codex's `notify`: one kind of event, the end of a turn.

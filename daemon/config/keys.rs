@@ -95,6 +95,9 @@ section! {
         chat_history: usize = Int<0, USIZE_MAX>,
         /// Most bytes of recent output `GET /api/sessions/{id}/scrollback` returns.
         scrollback_api_bytes: usize = Int<1, MAX_SCROLLBACK_API_BYTES>,
+        /// Whether a client may run a program of its choosing: a session's own command (`cmd`
+        /// of `POST /api/sessions`) and `/api/exec`. Off, only the configured assistants run.
+        own_commands: bool = bool,
     }
 }
 
@@ -142,6 +145,9 @@ section! {
         max_name_chars: usize = Int<1, 255>,
         /// Failed authentications per client address per minute before it gets 429.
         failed_auth_per_minute: usize = Int<1, 1_000_000>,
+        /// The longest hold on the answer to a failed authentication: 25 ms for an address's
+        /// first failure in a minute, doubling with each, up to this (zero: no hold).
+        failed_auth_delay_max: Duration = AnyDuration,
         /// Most simultaneous not-yet-authenticated connections from one client address (and,
         /// separately, most authenticated WebSockets from it).
         max_connections_per_ip: usize = Int<1, 1_000_000>,

@@ -89,8 +89,15 @@ fn pipe_query(req: &Request<Incoming>) -> Result<PipeQuery, String> {
     })
 }
 
-/// A place for one more exec, or the 429 that refuses it.
+/// Why a program of the client's choosing is refused.
+pub(super) const OWN_COMMANDS_OFF: &str =
+    "this daemon runs only its configured assistants ([session] own_commands = false)";
+
+/// A place for one more exec (none when `[session] own_commands` is off), or the 429 that refuses it.
 fn admit(state: &AppState, slot: &Slot, shown: String) -> Result<Permit, ApiError> {
+    if !state.cfg.session.own_commands {
+        return Err(ApiError(StatusCode::FORBIDDEN, OWN_COMMANDS_OFF.to_owned()));
+    }
     long_lived(slot, &state.metrics)?;
     state.execs.admit(Kind::Exec, shown).ok_or_else(|| {
         state.metrics.refused(429);

@@ -1,8 +1,9 @@
-//! The guard: host, origin, token and the failed-auth rate limit, checked in one place before
-//! any handler runs.
+//! The guard: host, origin, token and the failed-auth rate limit (and its growing hold on each
+//! failure's answer), checked in one place before any handler runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, RETRY_AFTER};
@@ -12,6 +13,13 @@ use super::reply::{refuse, token_redirect};
 use super::routes::Audience;
 use super::{query_pairs, AppState, Body};
 use crate::auth::{self, Access, Denied};
+
+/// How long a refusal for a wrong token waits before it is sent ([`Auth::failure_delay`]),
+/// carried in the response's extensions to the router, which waits in the request's own task.
+///
+/// [`Auth::failure_delay`]: crate::auth::Auth::failure_delay
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FailureDelay(pub Duration);
 
 /// Who the caller is, if the request may go on; else the reply that refuses it (or, for a page
 /// opened with a token in its URL, the redirect that moves the token into a cookie).
@@ -78,6 +86,11 @@ pub(super) fn check(
                 if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
                     resp.headers_mut().insert(RETRY_AFTER, v);
                 }
+            }
+            // A request without a credential guessed nothing: it is answered at once.
+            if denied != Denied::Missing {
+                let wait = state.auth.failure_delay(peer.ip());
+                resp.extensions_mut().insert(FailureDelay(wait));
             }
             return Err(Box::new(resp));
         }

@@ -10,6 +10,7 @@ mod exec;
 mod guard;
 mod lsp;
 mod openapi;
+mod openapi_exact;
 pub mod proxy;
 mod recordings;
 mod reply;

@@ -85,13 +85,18 @@ impl Modify for Tokens {
 )]
 pub(super) struct ApiDoc;
 
-/// The document, made once.
-pub(super) fn document() -> Response<Body> {
-    static DOC: OnceLock<Result<String, String>> = OnceLock::new();
-    match DOC.get_or_init(|| ApiDoc::openapi().to_json().map_err(|e| e.to_string())) {
-        Ok(doc) => with_type(StatusCode::OK, doc.clone().into_bytes(), "application/json"),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
-    }
+/// The document as this daemon's config makes it: the derived part made once, then what it
+/// cannot say written on (`openapi_exact.rs`).
+pub(super) fn document(cfg: &crate::config::Config) -> Response<Body> {
+    static DERIVED: OnceLock<Result<serde_json::Value, String>> = OnceLock::new();
+    let derived =
+        DERIVED.get_or_init(|| serde_json::to_value(ApiDoc::openapi()).map_err(|e| e.to_string()));
+    let mut doc = match derived {
+        Ok(doc) => doc.clone(),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    super::openapi_exact::apply(&mut doc, cfg);
+    json(StatusCode::OK, &doc)
 }
 
 // ---- the operations: one per REST route of the table (routes.rs) -----------------------------
@@ -166,7 +171,9 @@ fn scrollback() {}
                    environment (PTYHUB_STATE_TOKEN), which can do nothing else; the daemon token \
                    works too. Without `from` the body is a `StateReport`; with it, that agent's \
                    own hook JSON. A report holds until another, until someone types into the \
-                   session, or until its screen changes after `attention.hook_grace`.",
+                   session, or until its screen changes after `attention.hook_grace`. With `from`, \
+                   an object with neither the agent's `hook_event_name` nor (Codex) `type` is read \
+                   as a `StateReport`.",
     params(
         ("id" = String, Path, description = ID),
         ("from" = Option<String>, Query, description = "claude, codex or gemini: the body is that agent's own hook JSON, read as it means it"),

@@ -38,7 +38,7 @@ pub(super) async fn delete(id: Uuid, peer: SocketAddr, state: &Arc<AppState>) ->
 pub(super) struct ShareRequest {
     role: Role,
     /// Seconds until the link stops working; none: until revoked or the session ends.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ttl_seconds")]
     ttl: Option<u64>,
     /// Whether the link may download the session's recording.
     #[serde(default)]
@@ -186,6 +186,12 @@ impl CreateRequest {
     /// What to create, or why the request is bad.
     fn into_spec(self, cfg: &Config) -> Result<CreateSpec, ApiError> {
         let bad = |message: String| ApiError(StatusCode::BAD_REQUEST, message);
+        if self.cmd.as_ref().is_some_and(|c| !c.is_null()) && !cfg.session.own_commands {
+            return Err(ApiError(
+                StatusCode::FORBIDDEN,
+                super::exec::OWN_COMMANDS_OFF.to_owned(),
+            ));
+        }
         let command = self.cmd.map(parse_cmd).transpose()?;
         let assistant = match (self.assistant, &command) {
             (Some(key), _) => key,
@@ -248,13 +254,33 @@ fn dimension(name: &str, value: Option<Value>, default: u16) -> Result<u16, ApiE
     let Some(value) = value else {
         return Ok(default);
     };
-    match value.as_u64() {
+    match whole_number(&value) {
         // Larger than any terminal: the size policy's clamp brings it down.
         Some(n) if n >= 1 => Ok(u16::try_from(n).unwrap_or(u16::MAX)),
         _ => Err(ApiError(
             StatusCode::BAD_REQUEST,
             format!("{name} must be a positive integer, not {value}"),
         )),
+    }
+}
+
+/// A non-negative whole number as JSON writes it: `80`, or `80.0` (JSON Schema's integer
+/// includes it), up to `u64::MAX`.
+fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        let f = value.as_f64()?;
+        // 2^64 is the first float past u64::MAX.
+        (f >= 0.0 && f.fract() == 0.0 && f < 18_446_744_073_709_551_616.0).then_some(f as u64)
+    })
+}
+
+/// A share link's `ttl`: a whole number of seconds, or none.
+fn ttl_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => whole_number(&v).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("ttl must be a whole number of seconds, not {v}"))
+        }),
     }
 }
 
@@ -342,9 +368,10 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
         Err(e) => return e.response(),
     };
     match (in_query, request.id) {
+        // Each well formed on its own: the two name different sessions.
         (Some(q), Some(b)) if q != b => {
             return error(
-                StatusCode::BAD_REQUEST,
+                StatusCode::CONFLICT,
                 "the uuid in the query and the id in the body differ",
             )
         }
@@ -367,6 +394,13 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
         Err(e @ (CreateError::TooMany(_) | CreateError::NoFreeNumber(_))) => {
             error(StatusCode::TOO_MANY_REQUESTS, &e.to_string())
         }
+        // Well formed, but naming what this host does not have (no schema can say which
+        // directories and programs exist): 404, as for any reference to nothing.
+        Err(
+            e @ (CreateError::BadWorkDir(_)
+            | CreateError::ProgramNotFound(_)
+            | CreateError::Unavailable { .. }),
+        ) => error(StatusCode::NOT_FOUND, &e.to_string()),
         Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }

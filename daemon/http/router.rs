@@ -38,8 +38,25 @@ pub(super) async fn route(
     let found = routes::lookup(req.method(), &segments);
     match guard(found, req, peer, &path, state, slot) {
         Ok(admitted) => handle(admitted, &path, state).await,
-        Err(refused) => *refused,
+        Err(refused) => held_back(*refused, state).await,
     }
+}
+
+/// `refused`, once the hold the guard put on it (a wrong token's, [`guard::FailureDelay`]) is
+/// over: the wait is this request's own, so no other request or connection waits with it.
+/// Shutdown cuts it short.
+async fn held_back(refused: Response<Body>, state: &AppState) -> Response<Body> {
+    let wait = refused
+        .extensions()
+        .get::<guard::FailureDelay>()
+        .map_or(std::time::Duration::ZERO, |d| d.0);
+    if !wait.is_zero() {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = state.shutdown.cancelled() => {}
+        }
+    }
+    refused
 }
 
 /// Who the client is (behind a trusted proxy, the forwarded one, kept in the request for the
@@ -128,7 +145,12 @@ fn guard<'a>(
             Handler::Public(answer) => return Ok(Admitted::Public(answer, req)),
             _ => (route.audience, Ok((route, params))),
         },
-        Lookup::WrongMethod { allow, audience } => (audience, Err(method_not_allowed(&allow))),
+        Lookup::WrongMethod { allow, public, .. } if public => {
+            return Err(Box::new(method_not_allowed(&allow)))
+        }
+        Lookup::WrongMethod {
+            allow, audience, ..
+        } => (audience, Err(method_not_allowed(&allow))),
         Lookup::NoEndpoint => (
             Audience::Program,
             Err(error(StatusCode::NOT_FOUND, "no such endpoint")),

@@ -203,6 +203,8 @@ pub(super) enum Lookup<'p> {
         allow: Vec<&'static str>,
         /// Who reads their answers.
         audience: Audience,
+        /// Whether they are public routes: the 405 is answered before the guard.
+        public: bool,
     },
     /// A path under `/api/` or `/ws` that no route answers: 404, once the guard let the
     /// caller in (without a token, a caller learns nothing of which endpoints exist).
@@ -222,15 +224,20 @@ pub(super) fn lookup<'p>(method: &Method, segments: &[&'p str]) -> Lookup<'p> {
     if let Some((route, params)) = on_path().find(|(r, _)| r.answers(method)) {
         return Lookup::Route(route, params);
     }
-    // A public route's other methods are its namespace's: `POST /api/version` is no endpoint.
-    let mut guarded = on_path().filter(|(r, _)| r.callers != Callers::Public);
-    if let Some((first, _)) = guarded.next() {
+    let mut known = on_path();
+    if let Some((first, _)) = known.next() {
+        // A public path's methods are no secret: its 405 needs no token.
+        let public = first.callers == Callers::Public;
         let mut allow = first.methods.to_vec();
-        allow.extend(guarded.flat_map(|(r, _)| r.methods.iter().copied()));
+        allow.extend(known.flat_map(|(r, _)| r.methods.iter().copied()));
         // `/ws/board` is also a `/ws/{id}`: each method once.
         allow.dedup();
         let audience = first.audience;
-        return Lookup::WrongMethod { allow, audience };
+        return Lookup::WrongMethod {
+            allow,
+            audience,
+            public,
+        };
     }
     match segments {
         ["api", ..] | ["ws", ..] => Lookup::NoEndpoint,
@@ -262,7 +269,7 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/openapi.json",
         callers: Callers::Public,
         audience: Audience::Program,
-        handler: Handler::Public(|_, _| openapi::document()),
+        handler: Handler::Public(|_, s| openapi::document(&s.cfg)),
     },
     // ---- pages --------------------------------------------------------------------------
     Route {
@@ -555,8 +562,9 @@ mod tests {
             ("/api/sessions/1/recording", Some("GET")),
             ("/api/recordings", Some("GET")),
             ("/api/recordings/x", Some("GET, DELETE")),
-            // A public route's other methods: no endpoint, not 405.
-            ("/api/version", None),
+            // A public route's other methods: 405 too.
+            ("/api/version", Some("GET")),
+            ("/api/openapi.json", Some("GET")),
             ("/api/nope", None),
             ("/api/sessions/1/nope", None),
             ("/ws/1/nope", None),
@@ -578,7 +586,7 @@ mod tests {
             }
         };
         assert_eq!(kind(&Method::POST, "/healthz"), "/healthz None None");
-        assert_eq!(kind(&Method::POST, "/api/version"), "no endpoint");
+        assert_eq!(kind(&Method::POST, "/api/version"), "405");
         assert_eq!(kind(&Method::GET, "/api"), "no endpoint");
         assert_eq!(kind(&Method::GET, "/metrics/x"), "asset");
         assert_eq!(kind(&Method::GET, "/session/x/y"), "asset");

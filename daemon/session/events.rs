@@ -293,6 +293,9 @@ pub enum CreateError {
     /// The creator's own command cannot be run; says why.
     #[error("bad command: {0}")]
     BadCommand(String),
+    /// The creator's own command names a program this host does not have; says which.
+    #[error("bad command: {0}")]
+    ProgramNotFound(String),
 }
 
 /// What to create.

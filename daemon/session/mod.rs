@@ -323,7 +323,7 @@ fn own_command_assistant(
     }
     // `argv_problem` found the program there, and not empty.
     let program = argv.first().map(String::as_str).unwrap_or_default();
-    crate::config::program_available(program).map_err(CreateError::BadCommand)?;
+    crate::config::program_available(program).map_err(CreateError::ProgramNotFound)?;
     let (name, env, state) = match cfg.assistants.get(key) {
         Some(a) => (a.name.clone(), a.env.clone(), a.state.clone()),
         None if key == CUSTOM_ASSISTANT => {
