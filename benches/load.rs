@@ -384,7 +384,7 @@ impl Settings {
             s.slow_mb,
         ]
         .contains(&0)
-            || s.slow_pace_mbps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+            || !(s.slow_pace_mbps > 0.0)
             || s.upgrade_sessions.contains(&0)
         {
             bail!(

@@ -16,14 +16,6 @@ use super::*;
 /// first request before it is closed.
 const FIRST_REQUEST_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Bytes a connection's socket holds not yet sent before it stops taking writes
-/// (`TCP_NOTSENT_LOWAT`). Without it the kernel's send buffer grows to megabytes for a client
-/// that reads slower than a flood, and a browser reading a few MB/s sees the end of the flood
-/// seconds late; with it such a viewer's writes wait, so it is resynced with the screen
-/// instead (`viewer/subscription.rs`), and a client that keeps up still has all the bytes the
-/// network carries in flight.
-const NOT_SENT_LOW_WATER: u32 = 128 * 1024;
-
 /// Accepts connections until shutdown; with `tls`, each one is a TLS connection.
 pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<super::tls::Tls>>) {
     loop {
@@ -40,7 +32,6 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
             },
         };
         let _ = stream.set_nodelay(true);
-        let _ = socket2::SockRef::from(&stream).set_tcp_notsent_lowat(NOT_SENT_LOW_WATER);
         // A trusted proxy's connection carries many clients: it is counted under each
         // request's forwarded address instead (see `Slot::from_client`), and under the proxy
         // only against `[proxy] max_connections`.
