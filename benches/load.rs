@@ -4,15 +4,19 @@
 //! full snapshot), the daemon's memory when idle, per idle session and per idle viewer, and
 //! exec (output through pipe mode and SSE against a bare pipe, short execs at a steady rate), and
 //! what recording sessions costs (a flood to 10 viewers and idle sessions, recording on vs off),
-//! and live upgrades (SIGUSR2 to every viewer's screen back, and no counter line lost). The
+//! and live upgrades (SIGUSR2 to every viewer's screen back, and no counter line lost), and a
+//! flood to viewers reading at a browser's pace (`slow`), and the WebSocket upgrade against a
+//! bare hyper server's (`handshake`); `--busy-core` runs it all beside a
+//! second process keeping one core busy. The
 //! soak (`--soak MINUTES`) runs a day's mix of operations against one daemon and checks that it
 //! gives back what it takes: RSS, fds, threads, processes, and every byte.
 //!
-//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,busy,board,soak,deploy]
+//! Run: `cargo bench --bench load -- [--quick] [--scenarios echo,dialects,attach,flood,stall,join,memory,exec,record,upgrade,busy,board,soak,deploy,slow,handshake]
 //! [--viewers 0,10,100] [--samples 500] [--pause-ms 5] [--echo-gaps-ms 5,0] [--viewer-nice 10] [--flood-viewers 1,10,100]
 //! [--flood-mb 50] [--flood-repeat 3] [--stall-viewers 10] [--joins 200] [--mem-sessions 100]
 //! [--mem-viewers 1000] [--exec-mb 100] [--exec-rate 100] [--exec-seconds 5] [--upgrade-sessions 10,100]
-//! [--upgrades 5] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
+//! [--upgrades 5] [--deploy-viewers 10] [--slow-viewers 100] [--slow-mb 20] [--slow-pace-mbps 4]
+//! [--busy-core] [--soak 30 | --soak-seconds 60] [--soak-warmup-seconds 180]
 //! [--soak-workers 3] [--seed 1]`. All scenarios but the soak run by default (`--soak` alone runs
 //! only the soak); `--quick` is a smoke run of all of them in about a minute. Prints a table, then
 //! one JSON line (the last line of stdout); exits non-zero when a run or an invariant failed, and
@@ -49,6 +53,8 @@ mod echo;
 mod exec;
 #[path = "load/flood.rs"]
 mod flood;
+#[path = "load/handshake.rs"]
+mod handshake;
 #[path = "load/join.rs"]
 mod join;
 #[path = "../tests/common/launcher.rs"]
@@ -63,6 +69,8 @@ mod procfs;
 mod record;
 #[path = "load/report.rs"]
 mod report;
+#[path = "load/slow.rs"]
+mod slow;
 #[path = "load/soak.rs"]
 mod soak;
 #[path = "load/stall.rs"]
@@ -105,12 +113,16 @@ pub(crate) enum Scenario {
     Soak,
     /// Echo and flood through ptyhub's TLS vs plain, and through nginx vs direct.
     Deploy,
+    /// A flood to many viewers that read at a browser's pace, to every viewer's final screen.
+    Slow,
+    /// The WebSocket upgrade against a bare hyper server's.
+    Handshake,
 }
 
 /// ptyhub load generator (only talks to 127.0.0.1; every loop is bounded in count and time).
 #[derive(Debug, Parser)]
 struct Args {
-    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,memory,exec,record,deploy,busy,board; with --soak or
+    /// Scenarios to run, comma-separated [default: echo,dialects,attach,flood,stall,join,handshake,memory,exec,record,deploy,slow,busy,board; with --soak or
     /// --soak-seconds: soak]
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<Scenario>>,
@@ -149,7 +161,8 @@ struct Args {
     /// stall: healthy viewers next to the stalled one [default: 10; --quick: 2]
     #[arg(long)]
     stall_viewers: Option<usize>,
-    /// join: joins measured, one after the other [default: 200; --quick: 20]
+    /// join and handshake: joins (upgrades to each side) measured, one after the other
+    /// [default: 200; --quick: 20]
     #[arg(long)]
     joins: Option<usize>,
     /// busy: sessions printing about 1 MB/s each (runs: --flood-repeat) [default: 20; --quick: 3]
@@ -188,6 +201,21 @@ struct Args {
     /// upgrade: live upgrades per run [default: 5; --quick: 2]
     #[arg(long)]
     upgrades: Option<usize>,
+    /// deploy: viewers of each path's flood (the first types) [default: 10; --quick: 2]
+    #[arg(long)]
+    deploy_viewers: Option<usize>,
+    /// slow: viewers reading at a browser's pace [default: 100; --quick: 8]
+    #[arg(long)]
+    slow_viewers: Option<usize>,
+    /// slow: MiB of base64 text [default: 20; --quick: 2]
+    #[arg(long)]
+    slow_mb: Option<usize>,
+    /// slow: MB/s each viewer reads (every fourth a quarter of it)
+    #[arg(long, default_value_t = 4.0)]
+    slow_pace_mbps: f64,
+    /// A busy host: a second process keeps one core busy for the whole run (killed at its end).
+    #[arg(long)]
+    busy_core: bool,
     /// soak: its length in minutes, warm-up included [default: 10; --quick: 1]
     #[arg(long, conflicts_with = "soak_seconds")]
     soak: Option<u64>,
@@ -242,6 +270,11 @@ pub(crate) struct Settings {
     pub(crate) soak_warmup: Duration,
     pub(crate) soak_workers: usize,
     pub(crate) seed: u64,
+    pub(crate) deploy_viewers: usize,
+    pub(crate) slow_viewers: usize,
+    pub(crate) slow_mb: usize,
+    pub(crate) slow_pace_mbps: f64,
+    pub(crate) busy_core: bool,
 }
 
 impl Settings {
@@ -263,11 +296,13 @@ impl Settings {
                     Scenario::Flood,
                     Scenario::Stall,
                     Scenario::Join,
+                    Scenario::Handshake,
                     Scenario::Memory,
                     Scenario::Exec,
                     Scenario::Record,
                     Scenario::Upgrade,
                     Scenario::Deploy,
+                    Scenario::Slow,
                     Scenario::Busy,
                     Scenario::Board,
                 ]
@@ -290,6 +325,11 @@ impl Settings {
             soak_warmup,
             soak_workers: a.soak_workers,
             seed: a.seed,
+            deploy_viewers: a.deploy_viewers.unwrap_or(if q { 2 } else { 10 }),
+            slow_viewers: a.slow_viewers.unwrap_or(if q { 8 } else { 100 }),
+            slow_mb: a.slow_mb.unwrap_or(if q { 2 } else { 20 }),
+            slow_pace_mbps: a.slow_pace_mbps,
+            busy_core: a.busy_core,
             viewers: a
                 .viewers
                 .unwrap_or(if q { vec![0, 5] } else { vec![0, 10, 100] }),
@@ -339,14 +379,19 @@ impl Settings {
             s.exec_rate,
             s.exec_seconds as usize,
             s.upgrades,
+            s.deploy_viewers,
+            s.slow_viewers,
+            s.slow_mb,
         ]
         .contains(&0)
+            || !(s.slow_pace_mbps > 0.0)
             || s.upgrade_sessions.contains(&0)
         {
             bail!(
                 "--samples, --flood-mb, --flood-repeat, --stall-viewers, --joins, --mem-sessions \
-                 --mem-viewers, --exec-mb, --exec-rate, --exec-seconds, --upgrades and \
-                 --upgrade-sessions must be at least 1"
+                 --mem-viewers, --exec-mb, --exec-rate, --exec-seconds, --upgrades, \
+                 --upgrade-sessions, --deploy-viewers, --slow-viewers and --slow-mb must be at \
+                 least 1, --slow-pace-mbps above 0"
             );
         }
         if s.flood_viewers.contains(&0) {
@@ -446,7 +491,14 @@ fn run(args: Args) -> Result<bool> {
         nofile,
     };
     eprintln!("load: daemon {}", ctx.bin.display());
+    let busy_core = settings.busy_core.then(BusyCore::start).transpose()?;
     let mut report = driver.block_on(scenarios(&settings, &mut ctx))?;
+    if busy_core.is_some() {
+        report
+            .notes
+            .push("busy host: a second process kept one core busy throughout (--busy-core)".into());
+    }
+    drop(busy_core);
     pool.shutdown_timeout(Duration::from_secs(2));
     if let Some(runtime) = echo_pool {
         runtime.shutdown_timeout(Duration::from_secs(2));
@@ -513,7 +565,36 @@ async fn scenarios(s: &Settings, ctx: &mut Ctx) -> Result<Report> {
             Scenario::Board => board::run(s, ctx, &mut report).await,
             Scenario::Soak => soak::run(s, ctx, &mut report).await,
             Scenario::Deploy => deploy::run(s, ctx, &mut report).await,
+            Scenario::Slow => slow::run(s, ctx, &mut report).await,
+            Scenario::Handshake => handshake::run(s, ctx, &mut report).await,
         }
     }
     Ok(report)
+}
+
+/// `--busy-core`: a second process spinning on one core, as a busy host has; it ends when this
+/// is dropped, and by itself after two hours should the generator be killed.
+struct BusyCore(std::process::Child);
+
+impl BusyCore {
+    fn start() -> Result<BusyCore> {
+        let child = std::process::Command::new("timeout")
+            .args(["7200", "sh", "-c", "while :; do :; done"])
+            .spawn()
+            .context("starting the busy-core process (timeout, sh)")?;
+        Ok(BusyCore(child))
+    }
+}
+
+impl Drop for BusyCore {
+    fn drop(&mut self) {
+        // `timeout` passes the signal on to the spinning shell.
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = self.0.wait();
+    }
 }

@@ -223,9 +223,9 @@ impl Transport for Recorder {
         );
     }
 
-    async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> std::io::Result<()> {
+    async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> std::io::Result<bool> {
         self.0.lock().expect("lock").extend_from_slice(bytes);
-        Ok(())
+        Ok(false)
     }
 
     fn direct(&self) -> Option<Arc<tokio::net::TcpStream>> {

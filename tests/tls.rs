@@ -339,6 +339,96 @@ async fn a_live_upgrade_keeps_serving_tls() {
     after.run("echo $MARK-$((1+1))", "kept-over-2").await;
 }
 
+/// A viewer over wss:// that reads what it is sent at once gets a flood as the stream, as a
+/// plain one does, not as resync snapshots: its writes never wait for the socket, so the
+/// backlog its writer task holds between the actor's turns (every chunk goes through that
+/// task over TLS) does not mark it as slow. Up to three floods, so that one the test's reader
+/// fell behind on (a busy machine) does not fail it; before the fix every flood was resynced
+/// within its first few hundred KiB.
+#[tokio::test]
+async fn a_wss_viewer_that_keeps_up_gets_a_flood_streamed_not_resynced() {
+    use futures_util::SinkExt;
+    use std::io::Read;
+    use tokio_tungstenite::tungstenite::Message;
+    const FLOOD: usize = 4 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = pki();
+    let (cert, key) = install(dir.path(), &p);
+    let d = Daemon::start_with(&tls_config(&cert, &key));
+    let url = wss(
+        &d,
+        Uuid::new_v4(),
+        &format!("?assistant=shell&token={TOKEN}"),
+    );
+    let connector = tokio_tungstenite::Connector::Rustls(client_config(&[&p.ca], BOTH));
+    let connect =
+        tokio_tungstenite::connect_async_tls_with_config(&url, None, true, Some(connector));
+    let (mut ws, _) = tokio::time::timeout(common::TIMEOUT, connect)
+        .await
+        .expect("connect in time")
+        .expect("connect");
+    while !matches!(next(&mut ws).await, Message::Text(t) if t.contains(r#""type":"ready""#)) {}
+    let mut tries = Vec::new();
+    for round in 0..3 {
+        // The typed command's echo does not hold the marker; the shell's arithmetic makes it.
+        let end = format!("TLS-FLOOD-END-{}", 40 + round);
+        let cmd = format!(
+            "base64 -w 76 /dev/zero | head -c {FLOOD}; echo; echo TLS-FLOOD-END-$((40+{round}))\r"
+        );
+        ws.send(Message::Binary(cmd.into_bytes().into()))
+            .await
+            .expect("send");
+        // Only bytes are counted and the end looked for: this reader keeps up with the flood.
+        let (mut streamed, mut resyncs, mut tail, mut gz) = (0, 0, Vec::new(), Vec::new());
+        loop {
+            let Message::Binary(b) = next(&mut ws).await else {
+                continue;
+            };
+            if b.len() >= 3 && b[0] == 0x02 {
+                // A snapshot chunk [0x02, index, total, gzip…]: a resync, which may show the end.
+                gz.extend_from_slice(&b[3..]);
+                if b[1] + 1 < b[2] {
+                    continue;
+                }
+                resyncs += 1;
+                let mut screen = String::new();
+                flate2::read::GzDecoder::new(&gz[..])
+                    .read_to_string(&mut screen)
+                    .expect("gunzip snapshot");
+                gz.clear();
+                if screen.contains(&end) {
+                    break;
+                }
+                continue;
+            }
+            streamed += b.len();
+            tail.extend_from_slice(&b);
+            tail.drain(..tail.len().saturating_sub(256));
+            if String::from_utf8_lossy(&tail).contains(&format!("{end}\r\n")) {
+                break;
+            }
+        }
+        if resyncs == 0 && streamed > FLOOD {
+            return;
+        }
+        tries.push((streamed, resyncs));
+    }
+    panic!("every flood was resynced or cut short: (bytes streamed, resyncs) {tries:?}");
+}
+
+/// The next message on `ws`; panics when it ends or stays silent.
+async fn next(
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> tokio_tungstenite::tungstenite::Message {
+    use futures_util::StreamExt;
+    match tokio::time::timeout(common::TIMEOUT, ws.next()).await {
+        Ok(Some(Ok(m))) => m,
+        other => panic!("the connection ended or went silent: {other:?}"),
+    }
+}
+
 /// Starts the binary listening on every interface (a token set, so it may), reads its first
 /// line, stops it, and returns what it logged.
 fn log_of_a_wide_listen(extra: &str) -> String {

@@ -1,21 +1,24 @@
 //! deploy: the echo round trip (p50/p99) and the flood through ptyhub's own TLS against plain
 //! WebSockets, and through nginx (the shipped `config/nginx/ptyhub.conf`, TLS terminated there)
 //! against direct, in the same run: three paths, measured one after the other, each repeated.
+//! The flood goes to `--deploy-viewers` viewers on each path.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Map, Value};
+use tokio::runtime::Handle;
 use tokio::time::timeout_at;
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use crate::client::{contains, is_snapshot_chunk, Conn, STEP_TIMEOUT};
+use crate::client::{is_snapshot_chunk, on_pool, Conn, Tasks, STEP_TIMEOUT};
 use crate::daemon::{config, Daemon};
-use crate::flood::MarkerScan;
+use crate::flood::{flood_reader, MarkerScan, Progress};
 use crate::report::{fail, ms, pct_us, round3, Report};
 use crate::{Ctx, Settings};
 
@@ -116,7 +119,7 @@ async fn deploy(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<Vec<
                     .await
                     .with_context(|| format!("echo {}", p.name))?,
             );
-            let (secs, streamed, resyncs) = flood(p, &file.path)
+            let (secs, streamed, resyncs) = flood(p, &file.path, s.deploy_viewers, &ctx.pool)
                 .await
                 .with_context(|| format!("flood {}", p.name))?;
             row.flood.push(secs);
@@ -165,66 +168,105 @@ async fn echo(p: &Path3, samples: usize) -> Result<Vec<Duration>> {
     Ok(rtt)
 }
 
-/// Seconds from typing `cat FILE; echo MARK` to the marker's arrival, output bytes streamed,
-/// and resync snapshots.
-async fn flood(p: &Path3, file: &Path) -> Result<(f64, u64, usize)> {
+/// Seconds from typing `cat FILE; echo MARK` to the marker's arrival at the last of `viewers`
+/// viewers (the first types; all read on the viewer runtime), output bytes streamed to each
+/// viewer on average, and resync snapshots over all of them.
+async fn flood(p: &Path3, file: &Path, viewers: usize, pool: &Handle) -> Result<(f64, u64, usize)> {
     let id = Uuid::new_v4();
-    let url = format!("{}/ws/{id}?assistant=shell", p.root);
-    let mut conn = Conn::open_tls(url, p.tls.clone()).await?;
-    conn.wait_text("$ ").await?;
+    let (url, tls) = (format!("{}/ws/{id}?assistant=shell", p.root), p.tls.clone());
+    let typist = on_pool(pool, async move {
+        let mut conn = Conn::open_tls(url, tls).await?;
+        conn.wait_text("$ ").await?;
+        Ok(conn)
+    })
+    .await?;
+    let mut conns = Vec::with_capacity(viewers);
+    for v in 1..viewers {
+        let (url, tls) = (format!("{}/ws/{id}", p.root), p.tls.clone());
+        let conn = on_pool(pool, Conn::open_tls(url, tls))
+            .await
+            .with_context(|| format!("joining viewer {v}"))?;
+        conns.push(conn);
+    }
+    // Everyone counted in, so no join lands inside the measurement.
+    let expect = viewers as u64;
+    let typist = on_pool(pool, async move {
+        let mut typist = typist;
+        typist.wait_viewers(expect).await?;
+        Ok(typist)
+    })
+    .await?;
+    conns.insert(0, typist);
     let n = id.as_u128() % 1000;
     let cmd = format!(
         "cat '{}'; echo FLOOD-END-$((1000+{n}))-MARK\r",
         file.display()
     );
-    let mut scan = MarkerScan::new(format!("FLOOD-END-{}-MARK", 1000 + n).into_bytes());
-    let (mut resyncs, mut streamed) = (0, 0u64);
+    let marker = format!("FLOOD-END-{}-MARK", 1000 + n).into_bytes();
+    let (mut sinks, mut readers, mut progress, mut tasks) =
+        (Vec::new(), Vec::new(), Vec::new(), Tasks::default());
+    for conn in conns {
+        let (sink, stream) = conn.ws.split();
+        sinks.push(sink);
+        let got = Arc::new(Progress::default());
+        let task = pool.spawn(flood_reader(
+            stream,
+            MarkerScan::new(marker.clone()),
+            got.clone(),
+        ));
+        tasks.0.push(task.abort_handle());
+        readers.push(task);
+        progress.push(got);
+    }
     let start = Instant::now();
-    conn.send(cmd.as_bytes()).await?;
+    let typing = sinks[0].send(Message::Binary(cmd.into_bytes()));
+    tokio::time::timeout(STEP_TIMEOUT, typing)
+        .await
+        .map_err(|_| anyhow!("typing the flood command: send blocked"))?
+        .context("typing the flood command")?;
     let deadline = start + Duration::from_secs(300);
-    loop {
-        match timeout_at(deadline.into(), conn.ws.next()).await {
-            Err(_) => bail!("the flood did not end within 300 s"),
-            Ok(None) | Ok(Some(Err(_))) => bail!("the connection ended"),
-            // A viewer that fell behind is brought up to date by a snapshot: the marker may
-            // arrive in one.
-            Ok(Some(Ok(Message::Binary(b)))) if is_snapshot_chunk(&b) => {
-                if let Some(ansi) = conn.snapshots.push(&b)? {
-                    resyncs += 1;
-                    if contains(&ansi, &scan.marker) {
-                        break;
-                    }
-                }
-            }
-            Ok(Some(Ok(Message::Binary(b)))) => {
-                streamed += b.len() as u64;
-                if scan.feed(&b) {
-                    break;
-                }
-            }
-            Ok(Some(Ok(_))) => {}
+    let mut last = start;
+    for (v, reader) in readers.iter_mut().enumerate() {
+        match timeout_at(deadline.into(), reader).await {
+            Ok(Ok(Ok(at))) => last = last.max(at),
+            Ok(Ok(Err(e))) => bail!("viewer {v}: {e:#}"),
+            Ok(Err(e)) => bail!("viewer {v}: reader task failed: {e}"),
+            Err(_) => bail!("viewer {v}: the flood did not end within 300 s"),
         }
     }
-    let secs = start.elapsed().as_secs_f64();
+    let secs = last.duration_since(start).as_secs_f64();
+    let streamed = progress
+        .iter()
+        .map(|g| g.bytes.load(Ordering::Relaxed))
+        .sum::<u64>()
+        / viewers as u64;
+    let resyncs = progress
+        .iter()
+        .map(|g| g.snapshots.load(Ordering::Relaxed))
+        .sum();
     eprintln!(
-        "load:   {:.3} s, {:.1} MiB streamed, {resyncs} resyncs",
+        "load:   {:.3} s, {:.1} MiB streamed per viewer, {resyncs} resyncs",
         secs,
         streamed as f64 / 1048576.0
     );
-    let _ = conn.ws.close(None).await;
+    drop(tasks);
+    for mut sink in sinks {
+        let _ = sink.close().await;
+    }
     Ok((secs, streamed, resyncs))
 }
 
 pub(crate) fn print(s: &Settings, rows: &[DeployRow], out: &mut Map<String, Value>) {
     println!();
     println!(
-        "deploy: echo ({} round trips per path per round) and {} MiB flood ({} rounds), paths side by side",
+        "deploy: echo ({} round trips per path per round) and {} MiB flood to {} viewers ({} rounds), paths side by side",
         s.samples,
         s.flood_mb,
+        s.deploy_viewers,
         s.flood_repeat.max(1)
     );
     println!(
-        "(a viewer that falls behind is resynced by a snapshot: 'streamed' is the output it got)"
+        "(a viewer that falls behind is resynced by a snapshot: 'streamed' is the output each got)"
     );
     println!(
         "{:<20} {:>9} {:>9} {:>11} {:>13} {:>13} {:>8}",

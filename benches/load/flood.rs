@@ -207,12 +207,12 @@ impl MarkerScan {
 
 /// How far one flood viewer got, readable while it runs (for a clear timeout message).
 #[derive(Default)]
-struct Progress {
+pub(crate) struct Progress {
     /// Live output bytes (frame payloads).
-    bytes: AtomicU64,
+    pub(crate) bytes: AtomicU64,
     /// Snapshot chunk bytes (frame payloads, headers included).
-    snapshot_bytes: AtomicU64,
-    snapshots: AtomicUsize,
+    pub(crate) snapshot_bytes: AtomicU64,
+    pub(crate) snapshots: AtomicUsize,
 }
 
 pub(crate) struct FloodRow {
@@ -440,7 +440,7 @@ pub(crate) async fn flood_run(
 }
 
 /// Reads one viewer's stream until the end marker; returns when it arrived.
-async fn flood_reader(
+pub(crate) async fn flood_reader(
     mut stream: SplitStream<Ws>,
     mut scan: MarkerScan,
     progress: Arc<Progress>,

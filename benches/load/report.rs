@@ -30,6 +30,8 @@ pub(crate) struct Report {
     pub(crate) board: Option<crate::board::BoardRow>,
     pub(crate) soak: Option<SoakRow>,
     pub(crate) deploy: Vec<crate::deploy::DeployRow>,
+    pub(crate) slow: Option<crate::slow::SlowRow>,
+    pub(crate) handshake: Option<crate::handshake::HandshakeRow>,
     /// Things to look at: daemon warnings, resyncs, processes left behind.
     pub(crate) notes: Vec<String>,
     pub(crate) errors: Vec<String>,
@@ -114,6 +116,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     if let Some(j) = &r.join {
         crate::join::print(j, &mut out);
     }
+    if let Some(h) = &r.handshake {
+        crate::handshake::print(h, &mut out);
+    }
     if let Some(m) = &r.memory {
         crate::memory::print(m, &mut out);
     }
@@ -125,6 +130,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if !r.deploy.is_empty() {
         crate::deploy::print(s, &r.deploy, &mut out);
+    }
+    if let Some(slow) = &r.slow {
+        crate::slow::print(s, slow, &mut out);
     }
     if !r.upgrade.is_empty() {
         crate::upgrade::print(&r.upgrade, &mut out);
@@ -159,7 +167,11 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     );
     out.insert(
         "settings".into(),
-        json!({ "echo_viewer_nice": s.viewer_nice, "flood_repeat": s.flood_repeat }),
+        json!({
+            "echo_viewer_nice": s.viewer_nice,
+            "flood_repeat": s.flood_repeat,
+            "busy_core": s.busy_core,
+        }),
     );
     out.insert("notes".into(), json!(r.notes));
     out.insert("errors".into(), json!(r.errors));

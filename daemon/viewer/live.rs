@@ -99,6 +99,11 @@ impl Live {
         })
     }
 
+    /// Whether the actor writes new output to the viewer's socket itself (see [`Live`]).
+    pub fn is_direct(&self) -> bool {
+        self.tcp.is_some()
+    }
+
     /// The shared state, for the writer task.
     pub fn lock(&self) -> MutexGuard<'_, LiveState> {
         // Every update completes before anything can panic: a poisoned lock is still sound.

@@ -134,6 +134,16 @@ impl Subscription {
         RESYNC_BACKLOG_FLOOR.max(self.snapshot_cost.load(Ordering::Relaxed))
     }
 
+    /// Whether a backlog past [`Self::resync_backlog`] means the client cannot keep up. A
+    /// viewer the actor writes to directly (plain TCP) has a backlog only once its socket
+    /// was full or its task lagged, so its backlog alone says so. One without that path (TLS,
+    /// multiplexed) is handed every chunk through its task, which runs only when the actor
+    /// yields, a few hundred KiB of a flood later even when the client reads everything at
+    /// once: its backlog says so only when its socket made the latest write wait.
+    fn slower_than_output<T: Transport>(&self, sink: &Sink<T>) -> bool {
+        self.live.is_direct() || sink.waited()
+    }
+
     /// The session followed.
     pub fn session(&self) -> &SessionHandle {
         &self.session
@@ -177,7 +187,10 @@ impl Subscription {
         let log = self.session.log();
         let offset = self.offset();
         // Without a screen model a resync replays the log: every byte must be sent instead.
-        if self.session.has_screen() && log.head().saturating_sub(offset) > self.resync_backlog() {
+        if self.session.has_screen()
+            && log.head().saturating_sub(offset) > self.resync_backlog()
+            && self.slower_than_output(sink)
+        {
             let pumped = self.resync(sink, framing, BEHIND).await?;
             self.behind.store(true, Ordering::Relaxed);
             return Ok(pumped);

@@ -13,11 +13,13 @@
 
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use fastwebsockets::OpCode;
-use tokio::io::AsyncWriteExt;
+use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
 use crate::protocol::Outbound;
@@ -44,11 +46,13 @@ pub trait Transport: Send + 'static {
     /// Appends the message that closes the connection with `code` and `reason`.
     fn close_frame(out: &mut Vec<u8>, code: u16, reason: &str);
 
-    /// Writes framed bytes, all of them, in order.
+    /// Writes framed bytes, all of them, in order, and onto the wire (a TLS layer's buffered
+    /// records too); `true` when the socket made it wait, i.e. the peer reads slower than it
+    /// is written to.
     fn write_all<'a>(
         &'a mut self,
         bytes: &'a [u8],
-    ) -> impl Future<Output = io::Result<()>> + Send + 'a;
+    ) -> impl Future<Output = io::Result<bool>> + Send + 'a;
 
     /// The socket the session actor may write to without waiting, when there is one.
     fn direct(&self) -> Option<Arc<TcpStream>>;
@@ -81,8 +85,31 @@ impl Transport for WebSocket {
         push_close(out, code, reason);
     }
 
-    async fn write_all<'a>(&'a mut self, bytes: &'a [u8]) -> io::Result<()> {
-        self.write.write_all(bytes).await
+    async fn write_all<'a>(&'a mut self, mut bytes: &'a [u8]) -> io::Result<bool> {
+        let (write, mut waited) = (&mut self.write, false);
+        std::future::poll_fn(|cx| {
+            let pending = |waited: &mut bool| {
+                *waited = true;
+                Poll::Pending
+            };
+            while !bytes.is_empty() {
+                match Pin::new(&mut *write).poll_write(cx, bytes) {
+                    Poll::Pending => return pending(&mut waited),
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => bytes = &bytes[n..],
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                }
+            }
+            // TLS: a write is done once rustls has the bytes, and the records it could not
+            // put on the socket yet wait in its buffer until the next write or a flush; the
+            // end of a flood or an echo must not. (A no-op on plain TCP.)
+            match Pin::new(&mut *write).poll_flush(cx) {
+                Poll::Pending => pending(&mut waited),
+                Poll::Ready(done) => Poll::Ready(done),
+            }
+        })
+        .await?;
+        Ok(waited)
     }
 
     fn direct(&self) -> Option<Arc<TcpStream>> {
@@ -95,6 +122,8 @@ impl Transport for WebSocket {
 pub struct Sink<T> {
     transport: T,
     mid_frame: bool,
+    /// Whether the latest write had to wait for the socket.
+    waited: bool,
 }
 
 /// Why writing stopped: the connection failed.
@@ -106,15 +135,23 @@ impl<T: Transport> Sink<T> {
         Sink {
             transport,
             mid_frame: false,
+            waited: false,
         }
     }
 
     /// Writes bytes already framed by `T` (a batch of frames goes in one write).
     pub async fn write(&mut self, framed: &[u8]) -> WriteResult {
         self.mid_frame = true;
-        self.transport.write_all(framed).await?;
+        self.waited = true;
+        self.waited = self.transport.write_all(framed).await?;
         self.mid_frame = false;
         Ok(())
+    }
+
+    /// Whether the latest write had to wait for the socket to take it (or failed): the peer
+    /// was not reading as fast as it was written to.
+    pub fn waited(&self) -> bool {
+        self.waited
     }
 
     /// Writes one message of `kind`.
