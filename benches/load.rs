@@ -384,7 +384,8 @@ impl Settings {
             s.slow_mb,
         ]
         .contains(&0)
-            || !(s.slow_pace_mbps > 0.0)
+            || s.slow_pace_mbps.is_nan()
+            || s.slow_pace_mbps <= 0.0
             || s.upgrade_sessions.contains(&0)
         {
             bail!(

@@ -375,7 +375,7 @@ async fn a_wss_viewer_that_keeps_up_gets_a_flood_streamed_not_resynced() {
         let cmd = format!(
             "base64 -w 76 /dev/zero | head -c {FLOOD}; echo; echo TLS-FLOOD-END-$((40+{round}))\r"
         );
-        ws.send(Message::Binary(cmd.into_bytes().into()))
+        ws.send(Message::Binary(cmd.into_bytes()))
             .await
             .expect("send");
         // Only bytes are counted and the end looked for: this reader keeps up with the flood.
