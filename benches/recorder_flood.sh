@@ -25,27 +25,33 @@ flood() {
     mkdir -p "$dir/rec"
     printf '[recording]\nenabled = %s\ndir = "%s"\n' \
         "$([ "$1" = on ] && echo true || echo false)" "$dir/rec" >"$dir/cfg.toml"
-    "$BIN" --listen 127.0.0.1:0 --config "$dir/cfg.toml" --no-auth >"$dir/out" 2>"$dir/log" &
+    # Each in a process group of its own: signals meant for them reach nothing else here.
+    setsid "$BIN" --listen 127.0.0.1:0 --config "$dir/cfg.toml" --no-auth >"$dir/out" 2>"$dir/log" &
     local daemon=$!
     pids+=("$daemon")
-    until grep -q 'listening on' "$dir/out"; do sleep 0.05; done
+    until grep -qs 'listening on' "$dir/out"; do sleep 0.05; done
     addr=$(sed -n 's|.*listening on \(http://[^/]*\)/.*|\1|p' "$dir/out" | head -1)
     # The program waits for the viewer's first line of input (sent once it is attached).
     id=$(curl -sf "$addr/api/sessions" -H 'content-type: application/json' -d "{\"cmd\":[\"sh\",\"-c\",
         \"read go; s=\$(date +%s%N); seq 1 $LINES; e=\$(date +%s%N); echo ELAPSED \$(( (e-s)/1000000 ))ms; sleep 30\"]}" |
         jq -r .id)
-    (sleep 1; printf 'go\r'; sleep 600) | script -qfc "$BIN attach --server $addr $id" /dev/null >/dev/null 2>&1 &
+    mkfifo "$dir/keys"
+    setsid script -qfc "$BIN attach --server $addr $id" /dev/null <"$dir/keys" >/dev/null 2>&1 &
     local viewer=$!
     pids+=("$viewer")
+    exec 3>"$dir/keys"
+    sleep 1
+    printf 'go\r' >&3
     until elapsed=$(curl -sf "$addr/api/sessions/$id/scrollback" | jq -r .scrollback | base64 -d |
         grep -ao 'ELAPSED [0-9]*ms'); do sleep 0.2; done
     kept=-
     if [ "$1" = on ]; then
         sleep 0.5 # the recorder's last batch (it writes every 100 ms)
-        kept=$(jq -r 'select(type == "array" and .[1] == "o") | .[2]' "$dir/rec/$id.cast" |
+        kept=$(jq -j 'select(type == "array" and .[1] == "o") | .[2]' "$dir/rec/$id.cast" |
             tr -d '\r' | grep -cxE '[0-9]+' || true)
     fi
     echo "recording $1, $2, run $3: ${elapsed#ELAPSED }, lines recorded $kept of $LINES"
+    exec 3>&-
     kill "$viewer" "$daemon" 2>/dev/null || true
     wait "$viewer" "$daemon" 2>/dev/null || true
 }
