@@ -616,3 +616,205 @@ async fn a_recording_made_read_only_midway_stops_and_the_session_goes_on() {
     let (_, events) = parse(&recording(&d, id).await);
     assert!(output(&events).contains("BEFORE-6"));
 }
+
+/// A process that keeps one core busy until it is dropped (and at most five CPU minutes, so a
+/// test killed outright leaves nothing spinning for long).
+struct Spinner {
+    _child: common::KillOnDrop,
+}
+
+impl Spinner {
+    fn start() -> Spinner {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "ulimit -t 300; while :; do :; done"])
+            .spawn()
+            .expect("sh");
+        Spinner {
+            _child: common::KillOnDrop(child),
+        }
+    }
+}
+
+/// The last `n` bytes of a file (empty when it is missing).
+fn file_tail(path: &Path, n: u64) -> Vec<u8> {
+    use std::io::{Read as _, Seek as _};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let _ = file.seek(std::io::SeekFrom::Start(len.saturating_sub(n)));
+    let mut tail = Vec::new();
+    let _ = file.read_to_end(&mut tail);
+    tail
+}
+
+/// Lines `seq 1 N` printed, all of them, in order, once: the recorder kept pace with a flood
+/// on a machine whose every core is busy (the PTY waited for it), and marked nothing as lost.
+/// The log's window is the smallest allowed (64 KiB): a debug build reads the PTY several
+/// times slower than a release one, and the window scales the time the recorder has, so the
+/// recorder without pacing fell out of it here as it did out of 4 MiB in a release build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_on_a_busy_machine_is_recorded_whole() {
+    const LINES: u64 = 2_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        config_in(dir.path(), "").replace("[session]\n", "[session]\noutput_log_bytes = 65536\n");
+    assert!(cfg.contains("output_log_bytes"), "{cfg}");
+    let d = Daemon::start_with(&cfg);
+    let _busy = [Spinner::start(), Spinner::start()];
+    let id = d
+        .create_session(
+            "unused",
+            json!({"cmd": ["sh", "-c", format!("seq 1 {LINES}; echo SEQ-DONE-$((6*7))")]}),
+        )
+        .await;
+    let file = dir.path().join(format!("{id}.cast"));
+    // A long flood on a busy debug build: its own deadline, checked on the file's tail only.
+    let start = std::time::Instant::now();
+    while !String::from_utf8_lossy(&file_tail(&file, 4096)).contains("SEQ-DONE-42") {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "the flood never finished recording"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let flood = start.elapsed();
+    drop(_busy);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (_, events) = parse(&text);
+    let lost: Vec<&str> = data_of(&events, "m")
+        .into_iter()
+        .filter(|m| m.contains("lost"))
+        .collect();
+    let joined = output(&events);
+    let lines: Vec<&str> = joined.split("\r\n").collect();
+    // Lines kept in order; output lost mid-line leaves pieces that are counted as garbled.
+    let (mut kept, mut garbled, mut expected) = (0u64, 0u64, 1u64);
+    for line in &lines {
+        if *line == "SEQ-DONE-42" {
+            break;
+        }
+        match line.parse::<u64>() {
+            Ok(n) if n == expected => {
+                kept += 1;
+                expected += 1;
+            }
+            Ok(n) if n > expected && n <= LINES => expected = n + 1,
+            _ => garbled += 1,
+        }
+    }
+    let missing = LINES - kept;
+    eprintln!(
+        "recorded in {flood:?}: {missing} of {LINES} lines missing, {garbled} garbled, {} \
+         markers of loss, the first {:?}",
+        lost.len(),
+        lost.first()
+    );
+    assert_eq!((missing, garbled), (0, 0), "lines missing");
+    assert!(lost.is_empty(), "{lost:?}");
+}
+
+/// The cap counts what is written: escapes as JSON escapes them (an ESC is six bytes), so a
+/// coloured flood whose output is under the cap, but not once encoded, stops at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coloured_flood_stops_at_the_cap_as_written() {
+    const CAP: usize = 16384;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with(&config_in(
+        dir.path(),
+        &format!("max_bytes_per_session = {CAP}"),
+    ));
+    let id = Uuid::new_v4();
+    let mut c = shell(&d, id).await;
+    // 1400 × 10 bytes of output (under the cap), 28 KB once encoded (over it).
+    c.run(
+        "for i in $(seq 1400); do printf '\\033[31mX\\033[0m'; done; echo; echo HUE-$((2*4))",
+        "HUE-8",
+    )
+    .await;
+    let error = told(&mut c).await;
+    assert_eq!(error["code"], "recording_failed", "{error}");
+    let text = recording(&d, id).await;
+    assert!(text.len() <= CAP, "{} bytes written, cap {CAP}", text.len());
+    let (_, events) = parse(&text);
+    let markers = data_of(&events, "m");
+    assert!(
+        markers.iter().any(|m| m.contains("size limit")),
+        "{markers:?}"
+    );
+    c.run("echo STILL-$((1+4))", "STILL-5").await;
+}
+
+/// A recording whose file is deleted while its session runs stops at its next write (the
+/// file has no link left) and says so, instead of writing on into an inode nobody can reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_deleted_midway_stops_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with(&config_in(dir.path(), ""));
+    let before = failures(&d).await;
+    let id = Uuid::new_v4();
+    let mut c = shell(&d, id).await;
+    c.run("echo BEFORE-$((2*5))", "BEFORE-10").await;
+    recorded(&d, id, "BEFORE-10").await;
+    std::fs::remove_file(dir.path().join(format!("{id}.cast"))).unwrap();
+    c.run("echo AFTER-$((3*5))", "AFTER-15").await;
+    let error = told(&mut c).await;
+    assert_eq!(error["code"], "recording_failed", "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("deleted"), "{error}");
+    assert!(failures(&d).await > before);
+    c.run("echo STILL-$((2+5))", "STILL-7").await;
+    assert_eq!(c.count("error"), 1, "told once");
+    let resp = get(&d.http(&format!("/api/sessions/{id}/recording"))).await;
+    assert_eq!(resp.status(), 404, "not brought back");
+}
+
+/// A recorder that takes nothing at all (its file is a FIFO nobody reads, so opening it
+/// hangs, as on a hung disk) holds the session's flood for `recorder_pace::STALL` (10 s) at
+/// most: then the session lets it go, says the recording failed, and reads on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_recorder_is_let_go_and_the_session_reads_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = Uuid::new_v4();
+    let fifo = dir.path().join(format!("{id}.cast"));
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    // The smallest window (64 KiB): the recorder is half of it behind after 32 KiB.
+    let cfg =
+        config_in(dir.path(), "").replace("[session]\n", "[session]\noutput_log_bytes = 65536\n");
+    let d = Daemon::start_with(&cfg);
+    let mut c = shell(&d, id).await;
+    let start = std::time::Instant::now();
+    c.send_binary(b"seq 1 40000; echo FLOOD-$((7*7))\r".to_vec())
+        .await;
+    c.until_within("the flood's end", Duration::from_secs(60), |c| {
+        c.screen_text().contains("FLOOD-49")
+    })
+    .await;
+    let held = start.elapsed();
+    let error = told(&mut c).await;
+    assert_eq!(error["code"], "recording_failed", "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("took no output"), "{error}");
+    assert!(
+        held >= Duration::from_secs(9),
+        "held {held:?}: the session waited"
+    );
+    eventually("the failure logged", || {
+        d.log_text().contains("the recorder took no output")
+    })
+    .await;
+    c.run("echo STILL-$((3+5))", "STILL-8").await;
+    // Unblocks the recorder's open (it then sees it was let go and stops); non-blocking, so
+    // this never waits itself.
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo);
+    drop(reader);
+}

@@ -1,11 +1,14 @@
 //! One session's recorder: a task that follows the session's output log from its own offset
 //! (as a log follower does) and its feed (sizes, names, chat, restarts, input), encodes
 //! asciicast v2 events and writes them to the `.cast` file in batches, off the runtime's
-//! threads. It never makes the session wait: output that left the log's window before it was
-//! read is replaced by a marker saying so; a failing disk or the size cap stops the recording.
+//! threads. It loses nothing: it reports how far it has taken the log, and once it is half a
+//! window behind the session's PTY waits for it (`session/recorder_pace.rs`), so a flood on a
+//! busy machine is recorded whole, at the pace the recorder and its disk can go. A recorder
+//! that takes nothing for `recorder_pace::STALL` is let go by the session; a failing disk, a
+//! deleted file or the size cap stop the recording, and the session reads on unrecorded.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -76,6 +79,11 @@ enum Stop {
     Full(u64),
     /// Writing failed.
     Io(std::io::Error),
+    /// The file was deleted (its last link is gone): what follows would go nowhere.
+    Deleted,
+    /// The session stopped waiting for this recorder (it took nothing for too long) and has
+    /// said the recording failed.
+    LetGo,
 }
 
 /// The state of a recording in progress.
@@ -180,7 +188,13 @@ impl Recording {
         };
         let mut buf = std::mem::take(&mut self.buf);
         let done = tokio::task::spawn_blocking(move || {
-            let result = file.write_all(&buf);
+            // A file deleted meanwhile (`DELETE /api/recordings/{id}`, or by hand) has no link
+            // left: writing on would fill an inode nobody can reach.
+            let result = match file.metadata() {
+                Ok(meta) if meta.nlink() == 0 => Ok(false),
+                Ok(_) => file.write_all(&buf).map(|()| true),
+                Err(e) => Err(e),
+            };
             let len = buf.len();
             buf.clear();
             (file, buf, len, result)
@@ -196,7 +210,10 @@ impl Recording {
                     self.pending.shrink_to(IDLE_BYTES);
                 }
                 self.buf = buf;
-                result.map_err(Stop::Io)?;
+                if !result.map_err(Stop::Io)? {
+                    self.stopped = true;
+                    return Err(Stop::Deleted);
+                }
                 self.file = Some(file);
                 self.written += len as u64;
                 Ok(())
@@ -342,6 +359,11 @@ async fn record(
     let mut last = first;
     let mut suspended = false;
     let stop = loop {
+        if job.feed.pace().was_let_go() {
+            let label = "recording stopped: the session could not wait for the recorder any longer";
+            let _ = rec.event(Instant::now(), Code::Marker, label);
+            break Some(Stop::LetGo);
+        }
         let flush_at = rec.dirty_since.map(|t| t + BATCH_DELAY);
         let step = tokio::select! {
             biased;
@@ -354,7 +376,10 @@ async fn record(
                 Some(item) => on_feed_item(&mut rec, &job.log, &mut at, &mut last, &mut meta, item),
             },
             _ = job.log.wait_past(at) => {
-                tokio::time::sleep(GATHER).await;
+                // Already a quarter of the window behind: no gathering, the PTY may soon wait.
+                if job.log.head().saturating_sub(at) < job.log.capacity() as u64 / 4 {
+                    tokio::time::sleep(GATHER).await;
+                }
                 drain(&mut rec, &job.log, &mut at, u64::MAX)
             }
             _ = sleep_until(flush_at) => rec.flush().await,
@@ -367,6 +392,8 @@ async fn record(
             }
             Ok(())
         });
+        // Taken: the session may read on (it waits once this is half a window behind).
+        job.feed.pace().took(at);
         let step = match step {
             Ok(()) if rec.buf.len() >= FLUSH_BYTES => rec.flush().await,
             other => other,
@@ -439,6 +466,10 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 
 /// Logs and counts a stopped recording and tells the session's writers.
 async fn fail(job: &Job, stop: Stop) {
+    if let Stop::LetGo = stop {
+        // Counted, logged and told by the session as it let go.
+        return;
+    }
     job.metrics.recording_failures.inc();
     let message = match stop {
         Stop::Full(max) => {
@@ -449,6 +480,11 @@ async fn fail(job: &Job, stop: Stop) {
             warn!(session = %job.id, dir = %job.dir.display(), "recording failed: {e}");
             format!("the recording stopped: {e}")
         }
+        Stop::Deleted => {
+            info!(session = %job.id, "recording stopped: its file was deleted");
+            "the recording stopped: its file was deleted".to_owned()
+        }
+        Stop::LetGo => return,
     };
     job.session.report_recording_failure(message).await;
 }

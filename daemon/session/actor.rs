@@ -18,7 +18,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::attention::Attention;
 use super::chat::Chat;
@@ -30,6 +30,7 @@ use super::input::INPUT_QUEUE_BYTES;
 use super::output_log::SharedLog;
 use super::program::Program;
 use super::recorder_feed::{FeedSender, RecorderFeed};
+use super::recorder_pace;
 use super::refusal::Refusal;
 use super::screen_bridge::ScreenBridge;
 use super::viewers::Viewers;
@@ -172,6 +173,8 @@ impl Session {
             let (drain_until, escalate_at) =
                 (self.program.drain_until(), self.program.escalate_at());
             let has_room = self.screen.has_room();
+            // The recorder is half a window behind: the PTY waits for it until then at most.
+            let recorder_due = self.recorder.behind(self.log.head());
             let fanout_due = self.viewers.fanout_due();
             let fanout_pending = self.viewers.fanout_pending();
             let (pty_read, exited) = self.program.waits();
@@ -186,7 +189,7 @@ impl Session {
                     // Every handle is gone: nobody can reach this session any more.
                     None => self.begin_end(EndReason::Deleted, None),
                 },
-                read = pty_read, if has_room => {
+                read = pty_read, if has_room && recorder_due.is_none() => {
                     let long = matches!(&read, Ok(chunk) if chunk.len() >= LONG_READ);
                     self.on_read(read);
                     // Someone waits for an echo in another session: it goes before the rest
@@ -198,6 +201,9 @@ impl Session {
                 }
                 // The parser is a backlog behind: the PTY waits (and with it the program).
                 _ = screen_room, if !has_room => {}
+                // The recording is the one reader nobody can resync: the program waits for it.
+                () = self.recorder.took(), if recorder_due.is_some() => {}
+                _ = sleep_until(recorder_due) => self.recorder_stalled(),
                 _ = fanout_turn(fanout_due), if fanout_pending => {
                     self.viewers.fan_out_slice(|| !commands.is_empty())
                 }
@@ -339,11 +345,25 @@ impl Session {
 
     /// A recorder is connected: it starts from the session as it stands.
     fn connect_recorder(&mut self, feed: FeedSender) {
+        let head = self.log.head();
         let status = ViewerEvent::Status {
             info: self.status(),
-            offset: self.log.head(),
+            offset: head,
         };
-        self.recorder.connect(feed, &status);
+        self.recorder
+            .connect(feed, &status, head, self.log.capacity());
+    }
+
+    /// The recorder took nothing for `recorder_pace::STALL` while the PTY waited for it (a
+    /// hung disk): the session lets it go and reads on; the recording has failed.
+    fn recorder_stalled(&mut self) {
+        self.recorder.let_go();
+        self.metrics.recording_failures.inc();
+        let stall = recorder_pace::STALL.as_secs();
+        warn!(session = %self.identity.id(), "recording failed: the recorder took no output for {stall} s");
+        self.recording_failed(format!(
+            "the recording stopped: it took no output for {stall} s while the session waited for it"
+        ));
     }
 
     /// The recorder failed: its recording stopped.

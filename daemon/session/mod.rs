@@ -11,7 +11,8 @@
 //! `viewers/fanout.rs`), `chat.rs`, `program.rs` (the program, its PTY and input writer
 //! `input.rs`, and its phase `phase.rs`), `screen_bridge.rs` (the screen model's thread
 //! `screen_thread.rs`, its query answers, whether anything was drawn) and `recorder_feed.rs`
-//! (what the recorder is fed, and its failure) and `attention.rs` (its state: working,
+//! (what the recorder is fed, and its failure, with `recorder_pace.rs`: how far behind it
+//! the PTY waits) and `attention.rs` (its state: working,
 //! waiting, idle, exited, and what decides it). What the session tells the outside is in
 //! `events.rs`; `handoff.rs` is what it hands over in a live upgrade; `yield_to_typists.rs`
 //! is the daemon's latest keys, for which sessions printing a lot give way.
@@ -32,6 +33,7 @@ pub mod process;
 mod program;
 pub mod pty;
 pub mod recorder_feed;
+pub mod recorder_pace;
 pub mod refusal;
 pub mod replies;
 mod screen_bridge;

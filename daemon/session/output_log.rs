@@ -159,6 +159,8 @@ pub struct SharedLog {
     followers: AtomicUsize,
     /// Wakes those readers.
     grew: tokio::sync::Notify,
+    /// The window, in bytes (see [`OutputLog::new`]).
+    capacity: usize,
 }
 
 impl SharedLog {
@@ -169,6 +171,7 @@ impl SharedLog {
             head: AtomicU64::new(0),
             followers: AtomicUsize::new(0),
             grew: tokio::sync::Notify::new(),
+            capacity,
         }
     }
 
@@ -186,6 +189,7 @@ impl SharedLog {
             log: Mutex::new(log),
             followers: AtomicUsize::new(0),
             grew: tokio::sync::Notify::new(),
+            capacity,
         }
     }
 
@@ -251,6 +255,11 @@ impl SharedLog {
     /// Offset one past the newest byte.
     pub fn head(&self) -> u64 {
         self.head.load(Ordering::Acquire)
+    }
+
+    /// Most bytes kept: a reader further behind than this falls out of the window.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Offset of the oldest byte still kept.

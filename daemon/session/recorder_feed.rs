@@ -3,8 +3,9 @@
 //! Output is not carried here: the reader follows the output log from its own offset. The
 //! actor's side ([`RecorderFeed`]) also owns why the recording stopped, once it has.
 //!
-//! The actor never waits on it: the queue is bounded in items and bytes, and what does not
-//! fit is counted as lost, for the reader to say so.
+//! The actor never waits on the feed: the queue is bounded in items and bytes, and what does
+//! not fit is counted as lost, for the reader to say so. It carries the recorder's pace too
+//! (`recorder_pace.rs`): how far behind the output the recorder is, which the PTY waits for.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::events::ViewerEvent;
+use super::recorder_pace::{self, Pace, PaceReport};
 use super::refusal::Refusal;
 
 /// Items queued before further ones are lost.
@@ -44,6 +46,8 @@ pub struct FeedSender {
     shared: Arc<Shared>,
     /// Whether input is copied.
     input: bool,
+    /// The recorder's pace, for the actor.
+    pace: Pace,
 }
 
 /// The reader's end.
@@ -51,6 +55,7 @@ pub struct FeedSender {
 pub struct FeedReceiver {
     rx: mpsc::Receiver<FeedItem>,
     shared: Arc<Shared>,
+    pace: PaceReport,
 }
 
 #[derive(Debug, Default)]
@@ -63,13 +68,19 @@ struct Shared {
 pub(super) fn channel(input: bool) -> (FeedSender, FeedReceiver) {
     let (tx, rx) = mpsc::channel(FEED_ITEMS);
     let shared = Arc::new(Shared::default());
+    let (pace, report) = recorder_pace::pair();
     (
         FeedSender {
             tx,
             shared: shared.clone(),
             input,
+            pace,
         },
-        FeedReceiver { rx, shared },
+        FeedReceiver {
+            rx,
+            shared,
+            pace: report,
+        },
     )
 }
 
@@ -133,6 +144,12 @@ impl FeedReceiver {
     pub fn take_lost(&self) -> u64 {
         self.shared.lost.swap(0, Ordering::Relaxed)
     }
+
+    /// Where the reader reports how far it has taken the output (the session's PTY waits
+    /// for it when it is far behind), and learns whether the session let it go.
+    pub fn pace(&self) -> &PaceReport {
+        &self.pace
+    }
 }
 
 /// The actor's side: the feed once a recorder is connected, and why the recording stopped.
@@ -144,10 +161,40 @@ pub(super) struct RecorderFeed {
 }
 
 impl RecorderFeed {
-    /// Connects a recorder; `status` (the session as it stands) is its first item.
-    pub(super) fn connect(&mut self, sender: FeedSender, status: &ViewerEvent) {
+    /// Connects a recorder; `status` (the session as it stands, the log at `head`, which
+    /// keeps `window` bytes) is its first item.
+    pub(super) fn connect(
+        &mut self,
+        mut sender: FeedSender,
+        status: &ViewerEvent,
+        head: u64,
+        window: usize,
+    ) {
+        sender.pace.start(head, window);
         sender.event(status);
         self.sender = Some(sender);
+    }
+
+    /// `None` while the PTY may be read; else the recorder is too far behind the log's `head`
+    /// and this is when the session stops waiting for it (see `recorder_pace.rs`).
+    pub(super) fn behind(&mut self, head: u64) -> Option<tokio::time::Instant> {
+        self.sender.as_mut()?.pace.behind(head)
+    }
+
+    /// Resolves when the recorder may have taken more (pending without one).
+    pub(super) async fn took(&self) {
+        match &self.sender {
+            Some(sender) => sender.pace.took().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The session waits for the recorder no longer: it stops when it next looks, and sees
+    /// the end of its feed.
+    pub(super) fn let_go(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            sender.pace.let_go();
+        }
     }
 
     /// Copies an event every viewer is told.
