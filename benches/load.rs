@@ -1,7 +1,8 @@
 //! Load generator for ptyhub: drives a real daemon over 127.0.0.1 and measures keystroke echo with
 //! idle viewers (against a bare PTY and a bare relay in the same run), floods to many viewers
 //! (against a bare PTY in the same run), the stalled-viewer cost, joining a full screen (open to
-//! full snapshot), the daemon's memory when idle, per idle session and per idle viewer, and
+//! full snapshot), the daemon's memory when idle, per idle session and per idle viewer (and the
+//! total PSS of one idle shell session, and RSS after a flood), and
 //! exec (output through pipe mode and SSE against a bare pipe, short execs at a steady rate), and
 //! what recording sessions costs (a flood to 10 viewers and idle sessions, recording on vs off),
 //! and live upgrades (SIGUSR2 to every viewer's screen back, and no counter line lost), and a
@@ -53,6 +54,8 @@ mod echo;
 mod exec;
 #[path = "load/flood.rs"]
 mod flood;
+#[path = "load/footprint.rs"]
+mod footprint;
 #[path = "load/handshake.rs"]
 mod handshake;
 #[path = "load/join.rs"]

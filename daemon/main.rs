@@ -19,6 +19,17 @@ use ptyhub::daemon::{Daemon, Signals};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, compiled in (it reads them before `main`; `_RJEM_MALLOC_CONF` in the
+/// environment still overrides each): freed pages go back to the system a second after their
+/// last use rather than ten (`dirty_decay_ms`), so a flood's buffers are returned before the
+/// next read of RSS, not only under pressure. The background thread does the purging, off the
+/// session's path. Figures: benches/RESULTS.md, "Footprint (issue 39 item 2)".
+#[export_name = "_rjem_malloc_conf"]
+#[allow(non_upper_case_globals)]
+// SAFETY: the pointer is a C string literal's, valid and unchanging for the whole program.
+pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(unsafe { &*MALLOC_CONF.as_ptr() });
+const MALLOC_CONF: &std::ffi::CStr = c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+
 /// Share live terminal sessions (shells and AI coding agents) with browser viewers.
 ///
 /// With no subcommand (or `serve`) runs the daemon; the other subcommands are its client.

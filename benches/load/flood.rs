@@ -157,7 +157,7 @@ pub(crate) fn colour_flood_file(dir: &Path, plain: &FloodFile, mb: usize) -> Res
 
 /// The shell command of one flood and the end marker it prints last. The command computes the
 /// marker (`$((…))`) so that its own echo on the terminal does not contain it.
-fn flood_command(file: &Path) -> (String, Vec<u8>) {
+pub(crate) fn flood_command(file: &Path) -> (String, Vec<u8>) {
     static RUN: AtomicUsize = AtomicUsize::new(0);
     let n = RUN.fetch_add(1, Ordering::Relaxed);
     let cmd = format!(

@@ -1,5 +1,5 @@
 //! memory: the daemon's RSS idle, per idle session, per idle viewer and per idle log stream,
-//! each read once it has settled.
+//! each read once it has settled (and first the footprint, `footprint`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -33,6 +33,12 @@ pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
         "load: memory, {} idle sessions, {} idle viewers",
         s.mem_sessions, s.mem_viewers
     );
+    // First, on a daemon of its own: one idle shell in all, and the RSS after a flood.
+    eprintln!("load: memory, footprint of one idle shell session and a 50 MiB flood");
+    match crate::footprint::footprint_run(ctx, &mut report.notes).await {
+        Ok(row) => report.footprint = Some(row),
+        Err(e) => fail(report, format!("memory footprint: {e:#}")),
+    }
     match memory_run(ctx, s.mem_sessions, s.mem_viewers, &mut report.notes).await {
         Ok(row) => report.memory = Some(row),
         Err(e) => fail(report, format!("memory: {e:#}")),

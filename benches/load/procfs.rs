@@ -250,3 +250,28 @@ pub(crate) fn mem_sample(pid: i32) -> Result<MemSample> {
         threads: field("Threads")?,
     })
 }
+
+/// The proportional set size of `pid` (its share of every page it maps, file pages included),
+/// KiB, from /proc/<pid>/smaps_rollup.
+pub(crate) fn pss_kib(pid: i32) -> Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("reading /proc/{pid}/smaps_rollup"))?;
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no Pss in /proc/{pid}/smaps_rollup"))
+}
+
+/// Every process below `pid` (children, their children, …).
+pub(crate) fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for (child, _) in children(p) {
+            found.push(child);
+            next.push(child);
+        }
+    }
+    found
+}

@@ -23,6 +23,7 @@ pub(crate) struct Report {
     pub(crate) stall: Vec<StallRow>,
     pub(crate) join: Option<JoinRow>,
     pub(crate) memory: Option<MemoryRow>,
+    pub(crate) footprint: Option<crate::footprint::FootprintRow>,
     pub(crate) exec: Option<crate::exec::ExecRow>,
     pub(crate) record: Option<crate::record::RecordRow>,
     pub(crate) upgrade: Vec<crate::upgrade::UpgradeRow>,
@@ -121,6 +122,9 @@ pub(crate) fn print_report(s: &Settings, r: &Report) {
     }
     if let Some(m) = &r.memory {
         crate::memory::print(m, &mut out);
+    }
+    if let Some(f) = &r.footprint {
+        crate::footprint::print(f, &mut out);
     }
     if let Some(e) = &r.exec {
         crate::exec::print(s, e, &mut out);
