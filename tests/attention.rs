@@ -127,18 +127,19 @@ async fn token_of_a_session(d: &Daemon) -> (String, String) {
             .decode(v["scrollback"].as_str().unwrap_or_default())
             .unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        if let Some(t) = text
+        // Both lines, whole: the URL line may not be on screen yet when the token's is.
+        let url = format!("URL=http://{}", d.addr);
+        let token = text
             .lines()
             .find_map(|l| l.trim().strip_prefix("TOKEN="))
-            .filter(|t| t.len() == 64)
-        {
-            assert!(
-                text.contains(&format!("URL=http://{}", d.addr)),
-                "PTYHUB_URL: {text}"
-            );
+            .filter(|t| t.len() == 64);
+        if let Some(t) = token.filter(|_| text.lines().any(|l| l.trim().starts_with(&url))) {
             return (id, t.to_owned());
         }
-        assert!(start.elapsed() < TIMEOUT, "no token printed: {text}");
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "no token and PTYHUB_URL ({url}) printed: {text}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
