@@ -418,6 +418,27 @@ async fn revoking_a_share_closes_its_connections() {
     assert_eq!(c.until_closed().await.0, 1008);
 }
 
+/// An ended session's links end with it: listing them is "no such session", not an empty
+/// list that says the session is there (found by Schemathesis's stateful phase).
+#[tokio::test]
+async fn a_deleted_sessions_links_are_no_longer_listed() {
+    let d = secured("");
+    let id = create(&d).await;
+    share(&d, id, "viewer", None).await;
+    let list = d.http(&format!("/api/sessions/{id}/share"));
+    assert_eq!(get_as(&no_redirect(), &list, TOKEN).await, 200);
+    let r = no_redirect()
+        .delete(d.http(&format!("/api/sessions/{id}")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(get_as(&no_redirect(), &list, TOKEN).await, 404);
+    let never = d.http(&format!("/api/sessions/{}/share", Uuid::new_v4()));
+    assert_eq!(get_as(&no_redirect(), &never, TOKEN).await, 404);
+}
+
 #[tokio::test]
 async fn limits_give_clear_errors_and_disturb_nobody() {
     let d = secured("[limits]\nmax_sessions = 2\nmax_viewers_per_session = 2\nmax_connections_per_ip = 12\nfailed_auth_per_minute = 3\nmax_chat_chars = 10\n");

@@ -463,8 +463,10 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/sessions/{id}/share",
         callers: Callers::Owner,
         audience: Audience::Program,
-        handler: Handler::NowOn(PathId::Session, |c, id| {
-            json(StatusCode::OK, &c.state.auth.shares_of(id))
+        // An ended session's links are gone with it: no empty list for a session that is not.
+        handler: Handler::NowOn(PathId::Session, |c, id| match c.state.registry.get(&id) {
+            Some(_) => json(StatusCode::OK, &c.state.auth.shares_of(id)),
+            None => error(StatusCode::NOT_FOUND, "no such session"),
         }),
     },
     Route {
