@@ -25,7 +25,7 @@ export const TOKEN = 'browser-test-token-0123456789abcdef';
  * The test "agent": prints `agent-WORD`, then idles. Asked to stop (SIGTERM) it takes a second to
  * go, as a real assistant saving its state would, so a YOLO restart lasts long enough to be seen.
  */
-const agent = (word) => JSON.stringify(['bash', '-c', `trap 'sleep 1; exit 0' TERM; echo agent-${word}; while :; do sleep 0.2; done`]);
+const agent = (word) => JSON.stringify(['bash', '-c', `trap 'sleep 1; exit 0' HUP TERM; echo agent-${word}; while :; do sleep 0.2; done`]);
 
 // A quiet shell (no rc files, a fixed "$ " prompt) and a YOLO-capable test "agent" made of shell scripts.
 const CONFIG = `

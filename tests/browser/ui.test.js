@@ -10,7 +10,7 @@ import { SIZES, WAIT, launchBrowser, newId, newPage, openSession, screenText, se
 const READER = `
 [assistants.reader]
 name = "Reader"
-command = ["bash", "-c", "trap 'sleep 1.5; exit 0' TERM; echo old-up; while read -r l; do echo old-got:$l; done"]
+command = ["bash", "-c", "trap 'sleep 1.5; exit 0' HUP TERM; echo old-up; while read -r l; do echo old-got:$l; done"]
 yolo = ["bash", "-c", "echo new-up; while read -r l; do echo new-got:$l; done"]
 `;
 
