@@ -92,20 +92,11 @@ pub async fn run(
     let pump = async {
         loop {
             tokio::select! {
-                l = local.recv() => match l {
-                    Some(Local::Send(Outbound::Text(t))) => {
-                        send(&mut write, &mut out, OpCode::Text, t.as_bytes()).await?;
+                l = local.recv() => {
+                    if let Some(close) = answer_local(&mut write, &mut out, l).await? {
+                        return Ok(End::ClientGone(close));
                     }
-                    Some(Local::Send(Outbound::Binary(b))) => {
-                        send(&mut write, &mut out, OpCode::Binary, &b).await?;
-                    }
-                    Some(Local::Control(op, payload)) => {
-                        send(&mut write, &mut out, op, &payload).await?;
-                    }
-                    Some(Local::Ack(_)) => {}
-                    Some(Local::Done(close)) => return Ok(End::ClientGone(close)),
-                    None => return Ok(End::ClientGone(None)),
-                },
+                }
                 Some(signal) = signals.recv() => {
                     if let Err(e) = child.signal(signal) {
                         let why = format!("could not send {}: {e}", signal.as_str());
@@ -223,6 +214,26 @@ pub(crate) async fn send(
     out.clear();
     push_frame(out, opcode, payload);
     write.write_all(out).await
+}
+
+/// Does what the connection's reader asked (`None`: it is gone): a reply or control frame is
+/// written; `Some(close)` when the client is gone, with the close code to send if any.
+pub(crate) async fn answer_local(
+    write: &mut socket::WriteSide,
+    out: &mut Vec<u8>,
+    local: Option<Local>,
+) -> std::io::Result<Option<Option<(u16, &'static str)>>> {
+    match local {
+        Some(Local::Send(Outbound::Text(t))) => {
+            send(write, out, OpCode::Text, t.as_bytes()).await?
+        }
+        Some(Local::Send(Outbound::Binary(b))) => send(write, out, OpCode::Binary, &b).await?,
+        Some(Local::Control(op, payload)) => send(write, out, op, &payload).await?,
+        Some(Local::Ack(_)) => {}
+        Some(Local::Done(close)) => return Ok(Some(close)),
+        None => return Ok(Some(None)),
+    }
+    Ok(None)
 }
 
 /// Writes a piece of output as a frame of `opcode`: its header and the bytes as read, in one

@@ -20,7 +20,7 @@ use tracing::{debug, info};
 use super::framing::{self, Decoder, FramingError};
 use super::Served;
 use crate::exec::child::{Event, ExecChild};
-use crate::exec::websocket::{peer_gone, send, send_output};
+use crate::exec::websocket::{answer_local, peer_gone, send, send_output};
 use crate::exec::{Execs, Permit};
 use crate::metrics::Metrics;
 use crate::protocol::pipe::Stream;
@@ -105,20 +105,11 @@ pub async fn run(
     let pump = async {
         loop {
             tokio::select! {
-                l = local.recv() => match l {
-                    Some(Local::Send(Outbound::Text(t))) => {
-                        send(&mut write, &mut out, OpCode::Text, t.as_bytes()).await?;
+                l = local.recv() => {
+                    if let Some(close) = answer_local(&mut write, &mut out, l).await? {
+                        return Ok(End::ClientGone(close));
                     }
-                    Some(Local::Send(Outbound::Binary(b))) => {
-                        send(&mut write, &mut out, OpCode::Binary, &b).await?;
-                    }
-                    Some(Local::Control(op, payload)) => {
-                        send(&mut write, &mut out, op, &payload).await?;
-                    }
-                    Some(Local::Ack(_)) => {}
-                    Some(Local::Done(close)) => return Ok(End::ClientGone(close)),
-                    None => return Ok(End::ClientGone(None)),
-                },
+                }
                 ev = child.next() => match ev {
                     Event::Output(Stream::Stdout, bytes) => {
                         decoder.feed(&bytes[1..]);
