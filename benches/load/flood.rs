@@ -248,6 +248,34 @@ pub(crate) struct FloodRow {
 }
 
 /// The run with the median ratio, carrying every run's ratio.
+/// Opens session `id` as a shell, answering once it reads its input, and joins `viewers - 1`
+/// more viewers: the typist first.
+pub(crate) async fn shell_with_viewers(
+    ctx: &Ctx,
+    daemon: &Daemon,
+    id: uuid::Uuid,
+    viewers: usize,
+) -> Result<Vec<Conn>> {
+    let typist_url = daemon.ws(id, "?assistant=shell");
+    let typist = on_pool(&ctx.pool, async move {
+        let mut c = Conn::open(typist_url).await?;
+        // The shell answers: it is up and reading its input.
+        c.send(b"echo SHELL-$((1+1))-UP\r").await?;
+        c.wait_text("SHELL-2-UP").await?;
+        Ok(c)
+    })
+    .await
+    .context("creating the shell session")?;
+    let mut conns = vec![typist];
+    for v in 1..viewers {
+        let conn = on_pool(&ctx.pool, Conn::open(daemon.ws(id, "")))
+            .await
+            .with_context(|| format!("joining viewer {v}"))?;
+        conns.push(conn);
+    }
+    Ok(conns)
+}
+
 fn median_run(runs: Vec<FloodRow>) -> Option<FloodRow> {
     let (mut row, ratios) = median_by(runs, |r| r.ratio)?;
     row.ratios = ratios;
@@ -289,23 +317,7 @@ pub(crate) async fn flood_run(
     let id = daemon.new_session();
     let mut tasks = Tasks::default();
 
-    let typist_url = daemon.ws(id, "?assistant=shell");
-    let typist = on_pool(&ctx.pool, async move {
-        let mut c = Conn::open(typist_url).await?;
-        // The shell answers: it is up and reading its input.
-        c.send(b"echo SHELL-$((1+1))-UP\r").await?;
-        c.wait_text("SHELL-2-UP").await?;
-        Ok(c)
-    })
-    .await
-    .context("creating the shell session")?;
-    let mut conns = vec![typist];
-    for v in 1..viewers {
-        let conn = on_pool(&ctx.pool, Conn::open(daemon.ws(id, "")))
-            .await
-            .with_context(|| format!("joining viewer {v}"))?;
-        conns.push(conn);
-    }
+    let mut conns = shell_with_viewers(ctx, &daemon, id, viewers).await?;
     // Held, never read: the daemon's writes to it fill the socket buffers and then block.
     let _stalled_ws = if stalled {
         let url = daemon.ws(id, "");

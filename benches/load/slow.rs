@@ -15,7 +15,7 @@ use tokio::time::timeout_at;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::bare::bare_pty;
-use crate::client::{contains, is_snapshot_chunk, on_pool, Conn, Snapshots, Tasks, Ws};
+use crate::client::{contains, is_snapshot_chunk, on_pool, Snapshots, Tasks, Ws};
 use crate::daemon::Daemon;
 use crate::flood::{make_flood_file, FloodFile, MarkerScan};
 use crate::procfs::CpuTimes;
@@ -83,22 +83,7 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
     let (bare, _) = bare_pty(&cmd, marker, limit).context("the bare-PTY baseline")?;
     let mut daemon = Daemon::start_config(ctx, "slow", crate::daemon::CONFIG)?;
     let id = daemon.new_session();
-    let url = daemon.ws(id, "?assistant=shell");
-    let typist = on_pool(&ctx.pool, async move {
-        let mut c = Conn::open(url).await?;
-        c.send(b"echo SHELL-$((1+1))-UP\r").await?;
-        c.wait_text("SHELL-2-UP").await?;
-        Ok(c)
-    })
-    .await
-    .context("creating the shell session")?;
-    let mut conns = vec![typist];
-    for v in 1..viewers {
-        let conn = on_pool(&ctx.pool, Conn::open(daemon.ws(id, "")))
-            .await
-            .with_context(|| format!("joining viewer {v}"))?;
-        conns.push(conn);
-    }
+    let mut conns = crate::flood::shell_with_viewers(ctx, &daemon, id, viewers).await?;
     let mut typist = conns.remove(0);
     let typist = on_pool(&ctx.pool, async move {
         typist.wait_viewers(viewers as u64).await?;
