@@ -63,6 +63,7 @@ pub(super) struct ShareCreated {
 pub(super) async fn share(
     req: Request<Incoming>,
     id: Uuid,
+    who: String,
     state: &Arc<AppState>,
 ) -> Response<Body> {
     if state.registry.get(&id).is_none() {
@@ -84,8 +85,8 @@ pub(super) async fn share(
     let ttl = request.ttl.map(std::time::Duration::from_secs);
     let share = state
         .auth
-        .create_share(id, request.role, ttl, request.record);
-    info!(session = %id, share = %share.id, role = ?share.role, "share link created");
+        .create_share(id, request.role, ttl, request.record, &who);
+    info!(session = %id, share = %share.id, role = ?share.role, by = %who, "share link created");
     let base = client.as_ref().map_or("", |c| c.base.as_str());
     let url = format!("{base}/session/{id}?token={}", share.token());
     let href = client

@@ -49,27 +49,34 @@ pub enum Audience {
 }
 
 /// Who may call a route once the guard has checked the host, the origin and the token: the
-/// one place that says what a share link and a session's capability token may do. The daemon
-/// token's holder may call anything; a capability token only [`Callers::SessionState`].
+/// one place that says what each scope, a share link and a session's capability token may do.
+/// A user's scopes decide (`view`, `write`, `exec`, `admin`: [`crate::auth::Scopes`]); a share
+/// link reaches its one session in its role; a capability token only [`Callers::SessionState`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Callers {
     /// Everyone, without a token: the answer is the same for every installation of this
     /// version, or says nothing secret. The guard does not look at these.
     Public,
-    /// The daemon token's holder only: a share link gets 403.
-    Owner,
-    /// The daemon's token or a share link's: the answer is the same for everyone
+    /// Any token but a capability token: the answer is about the caller (`/api/me`).
+    AnyToken,
+    /// A user with `view`, or a share link: the answer is the same for everyone
     /// (`/api/assistants`) or its handler scopes it to the link's session (`/ws`,
     /// `/api/events`).
-    AnyToken,
-    /// A share link of the session the path names.
+    Watcher,
+    /// A user with `view` (a share link gets 403): the session list, the recordings.
+    Viewer,
+    /// A user with `exec`: commands and language servers.
+    Exec,
+    /// A user with `admin`: creating and ending sessions, sharing, tokens, the audit trail.
+    Admin,
+    /// A user with `view`, or a share link of the session the path names.
     Session,
-    /// A writer's share link of the session the path names.
+    /// A user with `write`, or a writer's share link of the session the path names.
     SessionWriter,
-    /// A share link of the session the path names, made with `record`.
+    /// A user with `view`, or a share link of the session the path names made with `record`.
     SessionRecording,
     /// The capability token of the session the path names (its program's: it reports the
-    /// session's state), and the daemon token; no share link.
+    /// session's state), and an admin; no share link.
     SessionState,
 }
 
@@ -81,7 +88,10 @@ impl Callers {
             Callers::Public => true,
             // A capability token reaches nothing but its session's state.
             Callers::AnyToken => !matches!(access, Access::StateToken(_)),
-            Callers::Owner => matches!(access, Access::Full),
+            Callers::Watcher => access.watches(),
+            Callers::Viewer => access.has(crate::auth::Scopes::VIEW),
+            Callers::Exec => access.may_exec(),
+            Callers::Admin => access.is_admin(),
             Callers::Session => on(Access::reaches),
             Callers::SessionWriter => on(Access::may_write),
             Callers::SessionRecording => on(Access::may_record),
@@ -93,7 +103,7 @@ impl Callers {
     /// is refused it (403) as it is refused any session not its own, so it cannot probe
     /// which numbers exist.
     pub fn told_missing(access: &Access) -> bool {
-        matches!(access, Access::Full)
+        matches!(access, Access::User(_))
     }
 }
 
@@ -275,7 +285,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: PAGE_METHODS,
         pattern: "/",
-        callers: Callers::Owner,
+        callers: Callers::Viewer,
         audience: Audience::Person,
         handler: Handler::Now(|c| static_file("index.html", &c.req)),
     },
@@ -298,7 +308,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/metrics",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::Now(|c| metrics(c.state)),
     },
@@ -306,7 +316,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/ws",
-        callers: Callers::AnyToken,
+        callers: Callers::Watcher,
         audience: Audience::Program,
         handler: Handler::Now(|c| multiplexed(c.req, c.access, c.state, c.slot)),
     },
@@ -315,7 +325,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/ws/board",
-        callers: Callers::AnyToken,
+        callers: Callers::Watcher,
         audience: Audience::Program,
         handler: Handler::Now(|c| board(c.req, c.access, c.state, c.slot)),
     },
@@ -324,7 +334,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/ws/lsp/{lang}",
-        callers: Callers::Owner,
+        callers: Callers::Exec,
         audience: Audience::Program,
         handler: Handler::Now(lsp::in_dir),
     },
@@ -349,7 +359,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/ws/{id}/lsp/{lang}",
-        callers: Callers::Owner,
+        callers: Callers::Exec,
         audience: Audience::Program,
         handler: Handler::NowOn(PathId::Session, lsp::on_session),
     },
@@ -357,28 +367,28 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/api/assistants",
-        callers: Callers::AnyToken,
+        callers: Callers::Watcher,
         audience: Audience::Program,
         handler: Handler::Now(|c| json(StatusCode::OK, &assistants(&c.state.cfg))),
     },
     Route {
         methods: &["GET"],
         pattern: "/api/lsp",
-        callers: Callers::Owner,
+        callers: Callers::Exec,
         audience: Audience::Program,
         handler: Handler::Now(|c| json(StatusCode::OK, &lsp::list(&c.state.cfg))),
     },
     Route {
         methods: &["GET"],
         pattern: "/api/sessions",
-        callers: Callers::Owner,
+        callers: Callers::Viewer,
         audience: Audience::Program,
         handler: Handler::Later(|c| Box::pin(async move { cluster::list(&c.req, c.state).await })),
     },
     Route {
         methods: &["POST"],
         pattern: "/api/sessions",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::Later(|c| Box::pin(create(c.req, c.state))),
     },
@@ -402,7 +412,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["DELETE"],
         pattern: "/api/sessions/{id}",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::LaterOn(PathId::Session, |c, id| {
             Box::pin(delete(id, c.peer, c.state))
@@ -439,7 +449,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/api/events",
-        callers: Callers::AnyToken,
+        callers: Callers::Watcher,
         audience: Audience::Program,
         handler: Handler::Now(|c| sse::events(c.req, &c.access, c.state, &c.slot)),
     },
@@ -447,21 +457,21 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/api/exec",
-        callers: Callers::Owner,
+        callers: Callers::Exec,
         audience: Audience::Program,
         handler: Handler::Now(|c| exec::websocket(c.req, c.state, c.slot)),
     },
     Route {
         methods: &["POST"],
         pattern: "/api/exec",
-        callers: Callers::Owner,
+        callers: Callers::Exec,
         audience: Audience::Program,
         handler: Handler::Later(|c| Box::pin(exec::sse(c.req, c.state, c.slot))),
     },
     Route {
         methods: &["GET"],
         pattern: "/api/sessions/{id}/share",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
         // An ended session's links are gone with it: no empty list for a session that is not.
         handler: Handler::NowOn(PathId::Session, |c, id| match c.state.registry.get(&id) {
@@ -472,14 +482,16 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["POST"],
         pattern: "/api/sessions/{id}/share",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
-        handler: Handler::LaterOn(PathId::Session, |c, id| Box::pin(share(c.req, id, c.state))),
+        handler: Handler::LaterOn(PathId::Session, |c, id| {
+            Box::pin(share(c.req, id, c.access.who(), c.state))
+        }),
     },
     Route {
         methods: &["DELETE"],
         pattern: "/api/sessions/{id}/share/{share}",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::NowOn(PathId::Session, |c, id| revoke(id, c.share, c.state)),
     },
@@ -495,7 +507,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["GET"],
         pattern: "/api/recordings",
-        callers: Callers::Owner,
+        callers: Callers::Viewer,
         audience: Audience::Program,
         handler: Handler::Later(|c| Box::pin(recordings::list(c.state))),
     },
@@ -510,7 +522,7 @@ pub static ROUTES: &[Route] = &[
     Route {
         methods: &["DELETE"],
         pattern: "/api/recordings/{id}",
-        callers: Callers::Owner,
+        callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::LaterOn(PathId::Uuid, |c, id| {
             Box::pin(recordings::delete(id, c.state))
@@ -668,20 +680,32 @@ mod tests {
         let auth = crate::auth::Auth::new(Some("t".repeat(20)), 10, vec![]);
         let mine = Uuid::new_v4();
         let other = Uuid::new_v4();
-        let viewer =
-            Access::Share(auth.create_share(mine, crate::session::Role::Viewer, None, false));
-        let writer =
-            Access::Share(auth.create_share(mine, crate::session::Role::Writer, None, true));
-        assert!(Callers::Owner.admit(&Access::Full, None));
-        assert!(!Callers::Owner.admit(&writer, Some(mine)));
-        assert!(Callers::AnyToken.admit(&viewer, None));
+        let viewer = Access::Share(auth.create_share(
+            mine,
+            crate::session::Role::Viewer,
+            None,
+            false,
+            "alice",
+        ));
+        let writer = Access::Share(auth.create_share(
+            mine,
+            crate::session::Role::Writer,
+            None,
+            true,
+            "alice",
+        ));
+        let owner = Access::User(auth.owner().clone());
+        assert!(Callers::Admin.admit(&owner, None));
+        assert!(!Callers::Admin.admit(&writer, Some(mine)));
+        assert!(!Callers::Viewer.admit(&writer, None));
+        assert!(Callers::Watcher.admit(&viewer, None));
         assert!(Callers::Session.admit(&viewer, Some(mine)));
         assert!(!Callers::Session.admit(&viewer, Some(other)));
         assert!(!Callers::SessionWriter.admit(&viewer, Some(mine)));
         assert!(Callers::SessionWriter.admit(&writer, Some(mine)));
         assert!(!Callers::SessionRecording.admit(&viewer, Some(mine)));
         assert!(Callers::SessionRecording.admit(&writer, Some(mine)));
-        assert!(!Callers::told_missing(&viewer) && Callers::told_missing(&Access::Full));
+        assert!(!Callers::told_missing(&viewer) && Callers::told_missing(&owner));
     }
 
     /// A session's capability token may report its session's state and call nothing else;
@@ -691,8 +715,13 @@ mod tests {
         let auth = crate::auth::Auth::new(Some("t".repeat(20)), 10, vec![]);
         let (mine, other) = (Uuid::new_v4(), Uuid::new_v4());
         let token = Access::StateToken(mine);
-        let writer =
-            Access::Share(auth.create_share(mine, crate::session::Role::Writer, None, true));
+        let writer = Access::Share(auth.create_share(
+            mine,
+            crate::session::Role::Writer,
+            None,
+            true,
+            "alice",
+        ));
         for route in ROUTES.iter().filter(|r| r.callers != Callers::Public) {
             let allowed = route.callers.admit(&token, Some(mine));
             assert_eq!(
@@ -703,7 +732,7 @@ mod tests {
             );
         }
         assert!(!Callers::SessionState.admit(&token, Some(other)));
-        assert!(Callers::SessionState.admit(&Access::Full, Some(other)));
+        assert!(Callers::SessionState.admit(&Access::User(auth.owner().clone()), Some(other)));
         assert!(!Callers::SessionState.admit(&writer, Some(mine)));
         assert!(!Callers::told_missing(&token));
     }

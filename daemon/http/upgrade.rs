@@ -152,8 +152,11 @@ pub(super) fn websocket(
     let session = match state.registry.get(&id) {
         Some(h) => Ok(h),
         None if q.join_only => Err(Refused::NotFound),
-        None if !matches!(access, Access::Full) => Err(Refused::CreateFailed(
+        None if access.is_guest() => Err(Refused::CreateFailed(
             "this link's session has ended".to_owned(),
+        )),
+        None if !access.is_admin() => Err(Refused::CreateFailed(
+            "no such session, and creating one needs the admin scope".to_owned(),
         )),
         None => match q.assistant.clone() {
             None => Err(Refused::CreateFailed(

@@ -206,6 +206,9 @@ pub struct ShareImage {
     pub created_unix_ms: u64,
     /// Milliseconds since the Unix epoch.
     pub expires_unix_ms: Option<u64>,
+    /// The user who made it (empty from an image older than named users).
+    #[serde(default)]
+    pub created_by: String,
 }
 
 /// The lifecycle events.

@@ -1,6 +1,6 @@
-//! Who may do what: the daemon token, session-scoped share links, each session's capability
-//! token (it can set that session's state, nothing else), the origin check, and the
-//! failed-authentication rate limit.
+//! Who may do what: the daemon token (its holder is the owner, an admin), session-scoped
+//! share links (guests), each session's capability token (it can set that session's state,
+//! nothing else), the origin check, and the failed-authentication rate limit.
 //!
 //! Tokens arrive as `Authorization: Bearer`, a `token` / `access_token` query parameter
 //! (browsers cannot set headers on a WebSocket), or the cookie set when a page is opened
@@ -12,12 +12,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hyper::header::{HeaderMap, AUTHORIZATION, COOKIE, HOST, ORIGIN};
-use serde::Serialize;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::session::Role;
+
+mod access;
+mod scopes;
+mod share;
+mod user;
+
+pub use access::Access;
+pub use scopes::Scopes;
+pub use share::{Share, ShareInfo};
+pub use user::{owner_name, User, Via};
 
 /// The cookie that carries a token after a page was opened with `?token=`.
 pub const COOKIE_NAME: &str = "ptyhub_token";
@@ -28,140 +37,6 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 const FIRST_FAILURE_DELAY: Duration = Duration::from_millis(25);
 /// Query parameters that carry a token.
 pub const TOKEN_PARAMS: [&str; 2] = ["token", "access_token"];
-
-/// A session-scoped token.
-#[derive(Debug)]
-pub struct Share {
-    /// Short id, for listing and revoking.
-    pub id: String,
-    /// The one session it reaches.
-    pub session: Uuid,
-    /// What it allows.
-    pub role: Role,
-    /// Whether it may download its session's recording.
-    pub record: bool,
-    token: String,
-    /// When it was made.
-    pub created_at: SystemTime,
-    /// When it stops working, if ever.
-    pub expires_at: Option<SystemTime>,
-    /// Cancelled on revocation: connections using it close.
-    pub revoked: CancellationToken,
-}
-
-/// A share as the API lists it (without its token).
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ShareInfo {
-    /// Short id.
-    pub id: String,
-    /// The session.
-    pub session: Uuid,
-    /// Its role.
-    pub role: Role,
-    /// Whether it may download its session's recording.
-    pub record: bool,
-    /// RFC 3339.
-    pub created_at: String,
-    /// RFC 3339, or null for no expiry.
-    pub expires_at: Option<String>,
-}
-
-impl Share {
-    /// Its listing.
-    pub fn info(&self) -> ShareInfo {
-        ShareInfo {
-            id: self.id.clone(),
-            session: self.session,
-            role: self.role,
-            record: self.record,
-            created_at: crate::session::rfc3339(self.created_at),
-            expires_at: self.expires_at.map(crate::session::rfc3339),
-        }
-    }
-
-    /// The token, to hand out once when the share is created.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-}
-
-/// What an authenticated request may reach.
-#[derive(Debug, Clone)]
-pub enum Access {
-    /// Everything (the daemon token, or auth disabled).
-    Full,
-    /// One session, in one role.
-    Share(Arc<Share>),
-    /// A session's capability token: it may report that session's state, and nothing else.
-    StateToken(Uuid),
-}
-
-impl Access {
-    /// Whether this access reaches `session` (sees it: its page, screen, output, events).
-    pub fn reaches(&self, session: Uuid) -> bool {
-        match self {
-            Access::Full => true,
-            Access::Share(s) => s.session == session,
-            Access::StateToken(_) => false,
-        }
-    }
-
-    /// Whether it may download `session`'s recording (a share link only when made so).
-    pub fn may_record(&self, session: Uuid) -> bool {
-        match self {
-            Access::Full => true,
-            Access::Share(s) => s.session == session && s.record,
-            Access::StateToken(_) => false,
-        }
-    }
-
-    /// Whether it may change `session` (input, resize, rename, ...).
-    pub fn may_write(&self, session: Uuid) -> bool {
-        match self {
-            Access::Full => true,
-            Access::Share(s) => s.session == session && s.role == Role::Writer,
-            Access::StateToken(_) => false,
-        }
-    }
-
-    /// Whether it may report `session`'s state: the daemon token, or that session's
-    /// capability token.
-    pub fn may_report(&self, session: Uuid) -> bool {
-        match self {
-            Access::Full => true,
-            Access::Share(_) => false,
-            Access::StateToken(id) => *id == session,
-        }
-    }
-
-    /// The session a scoped access is limited to (`None`: the daemon token's, every one).
-    pub fn only(&self) -> Option<Uuid> {
-        match self {
-            Access::Full => None,
-            Access::Share(s) => Some(s.session),
-            Access::StateToken(id) => Some(*id),
-        }
-    }
-
-    /// What ends its long-lived connections early: a share link's revocation and expiry
-    /// (`None` for the daemon token's; a capability token opens none).
-    pub fn limits(&self) -> (Option<CancellationToken>, Option<SystemTime>) {
-        match self {
-            Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
-            Access::Full | Access::StateToken(_) => (None, None),
-        }
-    }
-
-    /// The role its connections join a session with (a share link's only on its session).
-    pub fn role(&self) -> Role {
-        match self {
-            Access::Full => Role::Writer,
-            Access::Share(s) => s.role,
-            Access::StateToken(_) => Role::Viewer,
-        }
-    }
-}
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +69,8 @@ impl Denied {
 pub struct Auth {
     /// `None`: authentication is off (`--no-auth`, loopback only).
     token: Option<String>,
+    /// Who holds the daemon token (everyone, with authentication off).
+    owner: Arc<User>,
     shares: Mutex<Vec<Arc<Share>>>,
     /// Each live session's capability token.
     state_tokens: Mutex<Vec<(Uuid, String)>>,
@@ -273,6 +150,7 @@ impl Auth {
     ) -> Self {
         Self {
             token,
+            owner: Arc::new(User::owner(owner_name())),
             shares: Mutex::new(Vec::new()),
             state_tokens: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
@@ -320,6 +198,7 @@ impl Auth {
                 token: s.token.clone(),
                 created_unix_ms: ms(s.created_at),
                 expires_unix_ms: s.expires_at.map(ms),
+                created_by: s.created_by.clone(),
             })
             .collect()
     }
@@ -337,9 +216,15 @@ impl Auth {
                 token: s.token.clone(),
                 created_at: at(s.created_unix_ms),
                 expires_at: s.expires_unix_ms.map(at),
+                created_by: s.created_by.clone(),
                 revoked: CancellationToken::new(),
             }));
         }
+    }
+
+    /// The owner: who holds the daemon token.
+    pub fn owner(&self) -> &Arc<User> {
+        &self.owner
     }
 
     /// The daemon token (for a live upgrade's image).
@@ -360,14 +245,14 @@ impl Auth {
     /// without a credential guesses nothing, so it is neither counted nor limited.
     pub fn authenticate(&self, presented: Option<&str>, peer: IpAddr) -> Result<Access, Denied> {
         let Some(token) = &self.token else {
-            return Ok(Access::Full);
+            return Ok(Access::User(self.owner.clone()));
         };
         let Some(presented) = presented else {
             return Err(Denied::Missing);
         };
         let presented = presented.as_bytes();
         if bool::from(presented.ct_eq(token.as_bytes())) {
-            return Ok(Access::Full);
+            return Ok(Access::User(self.owner.clone()));
         }
         let found = lock(&self.shares)
             .iter()
@@ -477,13 +362,15 @@ impl Auth {
             || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
 
-    /// Makes a share link for `session`; `record`: whether it may download the recording.
+    /// Makes a share link for `session`; `record`: whether it may download the recording;
+    /// `created_by`: the user who made it.
     pub fn create_share(
         &self,
         session: Uuid,
         role: Role,
         ttl: Option<Duration>,
         record: bool,
+        created_by: &str,
     ) -> Arc<Share> {
         let now = SystemTime::now();
         let share = Arc::new(Share {
@@ -492,6 +379,7 @@ impl Auth {
             role,
             record,
             token: generate_token(),
+            created_by: created_by.to_owned(),
             created_at: now,
             expires_at: ttl.and_then(|t| now.checked_add(t)),
             revoked: CancellationToken::new(),
@@ -585,7 +473,7 @@ mod tests {
         let auth = Auth::new(Some("s3cret-token-0123456789".into()), 10, vec![]);
         assert!(matches!(
             auth.authenticate(Some("s3cret-token-0123456789"), ip()),
-            Ok(Access::Full)
+            Ok(Access::User(_))
         ));
         assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
         assert_eq!(
@@ -593,7 +481,7 @@ mod tests {
             Denied::Invalid
         );
         let id = Uuid::new_v4();
-        let share = auth.create_share(id, Role::Viewer, None, false);
+        let share = auth.create_share(id, Role::Viewer, None, false, "alice");
         let token = share.token().to_owned();
         match auth.authenticate(Some(&token), ip()) {
             Ok(Access::Share(s)) => assert_eq!((s.session, s.role), (id, Role::Viewer)),
@@ -606,7 +494,7 @@ mod tests {
             auth.authenticate(Some(&token), ip()).unwrap_err(),
             Denied::Invalid
         );
-        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false);
+        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false, "alice");
         assert_eq!(
             auth.authenticate(Some(expired.token()), ip()).unwrap_err(),
             Denied::Expired
@@ -623,8 +511,8 @@ mod tests {
         assert!(matches!(access, Access::StateToken(id) if id == mine));
         assert!(access.may_report(mine) && !access.may_report(other));
         assert!(!access.reaches(mine) && !access.may_write(mine) && !access.may_record(mine));
-        assert!(Access::Full.may_report(other));
-        let share = Access::Share(auth.create_share(mine, Role::Writer, None, true));
+        assert!(Access::User(auth.owner().clone()).may_report(other));
+        let share = Access::Share(auth.create_share(mine, Role::Writer, None, true, "alice"));
         assert!(!share.may_report(mine));
         auth.forget_session(mine);
         assert_eq!(
@@ -657,15 +545,15 @@ mod tests {
     fn a_correct_token_passes_from_a_limited_address() {
         let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
         let id = Uuid::new_v4();
-        let share = auth.create_share(id, Role::Writer, None, false);
-        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false);
+        let share = auth.create_share(id, Role::Writer, None, false, "alice");
+        let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false, "alice");
         for _ in 0..12 {
             let _ = auth.authenticate(Some("bad"), ip());
         }
         for _ in 0..3 {
             assert!(matches!(
                 auth.authenticate(Some("s3cret-token-0123456789"), ip()),
-                Ok(Access::Full)
+                Ok(Access::User(_))
             ));
             assert!(matches!(
                 auth.authenticate(Some(share.token()), ip()),
@@ -700,7 +588,7 @@ mod tests {
         assert_eq!(auth.failure_delay(other), Duration::from_millis(25));
         assert!(matches!(
             auth.authenticate(Some("s3cret-token-0123456789"), ip()),
-            Ok(Access::Full)
+            Ok(Access::User(_))
         ));
         let off = Auth::new(Some("s3cret-token-0123456789".into()), 8, vec![]);
         let _ = off.authenticate(Some("bad"), ip());
@@ -723,7 +611,7 @@ mod tests {
     #[test]
     fn disabled_auth_allows_everything() {
         let auth = Auth::new(None, 1, vec![]);
-        assert!(matches!(auth.authenticate(None, ip()), Ok(Access::Full)));
+        assert!(matches!(auth.authenticate(None, ip()), Ok(Access::User(_))));
     }
 
     #[test]
