@@ -101,7 +101,7 @@ async fn join(
 ) {
     let (events, rx) = viewer_queue::channel(64, 1 << 20);
     let (member, reply) = handle
-        .join(role, events, Arc::new(NoLive), FORM)
+        .join(role, Default::default(), events, Arc::new(NoLive), FORM)
         .await
         .expect("join");
     (member, reply, rx)
@@ -256,7 +256,7 @@ async fn a_subscription_pumps_the_log_through_any_transport() {
     let live = Live::waking(notify);
     let (events, _rx) = viewer_queue::channel(64, 1 << 20);
     let (_member, join) = handle
-        .join(Role::Viewer, events, live.clone(), FORM)
+        .join(Role::Viewer, Default::default(), events, live.clone(), FORM)
         .await
         .expect("join");
     let sub = Subscription::new(handle.clone(), live, FORM, WAIT, metrics());
@@ -400,7 +400,7 @@ async fn others_get_fast_output_joined_and_exact() {
         let taker = Taker::new(&handle);
         let (events, _rx) = viewer_queue::channel(64, 1 << 20);
         let (member, join) = handle
-            .join(role, events, taker.clone(), FORM)
+            .join(role, Default::default(), events, taker.clone(), FORM)
             .await
             .expect("join");
         taker.got.lock().expect("lock").offset = join.offset;
@@ -564,7 +564,10 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
             (Role::Viewer, taker, Arc::new(gated))
         };
         let (events, rx) = viewer_queue::channel(64, 1 << 20);
-        let (member, join) = handle.join(role, events, live, FORM).await.expect("join");
+        let (member, join) = handle
+            .join(role, Default::default(), events, live, FORM)
+            .await
+            .expect("join");
         taker.got.lock().expect("lock").offset = join.offset;
         members.push((member, rx));
     }

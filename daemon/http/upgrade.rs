@@ -191,6 +191,7 @@ pub(super) fn websocket(
             Some(Role::Viewer) => Role::Viewer,
             _ => access.role(),
         },
+        who: crate::session::Who::of(&access),
         revoked,
         expires,
         initial_size: q.size,
@@ -256,6 +257,7 @@ pub(super) fn multiplexed(
     let opts = MuxOptions {
         only,
         role: access.role(),
+        who: crate::session::Who::of(&access),
         revoked,
         expires,
         metrics: state.metrics.clone(),

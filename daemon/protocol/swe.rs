@@ -327,6 +327,11 @@ pub struct PresencePerson {
     pub id: u32,
     /// Its chat name, `null` before it set one.
     pub name: Option<String>,
+    /// Its verified user name; `null` for a guest (a share link's), whose `name` is only
+    /// what it calls itself.
+    pub user: Option<String>,
+    /// Whether it came with a share link.
+    pub guest: bool,
     /// `writer` or `viewer`.
     pub role: &'static str,
     /// `desktop`, `tablet`, `phone`, or `null` when the client did not say.
@@ -610,6 +615,8 @@ fn presence(info: &crate::session::PresenceInfo, me: crate::session::ViewerId) -
             .map(|p| PresencePerson {
                 id: p.num,
                 name: p.name.clone(),
+                user: p.user.clone(),
+                guest: p.user.is_none(),
                 role: if p.writer { "writer" } else { "viewer" },
                 device: p.device,
                 you: p.viewer == me,
@@ -916,6 +923,7 @@ mod tests {
                     viewer: 7,
                     num: 1,
                     name: Some("Alice".into()),
+                    user: Some("alice".into()),
                     writer: true,
                     device: Some("desktop"),
                 },
@@ -923,6 +931,7 @@ mod tests {
                     viewer: 9,
                     num: 2,
                     name: None,
+                    user: None,
                     writer: false,
                     device: None,
                 },
@@ -933,8 +942,10 @@ mod tests {
         assert_eq!(
             v,
             serde_json::json!({"type":"presence","typing":1,"total":2,"viewers":[
-                {"id":1,"name":"Alice","role":"writer","device":"desktop","you":false},
-                {"id":2,"name":null,"role":"viewer","device":null,"you":true}
+                {"id":1,"name":"Alice","user":"alice","guest":false,"role":"writer",
+                 "device":"desktop","you":false},
+                {"id":2,"name":null,"user":null,"guest":true,"role":"viewer","device":null,
+                 "you":true}
             ]})
         );
     }
@@ -948,6 +959,7 @@ mod tests {
                 viewer: u64::from(n) + 100,
                 num: n,
                 name: None,
+                user: None,
                 writer: false,
                 device: None,
             })

@@ -86,6 +86,22 @@ impl ViewerEvent {
     }
 }
 
+/// Who a viewer is, as the credential it connected with says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Who {
+    /// A user's verified name; none for a guest (a share link's), who picks a display name.
+    pub user: Option<String>,
+}
+
+impl Who {
+    /// Who connects with `access`.
+    pub fn of(access: &crate::auth::Access) -> Self {
+        Self {
+            user: access.user_name().map(str::to_owned),
+        }
+    }
+}
+
 /// One person in the session, as the viewers are told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Person {
@@ -95,6 +111,8 @@ pub struct Person {
     pub num: u32,
     /// The chat name, once set.
     pub name: Option<String>,
+    /// The verified user name; none for a guest.
+    pub user: Option<String>,
     /// Whether it may type.
     pub writer: bool,
     /// One of [`DEVICES`](super::presence::DEVICES), when the client said.

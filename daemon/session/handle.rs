@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::events::{
     EndReason, JoinError, JoinReply, LiveOutput, RenameError, Resync, Role, SessionGone,
-    SessionInfo, UploadFailed, Uploaded, ViewerId,
+    SessionInfo, UploadFailed, Uploaded, ViewerId, Who,
 };
 use super::handoff::SessionHandoff;
 use super::input::{InputPermit, INPUT_MESSAGE_OVERHEAD, INPUT_QUEUE_BYTES};
@@ -34,6 +34,8 @@ const COMMAND_QUEUE: usize = 256;
 pub(super) struct JoinRequest {
     pub(super) viewer: ViewerId,
     pub(super) role: Role,
+    /// Who the viewer is (its user's name, or a guest).
+    pub(super) who: Who,
     pub(super) events: EventSender,
     pub(super) live: Arc<dyn LiveOutput>,
     /// How the viewer's dialect carries a snapshot.
@@ -261,6 +263,7 @@ impl SessionHandle {
     pub async fn join(
         &self,
         role: Role,
+        who: Who,
         events: EventSender,
         live: Arc<dyn LiveOutput>,
         form: SnapshotForm,
@@ -270,6 +273,7 @@ impl SessionHandle {
         self.send(Command::Join(JoinRequest {
             viewer,
             role,
+            who,
             events,
             live,
             form,

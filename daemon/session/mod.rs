@@ -73,7 +73,7 @@ pub use chat::{validate_chat, ChatLine, CHAT_REPLAY};
 pub use events::{
     CreateError, CreateSpec, EndReason, JoinError, JoinReply, LiveOutput, Person, PresenceInfo,
     RenameError, Resync, Role, SessionGone, SessionInfo, StatusInfo, UploadFailed, Uploaded,
-    ViewerEvent, ViewerId, CUSTOM_ASSISTANT,
+    ViewerEvent, ViewerId, Who, CUSTOM_ASSISTANT,
 };
 pub use handle::{Membership, OnEnd, SessionHandle, WeakSessionHandle};
 pub use handoff::{AdoptError, SessionHandoff};

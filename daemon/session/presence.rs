@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::chat::validate_chat;
-use super::events::{Person, PresenceInfo, ViewerId};
+use super::events::{Person, PresenceInfo, ViewerId, Who};
 use crate::config::LimitsConfig;
 
 /// Keystrokes after this much quiet from the same viewer say "is typing" again; so does a
@@ -37,7 +37,7 @@ pub(super) struct Presence {
 
 impl Presence {
     /// A viewer joined.
-    pub(super) fn join(&mut self, viewer: ViewerId, writer: bool) {
+    pub(super) fn join(&mut self, viewer: ViewerId, who: Who, writer: bool) {
         let mut num = 1;
         while self.people.values().any(|(p, _)| p.num == num) {
             num += 1;
@@ -46,6 +46,7 @@ impl Presence {
             viewer,
             num,
             name: None,
+            user: who.user,
             writer,
             device: None,
         };
@@ -169,16 +170,16 @@ mod tests {
 
     use tokio::time::Instant;
 
-    use super::{device_kind, Presence, TYPING_QUIET};
+    use super::{device_kind, Presence, Who, TYPING_QUIET};
 
     #[test]
     fn numbers_are_the_smallest_free() {
         let mut p = Presence::default();
-        p.join(10, true);
-        p.join(11, false);
-        p.join(12, true);
+        p.join(10, Who::default(), true);
+        p.join(11, Who::default(), false);
+        p.join(12, Who::default(), true);
         assert!(p.leave(11));
-        p.join(13, true);
+        p.join(13, Who::default(), true);
         let nums: Vec<u32> = p.info(None).people.iter().map(|x| x.num).collect();
         assert_eq!(nums, vec![1, 3, 2]);
         assert_eq!(p.names(), vec!["viewer 1", "viewer 3", "viewer 2"]);
@@ -187,8 +188,8 @@ mod tests {
     #[test]
     fn typing_is_told_after_quiet_and_rate_limited() {
         let mut p = Presence::default();
-        p.join(1, true);
-        p.join(2, true);
+        p.join(1, Who::default(), true);
+        p.join(2, Who::default(), true);
         let t0 = Instant::now();
         assert!(p.typed(1, None, t0));
         // Still typing: no new event...
@@ -212,8 +213,8 @@ mod tests {
     #[test]
     fn own_changes_are_rate_limited_but_kept() {
         let mut p = Presence::default();
-        p.join(1, true);
-        p.join(2, true);
+        p.join(1, Who::default(), true);
+        p.join(2, Who::default(), true);
         assert!(p.set_name(1, Some("Alice".into())));
         assert!(
             !p.set_name(1, Some("Alicia".into())),

@@ -257,6 +257,7 @@ mod tests {
                     viewer: n.into(),
                     num: n,
                     name: None,
+                    user: None,
                     writer: true,
                     device: None,
                 })

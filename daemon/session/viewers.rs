@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::warn;
 use uuid::Uuid;
 
-use super::events::{EndReason, LiveOutput, PresenceInfo, Role, ViewerEvent, ViewerId};
+use super::events::{EndReason, LiveOutput, PresenceInfo, Role, ViewerEvent, ViewerId, Who};
 use super::presence::Presence;
 use super::refusal::{Action, Refusal};
 use super::size;
@@ -77,11 +77,12 @@ impl Viewers {
         &mut self,
         viewer: ViewerId,
         role: Role,
+        who: Who,
         events: EventSender,
         live: Arc<dyn LiveOutput>,
     ) {
         self.members.insert(viewer, Member::new(events, live, role));
-        self.presence.join(viewer, role == Role::Writer);
+        self.presence.join(viewer, who, role == Role::Writer);
     }
 
     /// Removes `viewer`; whether it was here.

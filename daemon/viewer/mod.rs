@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::protocol::{Closing, Dialect, Encoded, Notice, Outbound};
 use crate::session::viewer_queue::{self, EventReceiver};
-use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent};
+use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent, Who};
 use crate::ws::reader::{read_loop, Local, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
 use apply::SessionMessages;
@@ -48,6 +48,8 @@ pub struct ViewerOptions {
     /// What the viewer may do: a [`Role::Viewer`] watches and chats but does not change the
     /// session.
     pub role: Role,
+    /// Who connects: a user's verified name, or a guest.
+    pub who: Who,
     /// Cancelled when the share link it connected with is revoked.
     pub revoked: Option<CancellationToken>,
     /// When the share link it connected with expires.
@@ -132,7 +134,13 @@ pub async fn run<D: Dialect>(
     // own replies): it is closed rather than buffered for.
     let overrun = events.overrun();
     let (membership, join) = match session
-        .join(opts.role, events_tx, live, dialect.snapshot_form())
+        .join(
+            opts.role,
+            opts.who.clone(),
+            events_tx,
+            live,
+            dialect.snapshot_form(),
+        )
         .await
     {
         Ok(joined) => joined,

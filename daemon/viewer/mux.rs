@@ -31,7 +31,7 @@ use crate::protocol::{Closing, Inbound, Outbound};
 use crate::registry::Registry;
 use crate::session::viewer_queue;
 use crate::session::{
-    EndReason, JoinError, Membership, Role, SessionHandle, ViewerEvent, ViewerId,
+    EndReason, JoinError, Membership, Role, SessionHandle, ViewerEvent, ViewerId, Who,
 };
 use crate::term::snapshot::SnapshotForm;
 use crate::ws::reader::{read_loop, Gone, Local, OnMessage, Replies};
@@ -47,6 +47,8 @@ pub struct MuxOptions {
     pub only: Option<Uuid>,
     /// What it may do: as a [`Role::Viewer`], input, resize and close are refused.
     pub role: Role,
+    /// Who connects: a user's verified name, or a guest.
+    pub who: Who,
     /// Cancelled when the share link is revoked.
     pub revoked: Option<CancellationToken>,
     /// When the share link expires.
@@ -115,6 +117,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         events_tx,
         overrun: overrun.clone(),
         role: opts.role,
+        who: opts.who.clone(),
         only: opts.only,
         untagged: std::collections::HashSet::new(),
         stall_deadline: cfg.viewer.stall_deadline,
@@ -255,6 +258,8 @@ struct MuxWriter<T> {
     events_tx: mpsc::Sender<(u8, Option<ViewerEvent>)>,
     overrun: CancellationToken,
     role: Role,
+    /// Who connects, for every session it joins.
+    who: Who,
     only: Option<Uuid>,
     /// Sessions without a number this connection was told it cannot carry (each told once).
     untagged: std::collections::HashSet<Uuid>,
@@ -390,7 +395,9 @@ impl<T: Transport> MuxWriter<T> {
             viewer_queue::channel(viewer_queue::MAX_EVENTS, viewer_queue::MAX_EVENT_BYTES);
         let live = Live::waking(self.wake.clone());
         let form = SnapshotForm::plain(REPLAY_LIMIT);
-        let joined = handle.join(self.role, events_tx, live.clone(), form).await;
+        let joined = handle
+            .join(self.role, self.who.clone(), events_tx, live.clone(), form)
+            .await;
         let (membership, join) = match joined {
             Ok(joined) => joined,
             Err(JoinError::TooManyViewers(_)) => {

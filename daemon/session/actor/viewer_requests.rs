@@ -59,6 +59,7 @@ impl Session {
         let JoinRequest {
             viewer,
             role,
+            who,
             events,
             live,
             form,
@@ -95,7 +96,7 @@ impl Session {
             let _ = reply.send(Ok(join));
         }
         // Registered at once: a viewer that never reads its reply still leaves.
-        self.viewers.join(viewer, role, events, live);
+        self.viewers.join(viewer, role, who, events, live);
         self.broadcast_status();
         self.broadcast_presence(None);
         if let (Role::Writer, Some(failed)) = (role, self.recorder.failure()) {
