@@ -219,6 +219,10 @@ struct Args {
     /// A busy host: a second process keeps one core busy for the whole run (killed at its end).
     #[arg(long)]
     busy_core: bool,
+    /// Run the daemons with a token (every connection presents it) instead of `--no-auth`, to
+    /// compare the cost of authentication.
+    #[arg(long)]
+    auth: bool,
     /// soak: its length in minutes, warm-up included [default: 10; --quick: 1]
     #[arg(long, conflicts_with = "soak_seconds")]
     soak: Option<u64>,
@@ -278,6 +282,7 @@ pub(crate) struct Settings {
     pub(crate) slow_mb: usize,
     pub(crate) slow_pace_mbps: f64,
     pub(crate) busy_core: bool,
+    pub(crate) auth: bool,
 }
 
 impl Settings {
@@ -333,6 +338,7 @@ impl Settings {
             slow_mb: a.slow_mb.unwrap_or(if q { 2 } else { 20 }),
             slow_pace_mbps: a.slow_pace_mbps,
             busy_core: a.busy_core,
+            auth: a.auth,
             viewers: a
                 .viewers
                 .unwrap_or(if q { vec![0, 5] } else { vec![0, 10, 100] }),
@@ -419,6 +425,8 @@ pub(crate) struct Ctx {
     pub(crate) echo_pool: Handle,
     /// The soft RLIMIT_NOFILE after raising it (`None`: unknown).
     pub(crate) nofile: Option<u64>,
+    /// `--auth`: the token the daemons run with and every client presents.
+    pub(crate) token: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -493,6 +501,9 @@ fn run(args: Args) -> Result<bool> {
             .as_ref()
             .map_or_else(|| pool.handle().clone(), |r| r.handle().clone()),
         nofile,
+        token: settings
+            .auth
+            .then(|| "load-generator-token-0123456789abcdef".to_owned()),
     };
     eprintln!("load: daemon {}", ctx.bin.display());
     let busy_core = settings.busy_core.then(BusyCore::start).transpose()?;
@@ -501,6 +512,11 @@ fn run(args: Args) -> Result<bool> {
         report
             .notes
             .push("busy host: a second process kept one core busy throughout (--busy-core)".into());
+    }
+    if settings.auth {
+        report
+            .notes
+            .push("auth on: the daemons ran with a token every client presented (--auth)".into());
     }
     drop(busy_core);
     pool.shutdown_timeout(Duration::from_secs(2));

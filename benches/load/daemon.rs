@@ -114,8 +114,10 @@ pub(crate) struct Daemon {
     pub(crate) log: PathBuf,
     /// Sessions we created, to find processes the daemon leaves behind.
     pub(crate) sessions: Vec<Uuid>,
-    /// For `/metrics` and `/api/sessions` (the daemon runs without auth, so no token is needed).
+    /// For `/metrics` and `/api/sessions` (with `--auth`, it presents the token).
     http: reqwest::Client,
+    /// `--auth`: the token every connection presents (else the daemon runs `--no-auth`).
+    token: Option<String>,
 }
 
 impl Daemon {
@@ -126,7 +128,15 @@ impl Daemon {
     /// A daemon with the config file `config` of the run's directory ([`CONFIG`] or
     /// [`NO_RECORDING_CONFIG`]).
     pub(crate) fn start_config(ctx: &Ctx, name: &str, config: &str) -> Result<Daemon> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = &ctx.token {
+            let bearer = format!("Bearer {token}")
+                .parse()
+                .context("the token header")?;
+            headers.insert(reqwest::header::AUTHORIZATION, bearer);
+        }
         let http = reqwest::Client::builder()
+            .default_headers(headers)
             // 127.0.0.1 only, whatever HTTP_PROXY says.
             .no_proxy()
             // No idle keep-alive connection: it would hold up the daemon's graceful shutdown.
@@ -135,9 +145,14 @@ impl Daemon {
             .build()
             .context("building the HTTP client")?;
         let log = ctx.dir.join(format!("daemon-{name}.log"));
+        let auth = match &ctx.token {
+            Some(token) => vec!["--token".to_owned(), token.clone()],
+            // Loopback only; without --auth the generator measures sessions, not
+            // authentication.
+            None => vec!["--no-auth".to_owned()],
+        };
         let process = Launch::new(&ctx.bin, ctx.dir.join(config), &ctx.dir, &log)
-            // Loopback only; the generator measures sessions, not authentication.
-            .args(["--no-auth"])
+            .args(auth)
             .env("RUST_LOG", "info")
             .ready_timeout(STEP_TIMEOUT)
             .spawn()?;
@@ -147,11 +162,12 @@ impl Daemon {
             log,
             sessions: Vec::new(),
             http,
+            token: ctx.token.clone(),
         })
     }
 
     pub(crate) fn ws(&self, id: Uuid, query: &str) -> String {
-        format!("ws://{}/ws/{id}{query}", self.addr)
+        ws_url(self.addr, id, query, self.token.as_deref())
     }
 
     pub(crate) fn new_session(&mut self) -> Uuid {
@@ -180,6 +196,7 @@ impl Daemon {
         Api {
             addr: self.addr,
             http: self.http.clone(),
+            token: self.token.clone(),
         }
     }
 
@@ -369,11 +386,21 @@ pub(crate) struct Metrics(HashMap<String, f64>);
 pub(crate) struct Api {
     addr: SocketAddr,
     http: reqwest::Client,
+    token: Option<String>,
+}
+
+/// A session's WebSocket address with `query` (empty or `?...`), presenting `token` if any.
+fn ws_url(addr: SocketAddr, id: Uuid, query: &str, token: Option<&str>) -> String {
+    match token {
+        None => format!("ws://{addr}/ws/{id}{query}"),
+        Some(t) if query.is_empty() => format!("ws://{addr}/ws/{id}?token={t}"),
+        Some(t) => format!("ws://{addr}/ws/{id}{query}&token={t}"),
+    }
 }
 
 impl Api {
     pub(crate) fn ws(&self, id: Uuid, query: &str) -> String {
-        format!("ws://{}/ws/{id}{query}", self.addr)
+        ws_url(self.addr, id, query, self.token.as_deref())
     }
 
     /// `GET /metrics`: every sample line, keyed by name and labels as written.
