@@ -362,6 +362,16 @@ fn check(
     Ok(())
 }
 
+/// Found by the property below: two wide characters fill a 2-column screen (the cursor waits
+/// to wrap), then a resize clamps the cursor onto the second one's right half. Printing that
+/// character again, for REP's sake, would have put a joiner's cursor one column right.
+#[test]
+fn a_resize_into_a_wide_character_keeps_the_joiners_cursor() {
+    let mut xterm = Xterm::start();
+    let ops = [Op::Print("漢字".as_bytes().to_vec()), Op::Resize(3, 2)];
+    check(&mut xterm, (2, 2), 5000, &ops).unwrap();
+}
+
 /// The issue's own case: a 120-character line at 139 columns, narrowed to 60 and widened back.
 #[test]
 fn a_line_narrowed_and_widened_back_is_whole_for_a_joiner() {

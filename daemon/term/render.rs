@@ -104,11 +104,15 @@ fn reprint_last_char(live: &vt100::Screen) -> Option<String> {
     if live.cell(row, at)?.is_wide_continuation() {
         at = at.checked_sub(1)?;
     }
-    let text = live.cell(row, at)?.contents();
+    let cell = live.cell(row, at)?;
+    // Printing it again must leave the cursor where it is: a resize can move the cursor
+    // into the character (onto a wide one's second half) without making xterm.js forget
+    // it, and there the cursor, which everyone sees, wins over what a later REP repeats.
+    let width = if cell.is_wide() { 2 } else { 1 };
+    let text = cell.contents();
     // The cell holds the character unless something printed later (a combining mark adds
     // to it and keeps the character REP repeats).
-    text.starts_with(c)
-        .then(|| format!("\x1b[{}G{text}", at + 1))
+    (text.starts_with(c) && at + width == col).then(|| format!("\x1b[{}G{text}", at + 1))
 }
 
 /// False in the one state where the saved cursor is lost: a grid's cursor waits to wrap
