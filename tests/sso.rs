@@ -243,7 +243,8 @@ async fn people_signed_in_by_nginx_auth_request_are_named_and_scoped() {
         .await
         .expect("POST");
     assert_eq!(resp.status(), 201, "the token's owner may create");
-    for _ in 0..5 {
+    // More than `failed_auth_per_minute` (10): none of them counts as a failure.
+    for _ in 0..12 {
         let resp = web
             .get(&api)
             .header(
