@@ -14,8 +14,7 @@ use tracing::warn;
 use super::reply::{refuse, token_redirect};
 use super::routes::Audience;
 use super::{query_pairs, AppState, Body};
-use crate::auth::proxied;
-use crate::auth::{self, Access, Denied};
+use crate::auth::{self, proxied, Access, Denied};
 
 /// How long a refusal for a wrong token waits before it is sent ([`Auth::failure_delay`]),
 /// carried in the response's extensions to the router, which waits in the request's own task.
