@@ -617,3 +617,44 @@ mod attention {
         bencher.bench_local(|| read(&ScreenText::of(black_box(m.screen())), &patterns, 15, now));
     }
 }
+
+/// Single sign-on's share of authorising a request: reading the proxy's user header, and
+/// `authenticate` for a person it names, listed in `[auth.users]` (1,000 of them) or not.
+mod proxied_user {
+    use std::collections::BTreeMap;
+    use std::hint::black_box;
+    use std::net::IpAddr;
+
+    use divan::Bencher;
+    use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+    use ptyhub::auth::{proxied, Auth, Scopes, SignIn};
+
+    fn header() -> HeaderName {
+        HeaderName::from_static("x-forwarded-email")
+    }
+
+    fn auth() -> Auth {
+        let users: BTreeMap<String, Scopes> = (0..1000)
+            .map(|i| (format!("user{i}@example.com"), Scopes::WRITE))
+            .collect();
+        Auth::new(Some("bench-token-0123456789abcdef".into()), 10, vec![])
+            .with_sign_in(SignIn::new(Some(header()), &users, Scopes::VIEW))
+    }
+
+    /// The header's value read and checked.
+    #[divan::bench]
+    fn read_header(bencher: Bencher) {
+        let mut headers = HeaderMap::new();
+        headers.insert(header(), HeaderValue::from_static("user500@example.com"));
+        let name = header();
+        bencher.bench_local(|| proxied::user_in(black_box(&headers), &name));
+    }
+
+    /// A listed user, and an unlisted one (cached after the first time).
+    #[divan::bench(args = ["user500@example.com", "someone@example.com"])]
+    fn authenticate(bencher: Bencher, user: &str) {
+        let auth = auth();
+        let peer = IpAddr::from([127, 0, 0, 1]);
+        bencher.bench_local(|| auth.authenticate(None, black_box(Some(user)), peer));
+    }
+}

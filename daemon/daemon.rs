@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::auth::Auth;
+use crate::auth::{Auth, SignIn};
 use crate::config::Config;
 use crate::exec::Execs;
 use crate::http::connections::Connections;
@@ -142,7 +142,12 @@ impl Daemon {
                 cfg.limits.failed_auth_per_minute,
                 cfg.auth.allowed_origins.clone(),
             )
-            .with_failure_delay(cfg.limits.failed_auth_delay_max),
+            .with_failure_delay(cfg.limits.failed_auth_delay_max)
+            .with_sign_in(SignIn::new(
+                cfg.auth.user_header.clone(),
+                &cfg.auth.users,
+                cfg.auth.default_scopes,
+            )),
         );
         let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone());
         let shutdown = Shutdown::new();

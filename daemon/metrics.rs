@@ -78,6 +78,9 @@ pub struct Metrics {
     pub upload_failures: Counter,
     /// Requests with a missing, wrong, expired or rate-limited token.
     pub auth_failures: Counter,
+    /// Requests with `[auth] user_header` that was not believed: from a peer that is not a
+    /// trusted proxy, or with a value that is no user name.
+    pub user_header_ignored: Counter,
     /// Recordings stopped early: a failing disk, or their size cap.
     pub recording_failures: Counter,
     /// Server-sent event streams open now.
@@ -314,6 +317,11 @@ impl Metrics {
                 "ptyhub_auth_failures_total",
                 "Requests refused for their token.",
                 &self.auth_failures,
+            ),
+            (
+                "ptyhub_user_header_ignored_total",
+                "Requests whose [auth] user_header was ignored (untrusted peer or bad value).",
+                &self.user_header_ignored,
             ),
         ];
         for (name, help, c) in counters {

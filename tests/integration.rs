@@ -31,6 +31,7 @@ mod schemathesis;
 mod screens;
 mod security;
 mod session_core;
+mod sso;
 mod startup;
 mod streams;
 mod tls;

@@ -391,6 +391,23 @@ proptest! {
         inv::check_presented_token(&bearer, &[cookie.clone().into_bytes()], &[]);
         inv::check_presented_token(&auth, &[cookie.into_bytes()], &[("token".into(), value)]);
     }
+
+    /// The proxy's user header gives a clean name or none: the last value, trimmed, bounded.
+    #[test]
+    fn proxied_user_is_the_last_clean_value(
+        values in proptest::collection::vec(
+            proptest::collection::vec(
+                prop_oneof![any::<u8>(), Just(b','), Just(b' '), Just(b'a')],
+                0..300,
+            ),
+            0..4,
+        ),
+        name in "[a-z@.]{1,40}",
+    ) {
+        inv::check_proxied_user(&values);
+        let with_name = [values, vec![format!("  {name} ").into_bytes()]].concat();
+        inv::check_proxied_user(&with_name);
+    }
 }
 
 proptest! {

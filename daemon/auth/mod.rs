@@ -19,11 +19,13 @@ use uuid::Uuid;
 use crate::session::Role;
 
 mod access;
+pub mod proxied;
 mod scopes;
 mod share;
 mod user;
 
 pub use access::Access;
+pub use proxied::SignIn;
 pub use scopes::Scopes;
 pub use share::{Share, ShareInfo};
 pub use user::{owner_name, User, Via};
@@ -49,6 +51,8 @@ pub enum Denied {
     Expired,
     /// Too many failures from this address lately; retry after this many seconds.
     RateLimited(u64),
+    /// Signed in by the trusted proxy as this user, who has no scopes here (403, not 401).
+    NoScopes(String),
 }
 
 impl Denied {
@@ -61,6 +65,10 @@ impl Denied {
             Denied::RateLimited(s) => {
                 format!("too many failed attempts from this address: retry in {s} s")
             }
+            Denied::NoScopes(name) => format!(
+                "signed in as {name}, who may not use ptyhub here: an admin can add them to \
+                 [auth.users]"
+            ),
         }
     }
 }
@@ -79,6 +87,8 @@ pub struct Auth {
     /// The longest hold on a failed attempt's answer ([`Auth::failure_delay`]).
     failure_delay_max: Duration,
     allowed_origins: Vec<String>,
+    /// Single sign-on: who the people a trusted proxy names are.
+    sign_in: SignIn,
 }
 
 /// A fresh random token: 256 bits, hex.
@@ -157,7 +167,19 @@ impl Auth {
             failed_per_minute,
             failure_delay_max: Duration::ZERO,
             allowed_origins,
+            sign_in: SignIn::default(),
         }
+    }
+
+    /// People a trusted proxy signs in are named and scoped by `sign_in`.
+    pub fn with_sign_in(mut self, sign_in: SignIn) -> Self {
+        self.sign_in = sign_in;
+        self
+    }
+
+    /// Single sign-on's users and header.
+    pub fn sign_in(&self) -> &SignIn {
+        &self.sign_in
     }
 
     /// Failed attempts are answered after [`Auth::failure_delay`], at most `max` (zero: at once).
@@ -237,18 +259,30 @@ impl Auth {
         self.token.is_some()
     }
 
-    /// Checks the token presented (if any) from `peer`.
+    /// Checks the token presented (if any) from `peer`, and else the user a trusted proxy
+    /// signed in (`proxied_user`: the guard passes it only from a trusted peer).
     ///
     /// A correct token always passes, even from an address over the failure limit: every local
     /// client is 127.0.0.1, so limiting before the comparison would let any web page that makes
     /// the browser send bad tokens lock the owner out. Only failures are limited, and a request
     /// without a credential guesses nothing, so it is neither counted nor limited.
-    pub fn authenticate(&self, presented: Option<&str>, peer: IpAddr) -> Result<Access, Denied> {
+    ///
+    /// A valid token wins over the proxied user (a script through the proxy is its token's);
+    /// a stale cookie or token beside a proxied user is no failure: they are who the proxy says.
+    pub fn authenticate(
+        &self,
+        presented: Option<&str>,
+        proxied_user: Option<&str>,
+        peer: IpAddr,
+    ) -> Result<Access, Denied> {
         let Some(token) = &self.token else {
             return Ok(Access::User(self.owner.clone()));
         };
         let Some(presented) = presented else {
-            return Err(Denied::Missing);
+            return match proxied_user {
+                Some(name) => self.proxied(name),
+                None => Err(Denied::Missing),
+            };
         };
         let presented = presented.as_bytes();
         if bool::from(presented.ct_eq(token.as_bytes())) {
@@ -272,6 +306,9 @@ impl Auth {
             Some(share) => return Ok(Access::Share(share)),
             None => Denied::Invalid,
         };
+        if let Some(name) = proxied_user {
+            return self.proxied(name);
+        }
         // Failures while limited are not recorded, so the limit lifts a window after the
         // failures that caused it, however fast the address keeps failing.
         if let Some(wait) = self.limited(peer) {
@@ -279,6 +316,15 @@ impl Auth {
         }
         self.record_failure(peer);
         Err(denied)
+    }
+
+    /// The user a trusted proxy signed in as `name`, if they have any scope here.
+    fn proxied(&self, name: &str) -> Result<Access, Denied> {
+        let user = self.sign_in.user(name);
+        if user.scopes.is_empty() {
+            return Err(Denied::NoScopes(user.name.clone()));
+        }
+        Ok(Access::User(user))
     }
 
     /// Seconds until `peer` may try again, when it is over the limit.
@@ -472,18 +518,21 @@ mod tests {
     fn daemon_token_and_shares() {
         let auth = Auth::new(Some("s3cret-token-0123456789".into()), 10, vec![]);
         assert!(matches!(
-            auth.authenticate(Some("s3cret-token-0123456789"), ip()),
+            auth.authenticate(Some("s3cret-token-0123456789"), None, ip()),
             Ok(Access::User(_))
         ));
-        assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
         assert_eq!(
-            auth.authenticate(Some("nope"), ip()).unwrap_err(),
+            auth.authenticate(None, None, ip()).unwrap_err(),
+            Denied::Missing
+        );
+        assert_eq!(
+            auth.authenticate(Some("nope"), None, ip()).unwrap_err(),
             Denied::Invalid
         );
         let id = Uuid::new_v4();
         let share = auth.create_share(id, Role::Viewer, None, false, "alice");
         let token = share.token().to_owned();
-        match auth.authenticate(Some(&token), ip()) {
+        match auth.authenticate(Some(&token), None, ip()) {
             Ok(Access::Share(s)) => assert_eq!((s.session, s.role), (id, Role::Viewer)),
             other => panic!("{other:?}"),
         }
@@ -491,12 +540,13 @@ mod tests {
         assert!(auth.revoke(id, &share.id));
         assert!(share.revoked.is_cancelled());
         assert_eq!(
-            auth.authenticate(Some(&token), ip()).unwrap_err(),
+            auth.authenticate(Some(&token), None, ip()).unwrap_err(),
             Denied::Invalid
         );
         let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false, "alice");
         assert_eq!(
-            auth.authenticate(Some(expired.token()), ip()).unwrap_err(),
+            auth.authenticate(Some(expired.token()), None, ip())
+                .unwrap_err(),
             Denied::Expired
         );
     }
@@ -507,7 +557,7 @@ mod tests {
         let (mine, other) = (Uuid::new_v4(), Uuid::new_v4());
         let token = generate_token();
         auth.add_state_token(mine, &token);
-        let access = auth.authenticate(Some(&token), ip()).unwrap();
+        let access = auth.authenticate(Some(&token), None, ip()).unwrap();
         assert!(matches!(access, Access::StateToken(id) if id == mine));
         assert!(access.may_report(mine) && !access.may_report(other));
         assert!(!access.reaches(mine) && !access.may_write(mine) && !access.may_record(mine));
@@ -516,7 +566,7 @@ mod tests {
         assert!(!share.may_report(mine));
         auth.forget_session(mine);
         assert_eq!(
-            auth.authenticate(Some(&token), ip()).unwrap_err(),
+            auth.authenticate(Some(&token), None, ip()).unwrap_err(),
             Denied::Invalid
         );
     }
@@ -526,16 +576,16 @@ mod tests {
         let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
         for _ in 0..3 {
             assert_eq!(
-                auth.authenticate(Some("bad"), ip()).unwrap_err(),
+                auth.authenticate(Some("bad"), None, ip()).unwrap_err(),
                 Denied::Invalid
             );
         }
         assert!(
-            matches!(auth.authenticate(Some("bad"), ip()), Err(Denied::RateLimited(s)) if (1..=61).contains(&s))
+            matches!(auth.authenticate(Some("bad"), None, ip()), Err(Denied::RateLimited(s)) if (1..=61).contains(&s))
         );
         let other = IpAddr::from([127, 0, 0, 2]);
         assert_eq!(
-            auth.authenticate(Some("bad"), other).unwrap_err(),
+            auth.authenticate(Some("bad"), None, other).unwrap_err(),
             Denied::Invalid,
             "another address is not limited"
         );
@@ -548,29 +598,32 @@ mod tests {
         let share = auth.create_share(id, Role::Writer, None, false, "alice");
         let expired = auth.create_share(id, Role::Writer, Some(Duration::ZERO), false, "alice");
         for _ in 0..12 {
-            let _ = auth.authenticate(Some("bad"), ip());
+            let _ = auth.authenticate(Some("bad"), None, ip());
         }
         for _ in 0..3 {
             assert!(matches!(
-                auth.authenticate(Some("s3cret-token-0123456789"), ip()),
+                auth.authenticate(Some("s3cret-token-0123456789"), None, ip()),
                 Ok(Access::User(_))
             ));
             assert!(matches!(
-                auth.authenticate(Some(share.token()), ip()),
+                auth.authenticate(Some(share.token()), None, ip()),
                 Ok(Access::Share(s)) if s.session == id
             ));
             // Passing does not lift the limit for failures.
             assert!(matches!(
-                auth.authenticate(Some("bad"), ip()),
+                auth.authenticate(Some("bad"), None, ip()),
                 Err(Denied::RateLimited(_))
             ));
             assert!(matches!(
-                auth.authenticate(Some(expired.token()), ip()),
+                auth.authenticate(Some(expired.token()), None, ip()),
                 Err(Denied::RateLimited(_))
             ));
         }
         // No credential: nothing guessed, so not limited either (the login page still loads).
-        assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
+        assert_eq!(
+            auth.authenticate(None, None, ip()).unwrap_err(),
+            Denied::Missing
+        );
     }
 
     #[test]
@@ -580,18 +633,18 @@ mod tests {
         let other = IpAddr::from([127, 0, 0, 2]);
         let mut waits = Vec::new();
         for _ in 0..9 {
-            let _ = auth.authenticate(Some("bad"), ip());
+            let _ = auth.authenticate(Some("bad"), None, ip());
             waits.push(auth.failure_delay(ip()).as_millis());
         }
         // 25 ms doubling, capped; the most once limited (the eighth failure and the 429).
         assert_eq!(waits, [25, 50, 100, 200, 300, 300, 300, 300, 300]);
         assert_eq!(auth.failure_delay(other), Duration::from_millis(25));
         assert!(matches!(
-            auth.authenticate(Some("s3cret-token-0123456789"), ip()),
+            auth.authenticate(Some("s3cret-token-0123456789"), None, ip()),
             Ok(Access::User(_))
         ));
         let off = Auth::new(Some("s3cret-token-0123456789".into()), 8, vec![]);
-        let _ = off.authenticate(Some("bad"), ip());
+        let _ = off.authenticate(Some("bad"), None, ip());
         assert_eq!(off.failure_delay(ip()), Duration::ZERO);
     }
 
@@ -599,19 +652,107 @@ mod tests {
     fn requests_without_a_credential_are_not_counted() {
         let auth = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]);
         for _ in 0..20 {
-            assert_eq!(auth.authenticate(None, ip()).unwrap_err(), Denied::Missing);
+            assert_eq!(
+                auth.authenticate(None, None, ip()).unwrap_err(),
+                Denied::Missing
+            );
         }
         assert_eq!(
-            auth.authenticate(Some("bad"), ip()).unwrap_err(),
+            auth.authenticate(Some("bad"), None, ip()).unwrap_err(),
             Denied::Invalid,
             "the first wrong token after many bare requests is not limited"
+        );
+    }
+
+    fn with_sso() -> Auth {
+        let users = std::collections::BTreeMap::from([
+            ("alice@example.com".to_owned(), Scopes::ADMIN),
+            ("viewer@example.com".to_owned(), Scopes::VIEW),
+            ("gone@example.com".to_owned(), Scopes::NONE),
+        ]);
+        let header = hyper::header::HeaderName::from_static("x-forwarded-email");
+        Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![]).with_sign_in(SignIn::new(
+            Some(header),
+            &users,
+            Scopes::VIEW,
+        ))
+    }
+
+    #[test]
+    fn a_proxied_user_is_named_and_scoped_by_the_config() {
+        let auth = with_sso();
+        let user = |access: Result<Access, Denied>| match access {
+            Ok(Access::User(u)) => (u.name.clone(), u.scopes, u.credential()),
+            other => panic!("{other:?}"),
+        };
+        let alice = auth.authenticate(None, Some("alice@example.com"), ip());
+        assert_eq!(
+            user(alice),
+            ("alice@example.com".into(), Scopes::ADMIN, "proxy".into())
+        );
+        let viewer = auth.authenticate(None, Some("viewer@example.com"), ip());
+        assert_eq!(user(viewer).1, Scopes::VIEW);
+        // Unlisted: the default scopes.
+        let carol = auth.authenticate(None, Some("carol@example.com"), ip());
+        assert_eq!(
+            user(carol),
+            ("carol@example.com".into(), Scopes::VIEW, "proxy".into())
+        );
+        // No scopes: 403's reason says who they are signed in as.
+        let gone = auth.authenticate(None, Some("gone@example.com"), ip());
+        assert_eq!(
+            gone.unwrap_err(),
+            Denied::NoScopes("gone@example.com".into())
+        );
+        assert!(Denied::NoScopes("gone@example.com".into())
+            .reason()
+            .contains("signed in as gone@example.com"));
+        let refused = Auth::new(Some("s3cret-token-0123456789".into()), 3, vec![])
+            .with_sign_in(SignIn::new(None, &Default::default(), Scopes::NONE));
+        assert!(matches!(
+            refused.authenticate(None, Some("carol@example.com"), ip()),
+            Err(Denied::NoScopes(n)) if n == "carol@example.com"
+        ));
+    }
+
+    #[test]
+    fn a_valid_token_wins_and_a_stale_one_does_not_lock_a_proxied_user_out() {
+        let auth = with_sso();
+        // A script through the proxy: its token, not the person the proxy signed in.
+        let owner = auth.authenticate(
+            Some("s3cret-token-0123456789"),
+            Some("viewer@example.com"),
+            ip(),
+        );
+        assert!(
+            matches!(owner, Ok(Access::User(u)) if u.scopes == Scopes::ADMIN && u.credential() == "daemon-token")
+        );
+        let share = auth.create_share(Uuid::new_v4(), Role::Viewer, None, false, "alice");
+        assert!(matches!(
+            auth.authenticate(Some(share.token()), Some("alice@example.com"), ip()),
+            Ok(Access::Share(_))
+        ));
+        // A stale cookie, many times over the failure limit: neither refused nor counted.
+        for _ in 0..10 {
+            assert!(matches!(
+                auth.authenticate(Some("stale-cookie"), Some("viewer@example.com"), ip()),
+                Ok(Access::User(u)) if u.name == "viewer@example.com"
+            ));
+        }
+        assert_eq!(
+            auth.authenticate(Some("bad"), None, ip()).unwrap_err(),
+            Denied::Invalid,
+            "the stale cookies were not counted as failures"
         );
     }
 
     #[test]
     fn disabled_auth_allows_everything() {
         let auth = Auth::new(None, 1, vec![]);
-        assert!(matches!(auth.authenticate(None, ip()), Ok(Access::User(_))));
+        assert!(matches!(
+            auth.authenticate(None, None, ip()),
+            Ok(Access::User(_))
+        ));
     }
 
     #[test]

@@ -5,17 +5,20 @@
 //! To add a key: a line here and its documented default there (or `#[unset = ...]` here when
 //! it has none). `[tls]`, `[assistants]`, `[lsp]` and `listen` are read in `layers`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hyper::header::HeaderName;
 use ipnet::IpNet;
 
 use super::cluster::{machine_hostname, HostName, PeerUrl};
 use super::deploy::{BasePath, Trusted};
 use super::notify::{NotifyCommand, PageLink, Webhook, WebhookEntry};
 use super::section::section;
-use super::values::{Days, Dur, Int, Token, USIZE_MAX};
+use super::values::{Days, Dur, HeaderField, Int, ScopeList, Token, UserScopes, USIZE_MAX};
 use crate::attention::State;
+use crate::auth::Scopes;
 
 /// Smallest output window, bytes (64 KiB): below it ordinary bursts of output would push every
 /// viewer into a snapshot resync.
@@ -128,6 +131,15 @@ section! {
         /// proxy's.
         #[unset = Vec::new()]
         allowed_origins: Vec<String> = Vec<String>,
+        /// Single sign-on: the header a trusted reverse proxy (`[proxy] trusted`) names the
+        /// signed-in user in, e.g. `X-Forwarded-Email`; unset: off. Ignored from other peers.
+        #[unset = None]
+        user_header: Option<HeaderName> = HeaderField,
+        /// The scopes of a user the proxy signs in who is not in `[auth.users]` (`[]`: refused).
+        default_scopes: Scopes = ScopeList,
+        /// `[auth.users]`: users the proxy signs in, by name, and their scopes.
+        #[unset = BTreeMap::new()]
+        users: BTreeMap<String, Scopes> = UserScopes,
     }
 }
 

@@ -683,4 +683,38 @@ yolo_env = { A = "2", B = "3" }
         assert_eq!(line_column(text, 5), (2, 3), "é is one column");
         assert_eq!(line_column(text, 100), (3, 1));
     }
+
+    #[test]
+    fn single_sign_on_keys() {
+        use crate::auth::Scopes;
+        let d = Config::default();
+        assert!(d.auth.user_header.is_none(), "off unless set");
+        assert_eq!(d.auth.default_scopes, Scopes::VIEW);
+        assert!(d.auth.users.is_empty());
+        let c = from_toml_str(
+            "[auth]\nuser_header = \"X-Forwarded-Email\"\ndefault_scopes = []\n\
+             [auth.users]\n\"alice@example.com\" = [\"admin\"]\n\"bob\" = [\"view\", \"exec\"]\n",
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.auth.user_header.as_ref().map(|h| h.as_str()),
+            Some("x-forwarded-email")
+        );
+        assert_eq!(c.auth.default_scopes, Scopes::NONE);
+        assert_eq!(c.auth.users["alice@example.com"], Scopes::ADMIN);
+        assert_eq!(c.auth.users["bob"], Scopes::VIEW.with(Scopes::EXEC));
+        let (line, _, reason) = placed("[auth.users]\n\"carol\" = [\"root\"]\n");
+        assert_eq!(line, 2);
+        assert!(
+            reason.contains("unknown scope \"root\": the scopes are view, write, exec and admin"),
+            "{reason}"
+        );
+        let (_, _, reason) = placed("[auth]\ndefault_scopes = [\"viewer\"]\n");
+        assert!(reason.contains("unknown scope \"viewer\""), "{reason}");
+        let (_, _, reason) = placed("[auth]\nuser_header = \"X Email\"\n");
+        assert!(reason.contains("invalid header name"), "{reason}");
+        let (_, _, reason) = placed("[auth.users]\n\"a, b\" = [\"view\"]\n");
+        assert!(reason.contains("invalid user name"), "{reason}");
+    }
 }

@@ -351,6 +351,79 @@ impl Checked<String> for Token {
     }
 }
 
+/// A list of scope names (`["view", "exec"]`): a name that is not a scope is refused here, at
+/// start, with the scopes there are.
+pub(super) struct ScopeList(crate::auth::Scopes);
+
+impl<'de> Deserialize<'de> for ScopeList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        crate::auth::Scopes::from_names(&names)
+            .map(ScopeList)
+            .map_err(de::Error::custom)
+    }
+}
+
+impl Checked<crate::auth::Scopes> for ScopeList {
+    fn into_value(self) -> crate::auth::Scopes {
+        self.0
+    }
+}
+
+/// `[auth.users]`: each user the proxy signs in by name (1 to 255 characters, no control
+/// characters or commas, as the header's value must be) and their scopes.
+pub(super) struct UserScopes(BTreeMap<String, crate::auth::Scopes>);
+
+impl<'de> Deserialize<'de> for UserScopes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let table = BTreeMap::<String, ScopeList>::deserialize(d)?;
+        let mut users = BTreeMap::new();
+        for (name, scopes) in table {
+            // A comma never reaches us inside a name: the header's last item is the name.
+            if crate::auth::proxied::valid_name(&name).is_err()
+                || name.trim() != name
+                || name.contains(',')
+            {
+                return Err(de::Error::custom(format!(
+                    "invalid user name {name:?}: 1 to 255 characters, no control characters \
+                     or commas, no spaces around it"
+                )));
+            }
+            users.insert(name, scopes.0);
+        }
+        Ok(UserScopes(users))
+    }
+}
+
+impl Checked<BTreeMap<String, crate::auth::Scopes>> for UserScopes {
+    fn into_value(self) -> BTreeMap<String, crate::auth::Scopes> {
+        self.0
+    }
+}
+
+/// An HTTP header's name (`X-Forwarded-Email`, `Remote-User`).
+pub(super) struct HeaderField(hyper::header::HeaderName);
+
+impl<'de> Deserialize<'de> for HeaderField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        hyper::header::HeaderName::from_bytes(name.trim().as_bytes())
+            .map(HeaderField)
+            .map_err(|_| {
+                de::Error::custom(format!(
+                    "invalid header name {name:?}: letters, digits and \"-\", e.g. \
+                     \"X-Forwarded-Email\""
+                ))
+            })
+    }
+}
+
+impl Checked<hyper::header::HeaderName> for HeaderField {
+    fn into_value(self) -> hyper::header::HeaderName {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

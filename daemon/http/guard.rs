@@ -1,5 +1,6 @@
-//! The guard: host, origin, token and the failed-auth rate limit (and its growing hold on each
-//! failure's answer), checked in one place before any handler runs.
+//! The guard: host, origin, token (or the user a trusted proxy signed in) and the failed-auth
+//! rate limit (and its growing hold on each failure's answer), checked in one place before any
+//! handler runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,11 +9,12 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
+use tracing::warn;
 
 use super::reply::{refuse, token_redirect};
 use super::routes::Audience;
 use super::{query_pairs, AppState, Body};
-use crate::auth::{self, Access, Denied};
+use crate::auth::{self, proxied, Access, Denied};
 
 /// How long a refusal for a wrong token waits before it is sent ([`Auth::failure_delay`]),
 /// carried in the response's extensions to the router, which waits in the request's own task.
@@ -60,8 +62,22 @@ pub(super) fn check(
         )));
     }
     let presented = auth::presented_token(req.headers(), &query);
-    let access = match state.auth.authenticate(presented.as_deref(), peer.ip()) {
+    let user = proxied_user(req, peer, state);
+    let access = match state
+        .auth
+        .authenticate(presented.as_deref(), user.as_deref(), peer.ip())
+    {
         Ok(access) => access,
+        Err(denied @ Denied::NoScopes(_)) => {
+            return Err(Box::new(refuse(
+                &state.metrics,
+                StatusCode::FORBIDDEN,
+                &denied.reason(),
+                audience,
+                peer,
+                path,
+            )));
+        }
         Err(denied) => {
             state.metrics.auth_failures.inc();
             let mut resp = match denied {
@@ -108,4 +124,26 @@ pub(super) fn check(
         }
     }
     Ok(access)
+}
+
+/// The user the trusted proxy signed in (`[auth] user_header`), if single sign-on is on and the
+/// request came from a trusted proxy with a valid name. The header from any other peer, or a
+/// value that is no name, is ignored: counted, and logged (an address at most once a minute)
+/// with the address, the header's name and a short prefix of its value.
+fn proxied_user(req: &Request<Incoming>, peer: SocketAddr, state: &AppState) -> Option<String> {
+    let sign_in = state.auth.sign_in();
+    let header = sign_in.header()?;
+    let trusted = super::proxy::of(req).is_some_and(|c| c.trusted);
+    let why = match proxied::user_in(req.headers(), header) {
+        Ok(None) => return None,
+        Ok(Some(name)) if trusted => return Some(name),
+        Ok(Some(_)) => "the peer is not a trusted proxy ([proxy] trusted)",
+        Err(bad) => bad.reason(),
+    };
+    state.metrics.user_header_ignored.inc();
+    if sign_in.log_ignored(peer.ip()) {
+        let value = proxied::logged_prefix(req.headers(), header);
+        warn!(%peer, header = %header, value, "ignored the user header: {why}");
+    }
+    None
 }

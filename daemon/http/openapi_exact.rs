@@ -73,8 +73,9 @@ const UNAUTHORIZED: &str = "No token, or a wrong one. Each wrong token from an a
     `limits.failed_auth_delay_max` (2 s); a request without a token and a correct token are \
     never held back";
 const FORBIDDEN: &str = "Refused to this caller: a share link (or a session's capability \
-    token) that does not reach this, a cross-site request (its Origin is not the server's), or \
-    a Host that is not loopback while authentication is off";
+    token) that does not reach this, a cross-site request (its Origin is not the server's), \
+    a Host that is not loopback while authentication is off, or a person the trusted proxy \
+    signed in (`[auth] user_header`) who has no scope here";
 const TOO_MANY: &str = "Too many wrong tokens from this address in a minute \
     (`limits.failed_auth_per_minute`; a correct token is never refused), or too many \
     connections from it (`limits.max_connections_per_ip`): `Retry-After` says when to try again";

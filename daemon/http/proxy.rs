@@ -20,6 +20,9 @@ pub struct Client {
     pub host: Option<String>,
     /// `[server] base_path`: empty or `/name`.
     pub base: String,
+    /// Whether the socket's peer is a trusted proxy (`[proxy] trusted`): only then are its
+    /// forwarded headers, and the signed-in user's (`[auth] user_header`), believed.
+    pub trusted: bool,
 }
 
 impl Client {
@@ -39,6 +42,7 @@ pub fn client(headers: &HeaderMap, peer: SocketAddr, tls: bool, proxy: &ProxyCon
             https: tls,
             host,
             base: String::new(),
+            trusted: false,
         };
     }
     let addr = forwarded_for(headers, peer.ip(), proxy).map_or(peer, |ip| SocketAddr::new(ip, 0));
@@ -67,6 +71,7 @@ pub fn client(headers: &HeaderMap, peer: SocketAddr, tls: bool, proxy: &ProxyCon
         https,
         host,
         base: String::new(),
+        trusted: true,
     }
 }
 
@@ -196,12 +201,12 @@ mod tests {
         // by the client itself and is not believed.
         let c = client(&h, peer("127.0.0.1"), false, &p);
         assert_eq!(c.addr.ip(), "1.2.3.4".parse::<IpAddr>().unwrap());
-        assert!(c.https);
+        assert!(c.https && c.trusted);
         assert_eq!(c.origin().as_deref(), Some("https://dev.example.com"));
         // The same headers from an untrusted peer: ignored.
         let c = client(&h, peer("192.0.2.7"), false, &p);
         assert_eq!(c.addr, peer("192.0.2.7"));
-        assert!(!c.https);
+        assert!(!c.https && !c.trusted);
         assert_eq!(c.host.as_deref(), Some("127.0.0.1:9"));
     }
 

@@ -1,5 +1,5 @@
 //! Debian's nginx in front of daemons, shared by the integration tests (`tests/proxy.rs`,
-//! `tests/cluster.rs`) and the load generator (`benches/load/deploy.rs`, as a `#[path]`
+//! `tests/cluster.rs`, `tests/sso.rs`) and the load generator (`benches/load/deploy.rs`, as a `#[path]`
 //! module): a file shipped in `config/nginx/` with only its addresses, ports and certificate
 //! paths substituted (so the shipped file is what is tested), inside a main config of its own
 //! (prefix, pid, logs, temp dirs), on a loopback port; stopped when dropped.
@@ -79,6 +79,24 @@ pub fn cluster_site(upstreams: &[SocketAddr], port: u16) -> Result<String> {
     }
     if next.next().is_some() || listens != 1 {
         bail!("ptyhub-cluster.conf no longer has the lines the tests substitute");
+    }
+    Ok(site)
+}
+
+/// `ptyhub-sso.conf` (nginx asking oauth2-proxy, plain HTTP) in front of `upstream`, with
+/// `auth` in oauth2-proxy's place, on loopback `port`.
+pub fn sso_site(upstream: SocketAddr, auth: SocketAddr, port: u16) -> Result<String> {
+    let site = shipped("ptyhub-sso.conf")?
+        .replace("server 127.0.0.1:1977;", &format!("server {upstream};"))
+        .replace("server 127.0.0.1:4180;", &format!("server {auth};"))
+        .replace("listen 80;", &format!("listen 127.0.0.1:{port};"));
+    let substituted = [
+        format!("server {upstream};"),
+        format!("server {auth};"),
+        format!("listen 127.0.0.1:{port};"),
+    ];
+    if !substituted.iter().all(|line| site.contains(line.as_str())) {
+        bail!("config/nginx/ptyhub-sso.conf no longer has the lines the tests substitute");
     }
     Ok(site)
 }

@@ -1458,6 +1458,54 @@ pub fn check_presented_token(
     }
 }
 
+/// **Reading the proxy's user header never panics and takes only a clean name**: absent
+/// header, no name; else the name is the last header line's last comma-separated item,
+/// trimmed, 1 to 255 characters, no control characters; anything else is refused; and the
+/// logged prefix of any value is short and printable.
+pub fn check_proxied_user(values: &[Vec<u8>]) {
+    use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+    use ptyhub::auth::proxied::{logged_prefix, user_in, BadName, MAX_NAME_CHARS};
+    let header = HeaderName::from_static("x-forwarded-email");
+    let mut headers = HeaderMap::new();
+    let mut sent = Vec::new();
+    for v in values {
+        if let Ok(value) = HeaderValue::from_bytes(v) {
+            headers.append(&header, value);
+            sent.push(v.clone());
+        }
+    }
+    let found = user_in(&headers, &header);
+    let Some(last) = sent.last() else {
+        assert_eq!(found, Ok(None), "no header, no name");
+        return;
+    };
+    let expected = match std::str::from_utf8(last) {
+        Err(_) => Err(BadName::NotText),
+        Ok(text) => {
+            let name = text.rsplit(',').next().unwrap_or_default().trim();
+            if name.is_empty() {
+                Err(BadName::Empty)
+            } else if name.chars().count() > MAX_NAME_CHARS {
+                Err(BadName::TooLong)
+            } else if name.chars().any(char::is_control) {
+                Err(BadName::Control)
+            } else {
+                Ok(Some(name.to_owned()))
+            }
+        }
+    };
+    assert_eq!(found, expected, "values {values:?}");
+    if let Ok(Some(name)) = &found {
+        assert!(!name.contains(',') && name.trim() == name);
+    }
+    let logged = logged_prefix(&headers, &header);
+    assert!(
+        logged.chars().count() <= 8 * 10 + 1,
+        "a long prefix was logged: {logged:?}"
+    );
+    assert!(!logged.chars().any(char::is_control), "{logged:?}");
+}
+
 // ---- the raw terminal dialect --------------------------------------------------------------
 
 /// A raw control message as a client writes it (JSON), for the requests raw clients can send.

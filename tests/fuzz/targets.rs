@@ -99,6 +99,11 @@ pub const TARGETS: &[Target] = &[
         run: auth_token,
     },
     Target {
+        name: "proxied_user",
+        max_input: 1 << 10,
+        run: proxied_user,
+    },
+    Target {
         name: "raw_frames",
         max_input: 1 << 11,
         run: raw_frames,
@@ -869,6 +874,36 @@ fn auth_token(u: &mut Unstructured<'_>) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     inv::check_presented_token(&authorization, &cookies, &query);
+    Ok(())
+}
+
+fn proxied_user(u: &mut Unstructured<'_>) -> Result<()> {
+    let parts: &[&[u8]] = &[
+        b"alice@example.com",
+        b",",
+        b" ",
+        b"\t",
+        b"\xc2\x85",
+        b"\xff",
+        b"\x7f",
+        b"\r\n",
+        b"\x00",
+        "é".as_bytes(),
+    ];
+    let values: Vec<Vec<u8>> = (0..u.int_in_range(0..=3)?)
+        .map(|_| {
+            let mut v = Vec::new();
+            for _ in 0..u.int_in_range(0..=6)? {
+                match u.int_in_range(0..=5)? {
+                    0..=3 => v.extend_from_slice(pick(u, parts)?),
+                    4 => v.extend(std::iter::repeat_n(b'a', u.int_in_range(0..=300)?)),
+                    _ => v.extend(some_bytes(u, 6)?),
+                }
+            }
+            Ok(v)
+        })
+        .collect::<Result<_>>()?;
+    inv::check_proxied_user(&values);
     Ok(())
 }
 
