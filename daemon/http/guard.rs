@@ -61,7 +61,10 @@ pub(super) fn check(
     }
     let presented = auth::presented_token(req.headers(), &query);
     let access = match state.auth.authenticate(presented.as_deref(), peer.ip()) {
-        Ok(access) => access,
+        Ok(access) => {
+            state.audit.seen(&access, peer);
+            access
+        }
         Err(denied) => {
             state.metrics.auth_failures.inc();
             let mut resp = match denied {
