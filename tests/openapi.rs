@@ -392,7 +392,12 @@ async fn every_operation_answers_as_the_document_says() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(trail.as_array().map(Vec::len), Some(5), "{trail}");
     let (status, _) = c
-        .call(Method::GET, "/api/audit", "/api/audit?since=yesterday", None)
+        .call(
+            Method::GET,
+            "/api/audit",
+            "/api/audit?since=yesterday",
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
