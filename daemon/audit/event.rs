@@ -29,9 +29,17 @@ impl Actor {
     /// Whoever holds `access`, calling from `peer`.
     pub fn of(access: &Access, peer: SocketAddr) -> Self {
         Self {
+            peer: peer.to_string(),
+            ..Self::holding(access)
+        }
+    }
+
+    /// Whoever holds `access`, from an address not known here (`-`).
+    pub fn holding(access: &Access) -> Self {
+        Self {
             user: user_of(access),
             credential: credential_of(access),
-            peer: peer.to_string(),
+            peer: NOBODY.to_owned(),
         }
     }
 

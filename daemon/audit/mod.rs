@@ -111,11 +111,12 @@ impl Audit {
         if matches!(access, Access::StateToken(_)) {
             return;
         }
-        let actor = Actor::of(access, peer);
+        let mut actor = Actor::holding(access);
         if self
             .logins
             .seen(&actor.user, &actor.credential, Instant::now())
         {
+            actor.peer = peer.to_string();
             self.record(Event::new("login", &actor));
         }
     }
