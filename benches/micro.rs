@@ -1,7 +1,7 @@
 //! Micro benchmarks (divan) of the daemon's hot paths, through the library's public API: screen
 //! parsing, snapshot render and gzip, the browser codec, the output log, attention's screen
-//! readings and the audit trail. End-to-end figures (a real daemon, PTYs, WebSockets) are `benches/load.rs`'s, and
-//! attention's latency `benches/attention.rs`'s.
+//! readings and the audit trail. End-to-end figures (a real daemon, PTYs, WebSockets) are
+//! `benches/load.rs`'s, and attention's latency `benches/attention.rs`'s.
 //!
 //! Run: `cargo bench --bench micro`; filter by path with a regex, e.g.
 //! `cargo bench --bench micro -- screen` or `cargo bench --bench micro -- 'snapshot::encode'`.
