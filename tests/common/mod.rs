@@ -149,7 +149,8 @@ impl Daemon {
         let config_toml = if config_toml.contains("[audit]") {
             config_toml
         } else {
-            format!("{config_toml}\n[audit]\ndir = {:?}\n", dir.path())
+            let audit = dir.path().join("audit");
+            format!("{config_toml}\n[audit]\ndir = {audit:?}\n")
         };
         std::fs::write(&cfg, config_toml).expect("write config");
         let log = dir.path().join("daemon.log");
