@@ -1,7 +1,7 @@
 //! Micro benchmarks (divan) of the daemon's hot paths, through the library's public API: screen
-//! parsing, snapshot render and gzip, the browser codec, the output log and attention's screen
-//! readings. End-to-end figures (a real daemon, PTYs, WebSockets) are `benches/load.rs`'s, and
-//! attention's latency `benches/attention.rs`'s.
+//! parsing, snapshot render and gzip, the browser codec, the output log, attention's screen
+//! readings and the audit trail. End-to-end figures (a real daemon, PTYs, WebSockets) are
+//! `benches/load.rs`'s, and attention's latency `benches/attention.rs`'s.
 //!
 //! Run: `cargo bench --bench micro`; filter by path with a regex, e.g.
 //! `cargo bench --bench micro -- screen` or `cargo bench --bench micro -- 'snapshot::encode'`.
@@ -656,5 +656,87 @@ mod proxied_user {
         let auth = auth();
         let peer = IpAddr::from([127, 0, 0, 1]);
         bencher.bench_local(|| auth.authenticate(None, black_box(Some(user)), peer));
+    }
+}
+
+/// The audit trail: recording one event (a line appended under the trail's mutex), the login
+/// check every authenticated request makes, and reading a full 10 MiB file for
+/// `GET /api/audit`.
+mod audit {
+    use std::hint::black_box;
+    use std::sync::{Arc, LazyLock};
+
+    use divan::Bencher;
+    use ptyhub::audit::{Actor, Audit, Event, Query};
+    use ptyhub::auth::{Access, User};
+    use ptyhub::config::AuditConfig;
+    use serde_json::json;
+
+    /// A trail in a temporary directory, rotated at 10 MiB (the default).
+    fn trail(dir: &std::path::Path) -> Arc<Audit> {
+        Audit::new(&AuditConfig {
+            dir: dir.to_owned(),
+            max_bytes: 10 << 20,
+            files: 5,
+        })
+    }
+
+    fn typing() -> Event {
+        let actor = Actor {
+            user: "ann".into(),
+            credential: "daemon-token".into(),
+            peer: "127.0.0.1:51522".into(),
+        };
+        Event::new("typing", &actor).on(uuid::Uuid::from_u128(7))
+    }
+
+    /// A 10 MiB trail file of typing events (about 48 000 lines).
+    static FULL: LazyLock<(tempfile::TempDir, Arc<Audit>)> = LazyLock::new(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let audit = trail(dir.path());
+        let line = serde_json::to_string(&typing()).expect("json").len() + 1;
+        for _ in 0..(10 << 20) / line - 1 {
+            audit.record(typing());
+        }
+        (dir, audit)
+    });
+
+    /// One event recorded: serialised, logged (no subscriber here) and appended.
+    #[divan::bench]
+    fn record(bencher: Bencher) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let audit = trail(dir.path());
+        bencher.bench_local(|| {
+            audit.record(typing().with(json!({"from": "one", "to": "two"})));
+        });
+    }
+
+    /// The login check of an authenticated request, for a user seen a moment ago.
+    #[divan::bench]
+    fn seen(bencher: Bencher) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let audit = trail(dir.path());
+        let access = Access::User(Arc::new(User::owner("ann".into())));
+        let peer = "127.0.0.1:51522".parse().expect("addr");
+        audit.seen(&access, peer);
+        bencher.bench_local(|| audit.seen(black_box(&access), peer));
+    }
+
+    /// `GET /api/audit?user=nobody`: the whole 10 MiB file read and parsed, nothing found.
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn read_10_mib_no_match(bencher: Bencher) {
+        let audit = &FULL.1;
+        let query = Query {
+            user: Some("nobody".into()),
+            ..Query::default()
+        };
+        bencher.bench_local(|| audit.read(black_box(&query)).expect("read"));
+    }
+
+    /// `GET /api/audit` (the newest 100): the file read, its last lines parsed.
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn read_newest_100(bencher: Bencher) {
+        let audit = &FULL.1;
+        bencher.bench_local(|| audit.read(black_box(&Query::default())).expect("read"));
     }
 }

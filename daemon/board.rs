@@ -163,7 +163,14 @@ impl BoardMessages {
                     return Some(board::error("read_only", why, Some(id)));
                 }
                 match handle.reply(Bytes::from(keys.into_bytes())).await {
-                    Ok(true) => None,
+                    Ok(true) => {
+                        // A quick reply is one deliberate answer: each is recorded.
+                        let actor = crate::audit::Actor::holding(&self.access);
+                        let event = crate::audit::Event::new("typing", &actor).on(id);
+                        let detail = serde_json::json!({"via": "board"});
+                        self.registry.audit().record(event.with(detail));
+                        None
+                    }
                     Ok(false) => {
                         let why = "the program has ended: input ignored";
                         Some(board::error("not_running", why, Some(id)))

@@ -29,6 +29,7 @@ use crate::session::EndReason;
 use crate::shutdown::Shutdown;
 use crate::systemd;
 use crate::upgrade::{self, Handoff, Upgrades};
+use serde_json::json;
 
 /// How long open connections get to finish after every session has ended.
 const CONNECTION_DRAIN: Duration = Duration::from_secs(2);
@@ -149,7 +150,8 @@ impl Daemon {
                 cfg.auth.default_scopes,
             )),
         );
-        let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone());
+        let audit = crate::audit::Audit::new(&cfg.audit);
+        let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone(), audit.clone());
         let shutdown = Shutdown::new();
         let execs = Execs::new(
             cfg.limits.max_execs,
@@ -175,6 +177,7 @@ impl Daemon {
             upgrades,
             metrics,
             notifier,
+            audit,
         });
         Self {
             state,
@@ -314,6 +317,7 @@ impl Daemon {
         if let Err(e) = upgrade::check(exe, args).await {
             upgrade::release_signals();
             warn!("live upgrade refused, going on as before: {e}");
+            self.audit_upgrade(json!({"phase": "refused", "error": e.to_string()}));
             self.state.upgrades.failed(e.to_string());
             systemd::ready();
             return Ok(self);
@@ -321,6 +325,10 @@ impl Daemon {
         let cfg = self.state.cfg.clone();
         let token = self.state.auth.token().map(str::to_owned);
         let metrics = self.state.metrics.clone();
+        // Recorded before handing over: the new image appends after it, in the same file.
+        let exe_shown = exe.display().to_string();
+        let detail = json!({"phase": "begin", "sessions": self.sessions(), "exe": exe_shown});
+        self.audit_upgrade(detail);
         let mut handoff = self.hand_over().await.map_err(DaemonError::HandOver)?;
         info!(
             sessions = handoff.image.sessions.len(),
@@ -335,8 +343,15 @@ impl Daemon {
         // The same process goes on: so do its counters.
         let daemon =
             Self::adopt_counting(cfg, token, handoff, metrics).map_err(DaemonError::TakeBack)?;
+        daemon.audit_upgrade(json!({"phase": "failed", "error": failed.to_string()}));
         systemd::ready();
         Ok(daemon)
+    }
+
+    /// Records a step of a live upgrade in the audit trail (asked for by a signal: nobody).
+    fn audit_upgrade(&self, detail: serde_json::Value) {
+        let event = crate::audit::Event::new("upgrade", &crate::audit::Actor::nobody());
+        self.state.audit.record(event.with(detail));
     }
 
     /// Hands everything over for a live upgrade: stops accepting (connections wait in the
@@ -469,6 +484,10 @@ impl Daemon {
             from = %image.version,
             "took over from the previous image"
         );
+        daemon.audit_upgrade(json!({
+            "phase": "adopted", "sessions": daemon.sessions(), "upgrades": image.upgrades,
+            "from": image.version, "to": env!("CARGO_PKG_VERSION"),
+        }));
         Ok(daemon)
     }
 

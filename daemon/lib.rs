@@ -23,6 +23,7 @@
 //! - [`attention`]: whether each session works, waits for its user, is done or has ended: the
 //!   words, reading screens, agents' reports and hooks, and the changes told to the daemon.
 //! - [`assets`]: the embedded browser UI.
+//! - [`audit`]: the audit trail: who did what, as JSON lines, rotated; read by admins.
 //! - [`auth`]: tokens, share links, origin checks, the failed-auth rate limit.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`notify`]: sessions' changes of state told to webhooks and a command.
@@ -41,6 +42,7 @@
 
 pub mod assets;
 pub mod attention;
+pub mod audit;
 pub mod auth;
 pub mod board;
 pub mod client;

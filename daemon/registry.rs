@@ -41,6 +41,8 @@ pub struct Registry {
     recent_keys: Arc<RecentKeys>,
     /// The daemon's counters, handed to every session and recorder.
     metrics: Arc<Metrics>,
+    /// The audit trail, handed to every session.
+    audit: Arc<crate::audit::Audit>,
     /// Every session's changes of state (to the journal and the notifier).
     transitions: Arc<Transitions>,
     /// How a session's program reaches this daemon (`PTYHUB_URL`), once it serves.
@@ -179,8 +181,14 @@ pub enum SessionId {
 }
 
 impl Registry {
-    /// An empty registry whose sessions and recorders count into `metrics`.
-    pub fn new(cfg: Arc<Config>, auth: Arc<Auth>, metrics: Arc<Metrics>) -> Arc<Self> {
+    /// An empty registry whose sessions and recorders count into `metrics`, and record what
+    /// people do in them in `audit`.
+    pub fn new(
+        cfg: Arc<Config>,
+        auth: Arc<Auth>,
+        metrics: Arc<Metrics>,
+        audit: Arc<crate::audit::Audit>,
+    ) -> Arc<Self> {
         let journal = crate::journal::Journal::new();
         Arc::new_cyclic(|me| Registry {
             sessions: DashMap::new(),
@@ -200,8 +208,14 @@ impl Registry {
             recordings: crate::record::Recordings::new(cfg.recording.clone(), metrics.clone()),
             recent_keys: Arc::new(RecentKeys::new()),
             metrics,
+            audit,
             cfg,
         })
+    }
+
+    /// The daemon's audit trail.
+    pub fn audit(&self) -> &Arc<crate::audit::Audit> {
+        &self.audit
     }
 
     /// The daemon's configuration.
@@ -246,6 +260,7 @@ impl Registry {
                 .clone(),
             token,
             dir: crate::config::state_dir().join("sessions"),
+            audit: self.audit.clone(),
         }
     }
 

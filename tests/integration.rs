@@ -5,6 +5,7 @@
 mod common;
 
 mod attention;
+mod audit;
 mod bad_input;
 mod basics;
 mod board;

@@ -385,6 +385,22 @@ async fn every_operation_answers_as_the_document_says() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
+    // The audit trail: what was done above, and a bad filter.
+    let (status, trail) = c
+        .call(Method::GET, "/api/audit", "/api/audit?limit=5", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(trail.as_array().map(Vec::len), Some(5), "{trail}");
+    let (status, _) = c
+        .call(
+            Method::GET,
+            "/api/audit",
+            "/api/audit?since=yesterday",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
     // Every documented operation was called for real.
     let mut documented = BTreeSet::new();
     for (path, item) in c.doc["paths"].as_object().unwrap() {

@@ -65,7 +65,19 @@ fn links() -> session::StateLinks {
         ptyhub: "ptyhub".into(),
         token: ptyhub::auth::generate_token(),
         dir: std::env::temp_dir(),
+        audit: audit(),
     }
+}
+
+/// The audit trail of a daemon of the test's own, in a directory of its own.
+fn audit() -> Arc<ptyhub::audit::Audit> {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"));
+    ptyhub::audit::Audit::new(&ptyhub::config::AuditConfig {
+        dir: dir.path().to_owned(),
+        max_bytes: 1 << 20,
+        files: 1,
+    })
 }
 
 fn start(assistant: &str, screen: bool) -> SessionHandle {

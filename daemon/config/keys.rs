@@ -48,6 +48,9 @@ const MIN_LSP_MESSAGE_BYTES: u64 = 4096;
 /// Smallest recording cap, bytes (4 KiB): a header and a screenful.
 const MIN_RECORDING_BYTES: u64 = 4096;
 
+/// Smallest audit file before it is rotated, bytes (4 KiB): a dozen events.
+const MIN_AUDIT_BYTES: u64 = 4096;
+
 /// A wait that may be zero.
 type AnyDuration = Dur<0>;
 
@@ -194,6 +197,21 @@ section! {
         keep: Duration = Days<1, 36_500>,
         /// Whether keystrokes are recorded too (they may hold passwords).
         input: bool = bool,
+    }
+}
+
+section! {
+    /// `[audit]`: the audit trail, `audit.jsonl`, rotated at a bound.
+    #[derive(Debug, Clone)]
+    pub struct AuditConfig, written as RawAudit in "audit" {
+        /// Where `audit.jsonl` and its rotated files are kept (unset in the embedded default:
+        /// the state directory, which depends on the environment).
+        #[unset = super::state_dir()]
+        dir: PathBuf = PathBuf,
+        /// Bytes the file reaches before it becomes `audit.jsonl.1` (older ones shift).
+        max_bytes: u64 = Int<MIN_AUDIT_BYTES, { u64::MAX }>,
+        /// How many rotated files are kept besides the current one.
+        files: usize = Int<1, 100>,
     }
 }
 

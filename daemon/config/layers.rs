@@ -14,8 +14,8 @@ use toml::Spanned;
 
 use super::deploy::RawTls;
 use super::keys::{
-    RawAttention, RawAuth, RawCluster, RawLimits, RawNotify, RawProxy, RawRecording, RawServer,
-    RawSession, RawViewer,
+    RawAttention, RawAudit, RawAuth, RawCluster, RawLimits, RawNotify, RawProxy, RawRecording,
+    RawServer, RawSession, RawViewer,
 };
 use super::patterns::{RawPatterns, StateHooks};
 use super::section::required;
@@ -225,6 +225,8 @@ struct RawConfig {
     notify: RawNotify,
     #[serde(default)]
     attention: RawAttention,
+    #[serde(default)]
+    audit: RawAudit,
 }
 
 impl RawConfig {
@@ -262,6 +264,7 @@ impl RawConfig {
             cluster: self.cluster.merge(over.cluster),
             notify: self.notify.merge(over.notify),
             attention: self.attention.merge(over.attention),
+            audit: self.audit.merge(over.audit),
         }
     }
 }
@@ -303,6 +306,7 @@ fn finish(raw: RawConfig, source: String) -> Result<Config, ConfigError> {
         cluster: raw.cluster.finish()?,
         notify: raw.notify.finish()?,
         attention: raw.attention.finish()?,
+        audit: raw.audit.finish()?,
         source,
     })
 }

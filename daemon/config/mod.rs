@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 pub use assistants::{argv_problem, program_available, user_shell, Assistant};
 pub use deploy::{canonical, TlsConfig};
 pub use keys::{
-    AttentionConfig, AuthConfig, ClusterConfig, LimitsConfig, NotifyConfig, ProxyConfig,
-    RecordingConfig, ServerConfig, SessionConfig, ViewerConfig,
+    AttentionConfig, AuditConfig, AuthConfig, ClusterConfig, LimitsConfig, NotifyConfig,
+    ProxyConfig, RecordingConfig, ServerConfig, SessionConfig, ViewerConfig,
 };
 use layers::build;
 pub use lsp::LanguageServer;
@@ -84,6 +84,8 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// How each session's state is found.
     pub attention: AttentionConfig,
+    /// The audit trail's file and its bound.
+    pub audit: AuditConfig,
     /// Where this configuration came from, for logs.
     pub source: String,
 }

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::task::TaskTracker;
 
+use serde_json::json;
+
+use crate::audit::{Actor, Audit, Event as AuditEvent};
 use crate::journal::Journal;
 use crate::metrics::{ExecOutcome, Metrics};
 use crate::session::ExitInfo;
@@ -97,6 +100,7 @@ impl Execs {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             shown,
             started: Instant::now(),
+            witness: None,
         })
     }
 
@@ -127,9 +131,26 @@ pub struct Permit {
     pub id: u64,
     shown: String,
     started: Instant,
+    /// Where its end is recorded, and as whom (an exec whose start was recorded).
+    witness: Option<(Arc<Audit>, Actor)>,
 }
 
 impl Permit {
+    /// Records the exec's start (`exec`: its id, `argv` and working directory) in `audit`
+    /// as `actor`'s, and its end (`exec.exit`) once it is over.
+    pub fn audited(
+        mut self,
+        audit: &Arc<Audit>,
+        actor: Actor,
+        argv: &[String],
+        cwd: Option<&str>,
+    ) -> Self {
+        let detail = json!({"id": self.id, "argv": argv, "cwd": cwd});
+        audit.record(AuditEvent::new("exec", &actor).with(detail));
+        self.witness = Some((audit.clone(), actor));
+        self
+    }
+
     /// Milliseconds since the exec was admitted.
     pub fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -152,6 +173,14 @@ impl Permit {
         self.execs
             .journal
             .exec(&self.shown, exit.map(|e| e.code), ms);
+        if let Some((audit, actor)) = &self.witness {
+            let detail = json!({
+                "id": self.id, "started": exit.is_some(), "exitCode": exit.map(|e| e.code),
+                "signal": exit.and_then(|e| e.signal.clone()), "timedOut": timed_out,
+                "durationMs": ms,
+            });
+            audit.record(AuditEvent::new("exec.exit", actor).with(detail));
+        }
         ms
     }
 }

@@ -125,6 +125,7 @@ fn start(
 /// `GET /api/exec?cmd=PROG&arg=A&cwd=DIR&timeout_sec=N`: pipe mode over a WebSocket.
 pub(super) fn websocket(
     mut req: Request<Incoming>,
+    actor: crate::audit::Actor,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
@@ -136,7 +137,7 @@ pub(super) fn websocket(
         Err(why) => return error(StatusCode::BAD_REQUEST, &why),
     };
     let permit = match admit(state, &slot, q.argv.join(" ")) {
-        Ok(p) => p,
+        Ok(p) => p.audited(&state.audit, actor, &q.argv, q.cwd.as_deref()),
         Err(refused) => return refused.response(),
     };
     let (response, upgrade) = match accept_upgrade(&mut req) {
@@ -170,6 +171,7 @@ pub(super) fn websocket(
 /// `done`.
 pub(super) async fn sse(
     req: Request<Incoming>,
+    actor: crate::audit::Actor,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
@@ -182,7 +184,7 @@ pub(super) async fn sse(
         Err(why) => return error(StatusCode::BAD_REQUEST, &why),
     };
     let permit = match admit(state, &slot, r.shown.clone()) {
-        Ok(p) => p,
+        Ok(p) => p.audited(&state.audit, actor, &r.argv, r.cwd.as_deref()),
         Err(refused) => return refused.response(),
     };
     let mut child = match start(&permit, &r.argv, &r.env, r.cwd.as_deref()) {

@@ -67,7 +67,10 @@ pub(super) fn check(
         .auth
         .authenticate(presented.as_deref(), user.as_deref(), peer.ip())
     {
-        Ok(access) => access,
+        Ok(access) => {
+            state.audit.seen(&access, peer);
+            access
+        }
         Err(denied @ Denied::NoScopes(_)) => {
             return Err(Box::new(refuse(
                 &state.metrics,

@@ -70,7 +70,9 @@ pub(super) fn on_session(c: Call<'_>, id: Uuid) -> Response<Body> {
         return error(StatusCode::CONFLICT, "the session has ended");
     }
     let cwd = PathBuf::from(handle.info().work_dir);
-    serve(c.req, c.lang, c.state, c.slot, cwd, Some(ended))
+    let actor = c.actor();
+    let on = (Some(id), Some(ended));
+    serve(c.req, actor, c.lang, c.state, c.slot, cwd, on)
 }
 
 /// `GET /ws/lsp/{lang}?cwd=DIR`: the server in a directory (an absolute path).
@@ -89,19 +91,23 @@ pub(super) fn in_dir(c: Call<'_>) -> Response<Body> {
             return error(StatusCode::BAD_REQUEST, why);
         }
     };
-    serve(c.req, c.lang, c.state, c.slot, cwd, None)
+    let actor = c.actor();
+    serve(c.req, actor, c.lang, c.state, c.slot, cwd, (None, None))
 }
 
 /// The checks, then the upgrade; the server starts once the upgrade is through, so a client
 /// that never completes it runs nothing.
+/// `on` is the session it serves, if any, and what ends it with the session.
 fn serve(
     mut req: Request<Incoming>,
+    actor: crate::audit::Actor,
     lang: Option<&str>,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
     cwd: PathBuf,
-    session_ended: Option<CancellationToken>,
+    on: (Option<Uuid>, Option<CancellationToken>),
 ) -> Response<Body> {
+    let (session, session_ended) = on;
     if let Err(e) = expect_upgrade(&req) {
         return e.response();
     }
@@ -128,7 +134,7 @@ fn serve(
         stall: state.cfg.viewer.stall_deadline,
         session_ended,
     };
-    let execs = state.execs.clone();
+    let (execs, audit) = (state.execs.clone(), state.audit.clone());
     state.execs.spawn(async move {
         let _slot = slot;
         let ws = match upgrade.await {
@@ -148,6 +154,12 @@ fn serve(
         match start(&server, &cwd, permit.id) {
             Ok(child) => {
                 info!(lang = %served.lang, pid = child.pid(), cwd = %cwd.display(), "language server started");
+                let detail = serde_json::json!({
+                    "lang": served.lang, "command": server.command, "cwd": cwd,
+                });
+                let mut event = crate::audit::Event::new("lsp.start", &actor).with(detail);
+                event.session = session;
+                audit.record(event);
                 bridge::run(ws, child, permit, served, bounds, execs).await;
             }
             Err(e) => {

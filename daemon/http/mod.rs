@@ -1,9 +1,10 @@
 //! The HTTP side: the accept loop and connection places, the route table and the routing
 //! (lookup, the guard: host, origin, token, rate limit, then the route's callers; handler), the
-//! REST API (a session's state reports in `state`), the WebSocket upgrade to a dialect, exec,
-//! and replies.
+//! REST API (a session's state reports in `state`, the audit trail in `audit`), the WebSocket
+//! upgrade to a dialect, exec, and replies.
 
 mod accept;
+mod audit;
 mod cluster;
 pub mod connections;
 mod exec;
@@ -85,4 +86,6 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Tells webhooks and the command of sessions' changes of state.
     pub notifier: crate::notify::Notifier,
+    /// The audit trail: who did what.
+    pub audit: Arc<crate::audit::Audit>,
 }

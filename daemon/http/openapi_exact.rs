@@ -172,6 +172,18 @@ fn operation(path: &str, op: &mut Value) {
             ("query", "tail") => {
                 param["schema"] = json!({"type": "integer", "minimum": 0, "maximum": U64_MAX});
             }
+            ("query", "since" | "until") => {
+                param["schema"] =
+                    json!({"type": "string", "pattern": crate::audit::INSTANT_PATTERN});
+            }
+            ("query", "limit") if path == "/api/audit" => {
+                param["schema"] = json!({
+                    "type": "integer", "minimum": 1, "maximum": crate::audit::MAX_LIMIT,
+                });
+            }
+            ("query", "session") => {
+                param["schema"] = json!({"type": "string", "pattern": any_uuid()});
+            }
             ("query", "from") => {
                 param["schema"] = json!({"type": "string", "enum": ["claude", "codex", "gemini"]});
             }

@@ -29,11 +29,18 @@ pub(super) fn refuse(
 ) -> Response<Body> {
     info!(%peer, %path, status = status.as_u16(), reason, "refused request");
     metrics.refused(status.as_u16());
-    match audience {
+    let mut resp = match audience {
         Audience::Program => error(status, reason),
         Audience::Person => login_page(status, reason),
-    }
+    };
+    resp.extensions_mut().insert(Refused(reason.to_owned()));
+    resp
 }
+
+/// Why a request was refused (401, 403, 429), carried in the response's extensions to the
+/// router, which records it in the audit trail.
+#[derive(Debug, Clone)]
+pub(super) struct Refused(pub String);
 
 pub(super) fn no_content() -> Response<Body> {
     let mut resp = Response::new(Body::default());
@@ -135,7 +142,11 @@ pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Body
 
 pub(super) fn error(status: StatusCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({ "error": message }).to_string();
-    with_type(status, body.into_bytes(), "application/json")
+    let mut resp = with_type(status, body.into_bytes(), "application/json");
+    if matches!(status.as_u16(), 401 | 403 | 429) {
+        resp.extensions_mut().insert(Refused(message.to_owned()));
+    }
+    resp
 }
 
 pub(super) fn with_type(

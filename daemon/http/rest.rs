@@ -1,7 +1,6 @@
 //! The REST API: sessions (create, list, get, rename, delete, recent output), share links,
 //! assistants, metrics.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use serde_json::Value;
 use tracing::info;
 use uuid::Uuid;
 
+use crate::audit::{Actor, Event};
 use crate::auth;
 use crate::config::Config;
 use crate::registry::Found;
@@ -21,11 +21,15 @@ use crate::session::{CreateError, CreateSpec, EndReason, RenameError, Role, CUST
 
 use super::*;
 
-pub(super) async fn delete(id: Uuid, peer: SocketAddr, state: &Arc<AppState>) -> Response<Body> {
+pub(super) async fn delete(id: Uuid, actor: Actor, state: &Arc<AppState>) -> Response<Body> {
     match state.registry.get(&id) {
         Some(h) => {
             let _ = h.end(EndReason::Deleted).await;
-            info!(session = %id, %peer, "session deleted through the API");
+            info!(session = %id, peer = %actor.peer, "session deleted through the API");
+            let detail = serde_json::json!({"how": "delete"});
+            state
+                .audit
+                .record(Event::new("session.end", &actor).on(id).with(detail));
             no_content()
         }
         None => error(StatusCode::NOT_FOUND, "no such session"),
@@ -64,6 +68,7 @@ pub(super) async fn share(
     req: Request<Incoming>,
     id: Uuid,
     who: String,
+    actor: Actor,
     state: &Arc<AppState>,
 ) -> Response<Body> {
     if state.registry.get(&id).is_none() {
@@ -87,6 +92,12 @@ pub(super) async fn share(
         .auth
         .create_share(id, request.role, ttl, request.record, &who);
     info!(session = %id, share = %share.id, role = ?share.role, by = %who, "share link created");
+    let detail = serde_json::json!({
+        "share": share.id, "role": share.role, "ttl": request.ttl, "record": request.record,
+    });
+    state
+        .audit
+        .record(Event::new("session.share", &actor).on(id).with(detail));
     let base = client.as_ref().map_or("", |c| c.base.as_str());
     let url = format!("{base}/session/{id}?token={}", share.token());
     let href = client
@@ -342,6 +353,7 @@ pub(super) struct PatchRequest {
 pub(super) async fn patch(
     req: Request<Incoming>,
     id: Uuid,
+    actor: Actor,
     state: &Arc<AppState>,
 ) -> Response<Body> {
     let Some(handle) = state.registry.get(&id) else {
@@ -352,14 +364,26 @@ pub(super) async fn patch(
         Err(e) => return e.response(),
     };
     // The share link's role was checked by the route (`may_write`).
+    let old = handle.info().name;
     match handle.rename(None, request.name).await {
-        Ok(info) => json(StatusCode::OK, &info),
+        Ok(info) => {
+            if info.name != old {
+                let detail = serde_json::json!({"from": old, "to": info.name});
+                let event = Event::new("session.rename", &actor).on(id).with(detail);
+                state.audit.record(event);
+            }
+            json(StatusCode::OK, &info)
+        }
         Err(RenameError::Gone(_)) => error(StatusCode::NOT_FOUND, "no such session"),
         Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
 
-pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
+pub(super) async fn create(
+    req: Request<Incoming>,
+    actor: Actor,
+    state: &Arc<AppState>,
+) -> Response<Body> {
     let in_query = match query_uuid(&req) {
         Ok(id) => id,
         Err(e) => return e.response(),
@@ -384,7 +408,11 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
         Err(e) => return e.response(),
     };
     match state.registry.get_or_create(spec) {
-        Ok(Found::Created(h)) => json(StatusCode::CREATED, &h.info()),
+        Ok(Found::Created(h)) => {
+            let info = h.info();
+            state.audit.created(&actor, &info);
+            json(StatusCode::CREATED, &info)
+        }
         Ok(Found::Existing(_)) => error(
             StatusCode::CONFLICT,
             "a session with this id already exists",

@@ -11,12 +11,15 @@ use tracing::{debug, info};
 use uuid::Uuid;
 
 use super::connections::Slot;
+use super::reply::Refused;
 use super::routes::{Audience, Call, Callers, Handler, Lookup, PathId, Pending, PAGE_METHODS};
+use crate::audit::Actor;
 use crate::auth::Access;
 
 use super::*;
 
-/// Answers one request: lookup, guard, handler.
+/// Answers one request: lookup, guard, handler; a refusal (401, 403, 429), whoever made it,
+/// is recorded in the audit trail.
 pub(super) async fn route(
     req: Request<Incoming>,
     peer: SocketAddr,
@@ -24,20 +27,70 @@ pub(super) async fn route(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
-    let (req, peer) = match client(req, peer, tls, state, &slot) {
+    let mut asker = Asker {
+        method: req.method().clone(),
+        // Paths only: query strings may carry tokens and are never logged or recorded.
+        path: req.uri().path().to_owned(),
+        peer,
+        access: None,
+    };
+    let resp = answer(req, tls, state, slot, &mut asker).await;
+    if let Some(Refused(reason)) = resp.extensions().get::<Refused>() {
+        if asker.access.is_none() {
+            asker.access = resp.extensions().get::<Access>().cloned();
+        }
+        let status = resp.status().as_u16();
+        // A session's own program (its capability token) is no person to audit.
+        let program = matches!(asker.access, Some(Access::StateToken(_)));
+        if matches!(status, 401 | 403 | 429) && !program {
+            let actor = asker.access.as_ref().map(|a| Actor::of(a, asker.peer));
+            let method = asker.method.as_str();
+            let audit = &state.audit;
+            audit.refused(actor, asker.peer, status, reason, method, &asker.path);
+        }
+    }
+    resp
+}
+
+/// Who asked what, as far as the router got: for the audit trail's record of a refusal.
+struct Asker {
+    method: Method,
+    /// The path (under the base path once it is known to be there).
+    path: String,
+    /// The client (behind a trusted proxy, the forwarded one).
+    peer: SocketAddr,
+    /// Its access, once the guard let it in.
+    access: Option<Access>,
+}
+
+/// [`route`]'s answer, noting in `asker` what it learns of the client.
+async fn answer(
+    req: Request<Incoming>,
+    tls: bool,
+    state: &Arc<AppState>,
+    slot: Arc<Slot>,
+    asker: &mut Asker,
+) -> Response<Body> {
+    let (req, peer) = match client(req, asker.peer, tls, state, &slot) {
         Ok(found) => found,
         Err(refused) => return *refused,
     };
+    asker.peer = peer;
     let path = match mounted(&req, state) {
         Ok(path) => path,
         Err(answer) => return *answer,
     };
-    // Paths only: query strings may carry tokens and are never logged.
+    asker.path.clone_from(&path);
     debug!(%peer, method = %req.method(), %path, "request");
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let found = routes::lookup(req.method(), &segments);
     match guard(found, req, peer, &path, state, slot) {
-        Ok(admitted) => handle(admitted, &path, state).await,
+        Ok(admitted) => {
+            if let Admitted::Caller(_, call) = &admitted {
+                asker.access = Some(call.access.clone());
+            }
+            handle(admitted, &path, state).await
+        }
         Err(refused) => held_back(*refused, state).await,
     }
 }
@@ -161,7 +214,10 @@ fn guard<'a>(
     let forbidden = || {
         let reason = "this link does not reach that";
         let (metrics, status) = (&state.metrics, StatusCode::FORBIDDEN);
-        Box::new(refuse(metrics, status, reason, audience, peer, path))
+        let mut resp = refuse(metrics, status, reason, audience, peer, path);
+        // Who was refused, for the audit trail.
+        resp.extensions_mut().insert(access.clone());
+        Box::new(resp)
     };
     let session = |kind| {
         // A route about a session has an `{id}` (the table's test says so); none is no id.

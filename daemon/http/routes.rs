@@ -14,6 +14,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use super::connections::Slot;
+use crate::audit::Actor;
 use crate::auth::Access;
 
 use super::*;
@@ -153,6 +154,13 @@ pub(super) struct Call<'a> {
     pub state: &'a Arc<AppState>,
     /// The connection's place: a WebSocket or a stream keeps it as long as it lives.
     pub slot: Arc<Slot>,
+}
+
+impl Call<'_> {
+    /// Who is calling, for the audit trail.
+    pub fn actor(&self) -> Actor {
+        Actor::of(&self.access, self.peer)
+    }
 }
 
 /// The `{...}` segments of a path a route matched.
@@ -390,7 +398,7 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/sessions",
         callers: Callers::Admin,
         audience: Audience::Program,
-        handler: Handler::Later(|c| Box::pin(create(c.req, c.state))),
+        handler: Handler::Later(|c| Box::pin(create(c.req, Actor::of(&c.access, c.peer), c.state))),
     },
     Route {
         methods: &["GET"],
@@ -407,7 +415,9 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/sessions/{id}",
         callers: Callers::SessionWriter,
         audience: Audience::Program,
-        handler: Handler::LaterOn(PathId::Session, |c, id| Box::pin(patch(c.req, id, c.state))),
+        handler: Handler::LaterOn(PathId::Session, |c, id| {
+            Box::pin(patch(c.req, id, Actor::of(&c.access, c.peer), c.state))
+        }),
     },
     Route {
         methods: &["DELETE"],
@@ -415,7 +425,7 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::LaterOn(PathId::Session, |c, id| {
-            Box::pin(delete(id, c.peer, c.state))
+            Box::pin(delete(id, c.actor(), c.state))
         }),
     },
     // A share link sees its session's screen anyway: its recent output too.
@@ -459,14 +469,20 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/exec",
         callers: Callers::Exec,
         audience: Audience::Program,
-        handler: Handler::Now(|c| exec::websocket(c.req, c.state, c.slot)),
+        handler: Handler::Now(|c| {
+            let actor = c.actor();
+            exec::websocket(c.req, actor, c.state, c.slot)
+        }),
     },
     Route {
         methods: &["POST"],
         pattern: "/api/exec",
         callers: Callers::Exec,
         audience: Audience::Program,
-        handler: Handler::Later(|c| Box::pin(exec::sse(c.req, c.state, c.slot))),
+        handler: Handler::Later(|c| {
+            let actor = c.actor();
+            Box::pin(exec::sse(c.req, actor, c.state, c.slot))
+        }),
     },
     Route {
         methods: &["GET"],
@@ -485,7 +501,13 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::LaterOn(PathId::Session, |c, id| {
-            Box::pin(share(c.req, id, c.access.who(), c.state))
+            Box::pin(share(
+                c.req,
+                id,
+                c.access.who(),
+                Actor::of(&c.access, c.peer),
+                c.state,
+            ))
         }),
     },
     Route {
@@ -493,7 +515,9 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/sessions/{id}/share/{share}",
         callers: Callers::Admin,
         audience: Audience::Program,
-        handler: Handler::NowOn(PathId::Session, |c, id| revoke(id, c.share, c.state)),
+        handler: Handler::NowOn(PathId::Session, |c, id| {
+            revoke(id, c.share, &c.actor(), c.state)
+        }),
     },
     Route {
         methods: &["GET"],
@@ -528,13 +552,24 @@ pub static ROUTES: &[Route] = &[
             Box::pin(recordings::delete(id, c.state))
         }),
     },
+    // The audit trail: who did what (daemon/audit/).
+    Route {
+        methods: &["GET"],
+        pattern: "/api/audit",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| Box::pin(audit::list(c.req, c.state))),
+    },
 ];
 
 /// `DELETE /api/sessions/{id}/share/{share}`: revokes the link; its connections close.
-fn revoke(id: Uuid, share: Option<&str>, state: &AppState) -> Response<Body> {
+fn revoke(id: Uuid, share: Option<&str>, actor: &Actor, state: &AppState) -> Response<Body> {
     let share = share.unwrap_or_default();
     if state.auth.revoke(id, share) {
         info!(session = %id, share = %share, "share link revoked");
+        let detail = serde_json::json!({ "share": share });
+        let event = crate::audit::Event::new("share.revoke", actor);
+        state.audit.record(event.on(id).with(detail));
         no_content()
     } else {
         error(StatusCode::NOT_FOUND, "no such share link")
@@ -576,6 +611,7 @@ mod tests {
             ("/api/sessions/1/recording", Some("GET")),
             ("/api/recordings", Some("GET")),
             ("/api/recordings/x", Some("GET, DELETE")),
+            ("/api/audit", Some("GET")),
             // A public route's other methods: 405 too.
             ("/api/version", Some("GET")),
             ("/api/openapi.json", Some("GET")),

@@ -173,7 +173,12 @@ pub(super) fn websocket(
                     command: None,
                     size: q.size,
                 })
-                .map(Found::handle)
+                .map(|found| {
+                    if let Found::Created(h) = &found {
+                        state.audit.created(&caller(&req, &access), &h.info());
+                    }
+                    found.handle()
+                })
                 .map_err(|e| Refused::CreateFailed(e.to_string())),
         },
     };
@@ -213,6 +218,13 @@ pub(super) fn websocket(
         }
     });
     response
+}
+
+/// Who sent `req` with `access`, for the audit trail (the client's address as the router
+/// found it, behind a trusted proxy the forwarded one).
+fn caller(req: &Request<Incoming>, access: &Access) -> crate::audit::Actor {
+    let peer = super::proxy::of(req).map_or(([0, 0, 0, 0], 0).into(), |c| c.addr);
+    crate::audit::Actor::of(access, peer)
 }
 
 /// Runs the viewer, or tells it why it was refused.
@@ -261,6 +273,7 @@ pub(super) fn multiplexed(
         revoked,
         expires,
         metrics: state.metrics.clone(),
+        actor: caller(&req, &access),
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
     state.tasks.spawn(async move {

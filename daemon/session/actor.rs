@@ -60,6 +60,8 @@ pub(super) struct Parts {
     pub(super) gate: Arc<StateGate>,
     /// Where its changes of state go (the daemon's).
     pub(super) transitions: Arc<Transitions>,
+    /// The daemon's audit trail.
+    pub(super) audit: Arc<crate::audit::Audit>,
 }
 
 /// The actor's state: its parts, and how the outside hears of it.
@@ -81,6 +83,8 @@ struct Session {
     attention: Attention,
     gate: Arc<StateGate>,
     transitions: Arc<Transitions>,
+    /// The daemon's audit trail: renames, uploads, typing, the program's own exit.
+    audit: Arc<crate::audit::Audit>,
     /// The session's own way in, for work it finishes later (an upload's typed path).
     me: WeakSessionHandle,
     /// The metadata the session list shows.
@@ -106,6 +110,7 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         attention,
         gate,
         transitions,
+        audit,
     } = parts;
     let (commands, rx) = command_queue();
     let input_budget = Arc::new(Semaphore::new(INPUT_QUEUE_BYTES));
@@ -124,6 +129,7 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         attention,
         gate,
         transitions,
+        audit,
         on_end: Some(on_end),
         ended: CancellationToken::new(),
         hand_over: None,

@@ -91,6 +91,9 @@ impl ViewerEvent {
 pub struct Who {
     /// A user's verified name; none for a guest (a share link's), who picks a display name.
     pub user: Option<String>,
+    /// The credential it came with, as the audit trail writes it (`daemon-token`,
+    /// `token:ID`, `proxy`, `share:ID`); empty when not known.
+    pub credential: String,
 }
 
 impl Who {
@@ -98,6 +101,7 @@ impl Who {
     pub fn of(access: &crate::auth::Access) -> Self {
         Self {
             user: access.user_name().map(str::to_owned),
+            credential: crate::audit::credential_of(access),
         }
     }
 }

@@ -83,7 +83,7 @@ pub use refusal::{Action, Refusal};
 pub use screen_thread::ScreenFailed;
 pub use signal::{Rung, StopLadder, ALLOWED_SIGNALS};
 pub use timestamp::rfc3339;
-pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM};
+pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM, TYPING_AUDIT_QUIET};
 pub use yield_to_typists::RecentKeys;
 
 /// What the daemon gives each of its sessions for their state (README, "Attention").
@@ -99,6 +99,8 @@ pub struct StateLinks {
     pub token: String,
     /// Where per-session files go (an agent's settings file), private to the daemon's user.
     pub dir: PathBuf,
+    /// The daemon's audit trail: renames, uploads, typing and its program's own exit.
+    pub audit: Arc<crate::audit::Audit>,
 }
 
 impl StateLinks {
@@ -206,6 +208,7 @@ pub fn start(
         attention,
         gate: Arc::new(StateGate::new(links.token, cfg.attention.hook_rate)),
         transitions: links.transitions,
+        audit: links.audit,
     };
     Ok(actor::launch(cfg, parts, on_end))
 }
@@ -306,6 +309,7 @@ pub fn adopt(
         attention,
         gate: Arc::new(StateGate::new(links.token, cfg.attention.hook_rate)),
         transitions: links.transitions,
+        audit: links.audit,
     };
     Ok(actor::launch(cfg, parts, on_end))
 }

@@ -1,7 +1,9 @@
 //! The session's viewers: who is connected with which role and size (each a `Member`, in
 //! `viewers/member.rs`), the size that follows from theirs, who typed last, who is here by
-//! name (presence), and the hand-out of events and (in `viewers/fanout.rs`) output to them.
+//! name (presence), and the hand-out of events and (in `viewers/fanout.rs`) output to them;
+//! who each is for the audit trail, in `viewers/audited.rs`.
 
+mod audited;
 mod fanout;
 mod member;
 
@@ -19,6 +21,8 @@ use super::refusal::{Action, Refusal};
 use super::size;
 use super::viewer_queue::EventSender;
 use crate::term::queries::Query;
+use audited::Audited;
+pub use audited::TYPING_AUDIT_QUIET;
 use fanout::Fanout;
 pub use fanout::{FANOUT_PACE, FANOUT_PACED_FROM};
 use member::Member;
@@ -37,6 +41,8 @@ pub(super) struct Viewers {
     /// The latest chunk's hand-out to the viewers other than the typist, done a slice at a
     /// time between commands.
     fanout: Fanout,
+    /// Who each is for the audit trail, and when it last typed.
+    audited: Audited,
 }
 
 impl Viewers {
@@ -49,6 +55,7 @@ impl Viewers {
             typist: None,
             presence: Presence::default(),
             fanout: Fanout::default(),
+            audited: Audited::default(),
         }
     }
 
@@ -82,6 +89,7 @@ impl Viewers {
         live: Arc<dyn LiveOutput>,
     ) {
         self.members.insert(viewer, Member::new(events, live, role));
+        self.audited.join(viewer, &who);
         self.presence.join(viewer, who, role == Role::Writer);
     }
 
@@ -91,6 +99,7 @@ impl Viewers {
             return false;
         }
         self.presence.leave(viewer);
+        self.audited.leave(viewer);
         true
     }
 
@@ -241,6 +250,17 @@ impl Viewers {
         // After the filter: a terminal's answer to a query is not someone typing.
         let typing = self.presence.typed(viewer, previous, now);
         Some((data, typing))
+    }
+
+    /// Who `viewer` is for the audit trail, while it is here.
+    pub(super) fn actor(&self, viewer: ViewerId) -> Option<&crate::audit::Actor> {
+        self.audited.actor(viewer)
+    }
+
+    /// `viewer` typed: who it is, if this key starts a spell of typing the audit trail
+    /// records ([`TYPING_AUDIT_QUIET`]).
+    pub(super) fn starts_typing(&mut self, viewer: ViewerId) -> Option<crate::audit::Actor> {
+        self.audited.typed(viewer, Instant::now())
     }
 
     /// Output with `queries` in it is about to be published: everyone who will see it owes

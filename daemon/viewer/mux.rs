@@ -55,6 +55,8 @@ pub struct MuxOptions {
     pub expires: Option<std::time::SystemTime>,
     /// The daemon's counters, which the connection's traffic and errors count in.
     pub metrics: Arc<Metrics>,
+    /// Who connects, for the audit trail (a `close` that ends a session is recorded).
+    pub actor: crate::audit::Actor,
 }
 
 /// The sessions this connection carries, by number: what the reader needs to apply input.
@@ -98,6 +100,8 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         table: table.clone(),
         may_end: opts.only.is_none() && opts.role == Role::Writer,
         metrics: opts.metrics.clone(),
+        audit: registry.audit().clone(),
+        actor: opts.actor.clone(),
     };
     let read_task = tokio::spawn(read_loop(
         halves.read,
@@ -149,6 +153,9 @@ struct MuxMessages {
     table: Arc<Table>,
     /// Whether `close` may end sessions (full access only, as REST `DELETE`).
     may_end: bool,
+    /// Where a `close` that ends a session is recorded, and as whom.
+    audit: Arc<crate::audit::Audit>,
+    actor: crate::audit::Actor,
     /// The daemon's counters: errors told to the client.
     metrics: Arc<Metrics>,
 }
@@ -182,6 +189,9 @@ impl MuxMessages {
                 Some((_, entry)) => {
                     info!(session = %entry.uuid, "session ended through a multiplexed connection");
                     let _ = entry.handle.end(EndReason::Deleted).await;
+                    let detail = serde_json::json!({"how": "mux-close"});
+                    let event = crate::audit::Event::new("session.end", &self.actor);
+                    self.audit.record(event.on(entry.uuid).with(detail));
                     None
                 }
                 None => Some(unknown(id)),

@@ -145,6 +145,13 @@ impl Daemon {
             let recordings = dir.path().join("recordings");
             format!("{config_toml}\n[recording]\ndir = {recordings:?}\n")
         };
+        // So is the audit trail (an in-process daemon shares the test's environment).
+        let config_toml = if config_toml.contains("[audit]") {
+            config_toml
+        } else {
+            let audit = dir.path().join("audit");
+            format!("{config_toml}\n[audit]\ndir = {audit:?}\n")
+        };
         std::fs::write(&cfg, config_toml).expect("write config");
         let log = dir.path().join("daemon.log");
         (dir, cfg, log)

@@ -2127,3 +2127,85 @@ pub fn check_lsp_client_message(is_text: bool, frame: &[u8]) {
         }
     }
 }
+
+// ---- the audit trail ------------------------------------------------------------------------
+
+/// Reading a trail file (`file`: real lines, damaged ones, random bytes) never panics; what it
+/// returns is at most the query's limit, every event matches the query, and the events are
+/// the file's matching whole lines, newest (last) first: none skipped, none made up.
+pub fn check_audit_read(file: &[u8], query: &ptyhub::audit::Query) {
+    use ptyhub::audit::Event;
+    let mut found = Vec::new();
+    query.scan(file, &mut found);
+    assert!(found.len() <= query.limit, "{} > limit", found.len());
+    let expected: Vec<Event> = file
+        .split(|b| *b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Event>(line).ok())
+        .filter(|e| query.matches(e))
+        .rev()
+        .take(query.limit)
+        .collect();
+    assert_eq!(found, expected, "the matching lines, newest first");
+    for event in &found {
+        assert!(query.matches(event), "{event:?} does not match {query:?}");
+    }
+}
+
+/// Events recorded one after another into a trail rotated at `max_bytes` with `files` kept:
+/// no file (but one holding a single longer line) passes the bound, no more files than kept
+/// exist, and reading everything back gives the newest events in order, newest first, none
+/// missing between the newest and the oldest kept, none twice.
+pub fn check_audit_rotation(sizes: &[usize], max_bytes: u64, files: usize) {
+    use ptyhub::audit::{Actor, Audit, Event, Query, FILE_NAME};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = ptyhub::config::AuditConfig {
+        dir: dir.path().to_owned(),
+        max_bytes,
+        files,
+    };
+    let audit = Audit::new(&cfg);
+    for (i, size) in sizes.iter().enumerate() {
+        let event = Event::new("typing", &Actor::nobody());
+        audit.record(event.with(json!({"i": i, "pad": "x".repeat(*size)})));
+    }
+    for n in 0..=files + 1 {
+        let path = match n {
+            0 => dir.path().join(FILE_NAME),
+            n => dir.path().join(format!("{FILE_NAME}.{n}")),
+        };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            assert!(
+                n == 0 && sizes.is_empty() || n > 0,
+                "{} missing",
+                path.display()
+            );
+            continue;
+        };
+        assert!(n <= files, "{} kept beyond `files`", path.display());
+        let lines = text.lines().count();
+        assert!(
+            text.len() as u64 <= max_bytes || lines == 1,
+            "{}: {} bytes in {lines} lines",
+            path.display(),
+            text.len()
+        );
+    }
+    let query = Query {
+        limit: ptyhub::audit::MAX_LIMIT,
+        ..Query::default()
+    };
+    let found = audit.read(&query).expect("read");
+    let is: Vec<u64> = found
+        .iter()
+        .map(|e| e.detail.as_ref().and_then(|d| d["i"].as_u64()).expect("i"))
+        .collect();
+    if let Some(first) = is.first() {
+        assert_eq!(*first as usize, sizes.len() - 1, "the newest first");
+    }
+    assert!(
+        is.windows(2).all(|w| w[0] == w[1] + 1),
+        "a gap or a repeat: {is:?}"
+    );
+    // What is gone went whole files at a time: at most `files` + 1 files' worth is kept.
+    assert!(!sizes.is_empty() || is.is_empty());
+}

@@ -158,6 +158,16 @@ pub const TARGETS: &[Target] = &[
         max_input: 1 << 12,
         run: upgrade_image,
     },
+    Target {
+        name: "audit_file",
+        max_input: 1 << 12,
+        run: audit_file,
+    },
+    Target {
+        name: "audit_rotation",
+        max_input: 1 << 8,
+        run: audit_rotation,
+    },
 ];
 
 // ---- shared generators -------------------------------------------------------------------
@@ -1341,5 +1351,90 @@ fn upgrade_image(u: &mut Unstructured<'_>) -> Result<()> {
     };
     let noise = some_bytes(u, 256)?;
     inv::check_upgrade_image(&image, &blobs, mutation, &noise);
+    Ok(())
+}
+
+/// An audit trail file: real event lines (some with a session, detail, odd times), damaged
+/// ones (cut, a byte changed, an unfinished last line) and random bytes, read with a random
+/// query.
+fn audit_file(u: &mut Unstructured<'_>) -> Result<()> {
+    use ptyhub::audit::{Actor, Event, Query, MAX_LIMIT};
+    const USERS: &[&str] = &["ann", "guest", "-", "bob"];
+    const ACTIONS: &[&str] = &["typing", "login", "refused", "session.create"];
+    const TIMES: &[&str] = &[
+        "2026-05-01T12:00:00.000Z",
+        "2026-05-01T12:00:01.500Z",
+        "2026-05-02T00:00:00.000Z",
+        "not a time",
+    ];
+    let sessions = [uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2)];
+    let mut file = Vec::new();
+    for _ in 0..u.int_in_range(0..=12)? {
+        match u.int_in_range(0..=9)? {
+            0 => file.extend(some_bytes(u, 40)?),
+            n => {
+                let actor = Actor {
+                    user: (*pick(u, USERS)?).to_owned(),
+                    ..Actor::nobody()
+                };
+                let mut event = Event::new(pick(u, ACTIONS)?, &actor);
+                event.ts = (*pick(u, TIMES)?).to_owned();
+                if u.arbitrary()? {
+                    event.session = Some(*pick(u, &sessions)?);
+                }
+                if u.arbitrary()? {
+                    event.detail = Some(json_value(u, 2)?);
+                }
+                let mut line = serde_json::to_vec(&event).unwrap_or_default();
+                if n == 1 && !line.is_empty() {
+                    // Damaged: cut, or a byte changed.
+                    let at = u.choose_index(line.len())?;
+                    if u.arbitrary()? {
+                        line.truncate(at);
+                    } else {
+                        line[at] = u.arbitrary()?;
+                    }
+                }
+                file.extend(line);
+            }
+        }
+        if u.ratio(7, 8)? {
+            file.push(b'\n');
+        }
+    }
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if u.arbitrary()? {
+        pairs.push(("user".into(), (*pick(u, USERS)?).to_owned()));
+    }
+    if u.arbitrary()? {
+        pairs.push(("action".into(), (*pick(u, ACTIONS)?).to_owned()));
+    }
+    if u.arbitrary()? {
+        pairs.push(("session".into(), pick(u, &sessions)?.to_string()));
+    }
+    if u.arbitrary()? {
+        pairs.push(("since".into(), "2026-05-01T12:00:01Z".into()));
+    }
+    if u.arbitrary()? {
+        pairs.push(("until".into(), "2026-05-01T14:00:01+02:00".into()));
+    }
+    pairs.push(("limit".into(), u.int_in_range(1..=MAX_LIMIT)?.to_string()));
+    let Ok(query) = Query::parse(&pairs) else {
+        panic!("a well-formed query was refused: {pairs:?}");
+    };
+    inv::check_audit_read(&file, &query);
+    Ok(())
+}
+
+/// Events of random sizes recorded into a trail with a small bound (files on disk, in a
+/// temporary directory), then read back.
+fn audit_rotation(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut sizes = Vec::new();
+    for _ in 0..u.int_in_range(0..=60)? {
+        sizes.push(u.int_in_range(0..=2000)?);
+    }
+    let max_bytes = u.int_in_range(4096..=12_000)?;
+    let files = u.int_in_range(1..=3)?;
+    inv::check_audit_rotation(&sizes, max_bytes, files);
     Ok(())
 }

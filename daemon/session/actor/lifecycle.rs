@@ -58,6 +58,14 @@ impl Session {
         };
         self.output(Bytes::from(notice));
         info!(session = %id, code = info.code, signal = ?info.signal, "session program exited");
+        // On its own (not ended by someone, nor by the daemon stopping): nobody did it.
+        if matches!(then, Then::Stay) {
+            let detail = serde_json::json!({
+                "how": "exit", "exitCode": info.code, "signal": info.signal,
+            });
+            let event = crate::audit::Event::new("session.end", &crate::audit::Actor::nobody());
+            self.audit.record(event.on(id).with(detail));
+        }
         self.program.set_exited(info.clone());
         // A daemon shutdown is no change of the session's state to tell anyone.
         let changed = match shutdown {

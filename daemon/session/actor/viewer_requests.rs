@@ -210,6 +210,7 @@ impl Session {
             let _ = reply.send(Err(RenameError::Refused(refusal)));
             return;
         }
+        let old = self.info.borrow().name.clone();
         let result = validate_name(&name, self.cfg.limits.max_name_chars)
             .map(|name| {
                 if self.identity.rename(name) {
@@ -218,6 +219,16 @@ impl Session {
                 self.info.borrow().clone()
             })
             .map_err(RenameError::BadName);
+        // A caller that checked the permission itself (REST) records the rename with who it
+        // is; a viewer's is recorded here.
+        let actor = viewer.and_then(|v| self.viewers.actor(v));
+        if let (Ok(info), Some(actor)) = (&result, actor) {
+            if info.name != old {
+                let detail = serde_json::json!({"from": old, "to": info.name});
+                let event = crate::audit::Event::new("session.rename", actor);
+                self.audit.record(event.on(self.identity.id()).with(detail));
+            }
+        }
         let _ = reply.send(result);
     }
 
@@ -237,6 +248,9 @@ impl Session {
         let dir = self.identity.cwd().to_owned();
         let (limit, id) = (self.cfg.viewer.upload_max_bytes, self.identity.id());
         let me = self.me.clone();
+        let audit = self.audit.clone();
+        let actor = self.viewers.actor(viewer).cloned();
+        let bytes = data.len();
         tokio::spawn(async move {
             let saved =
                 tokio::task::spawn_blocking(move || upload::save(&dir, &name, &data, limit)).await;
@@ -253,6 +267,15 @@ impl Session {
                 }
             };
             info!(session = %id, file = %path.display(), "file uploaded");
+            if let Some(actor) = actor {
+                let file = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                let detail = serde_json::json!({"file": file, "bytes": bytes});
+                audit.record(
+                    crate::audit::Event::new("upload", &actor)
+                        .on(id)
+                        .with(detail),
+                );
+            }
             // Typed like the viewer's own input: same budget, same queue, same order.
             let typed = Bytes::from(format!("{} ", upload::shell_quote(&path)));
             if me.input(viewer, typed).await.is_err() {
@@ -290,6 +313,10 @@ impl Session {
         self.recent_keys.typed(self.identity.id());
         if typing {
             self.broadcast_presence(Some(viewer));
+        }
+        if let Some(actor) = self.viewers.starts_typing(viewer) {
+            let event = crate::audit::Event::new("typing", &actor).on(self.identity.id());
+            self.audit.record(event);
         }
         if !self.program.takes_input() {
             self.viewers
