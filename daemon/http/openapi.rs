@@ -78,6 +78,7 @@ impl Modify for Tokens {
         events,
         version,
         openapi_json,
+        me,
     ),
     components(schemas(ErrorBody, Role, ShareInfo, RecordingInfo)),
     modifiers(&Tokens),
@@ -292,6 +293,11 @@ fn version() {}
     responses((status = 200, description = "This document (public)", body = Object)))]
 #[allow(dead_code)]
 fn openapi_json() {}
+
+#[utoipa::path(get, path = "/api/me", tag = "daemon",
+    responses((status = 200, description = "Who the caller is, as its credential says", body = super::me::Me)))]
+#[allow(dead_code)]
+fn me() {}
 
 #[cfg(test)]
 mod tests {

@@ -221,6 +221,7 @@ impl CreateRequest {
             screen: true,
             command,
             size,
+            created_by: None,
         })
     }
 }
@@ -359,7 +360,12 @@ pub(super) async fn patch(
     }
 }
 
-pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Response<Body> {
+/// `POST /api/sessions`: `created_by` is the caller's user name.
+pub(super) async fn create(
+    req: Request<Incoming>,
+    created_by: Option<String>,
+    state: &Arc<AppState>,
+) -> Response<Body> {
     let in_query = match query_uuid(&req) {
         Ok(id) => id,
         Err(e) => return e.response(),
@@ -380,7 +386,7 @@ pub(super) async fn create(req: Request<Incoming>, state: &Arc<AppState>) -> Res
         _ => {}
     }
     let spec = match request.into_spec(&state.cfg) {
-        Ok(spec) => spec,
+        Ok(spec) => CreateSpec { created_by, ..spec },
         Err(e) => return e.response(),
     };
     match state.registry.get_or_create(spec) {

@@ -390,7 +390,10 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/sessions",
         callers: Callers::Admin,
         audience: Audience::Program,
-        handler: Handler::Later(|c| Box::pin(create(c.req, c.state))),
+        handler: Handler::Later(|c| {
+            let by = c.access.user_name().map(str::to_owned);
+            Box::pin(create(c.req, by, c.state))
+        }),
     },
     Route {
         methods: &["GET"],
@@ -527,6 +530,13 @@ pub static ROUTES: &[Route] = &[
         handler: Handler::LaterOn(PathId::Uuid, |c, id| {
             Box::pin(recordings::delete(id, c.state))
         }),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/me",
+        callers: Callers::AnyToken,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| super::me::me(&c.access)),
     },
 ];
 

@@ -172,6 +172,7 @@ pub(super) fn websocket(
                     screen: true,
                     command: None,
                     size: q.size,
+                    created_by: access.user_name().map(str::to_owned),
                 })
                 .map(Found::handle)
                 .map_err(|e| Refused::CreateFailed(e.to_string())),

@@ -922,12 +922,14 @@ pub fn check_server_message(msg: &ServerMessage) {
         ServerMessage::State(st) => ("state", state_fields(st)),
         ServerMessage::Chat {
             user_name,
+            guest,
             text,
             timestamp,
         } => (
             "chat",
             vec![
                 ("userName", s(user_name)),
+                ("guest", json!(guest)),
                 ("text", s(text)),
                 ("timestamp", s(timestamp)),
             ],

@@ -483,6 +483,7 @@ fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
         }),
         2 => ServerMessage::Chat {
             user_name: text(u)?,
+            guest: u.arbitrary()?,
             text: text(u)?,
             timestamp: text(u)?,
         },
