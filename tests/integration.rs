@@ -16,6 +16,7 @@ mod exec;
 mod faults;
 mod lsp;
 mod mux;
+mod names;
 mod notify;
 mod openapi;
 mod package;
