@@ -1,4 +1,4 @@
-// The guest's name prompt: a share link's visitor is asked once (remembered in this browser) what to be called; others see it marked as a guest's.
+// The guest's name prompt: a share link's visitor is asked once (remembered in this browser) what to be called; others see it marked as a guest's. A card over the page, not a modal: the session stays usable while it is up.
 
 import { h } from './util.js';
 
@@ -18,7 +18,7 @@ export function askGuestName() {
     );
     const d = h(
       'dialog',
-      { class: 'dialog', id: 'guest-name', 'aria-labelledby': 'guest-name-title' },
+      { class: 'dialog guest-name-card', id: 'guest-name', 'aria-labelledby': 'guest-name-title' },
       h('h2', { id: 'guest-name-title' }, 'What should the others call you?'),
       h('p', { class: 'muted' }, 'You came with a share link, so you are a guest here: your name is shown with a “guest” mark, in the list of people and beside your chat messages.'),
       form,
@@ -39,7 +39,7 @@ export function askGuestName() {
       resolve(answer);
     });
     document.body.append(d);
-    d.showModal();
+    d.show();
     input.focus();
   });
 }
