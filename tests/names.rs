@@ -186,6 +186,23 @@ async fn the_owner_and_a_guest_are_told_apart_everywhere() {
     let made = d.create_session(TOKEN, json!({"assistant": "shell"})).await;
     let made: Uuid = made.parse().expect("uuid");
     assert_eq!(listed(&d, made).await["createdBy"], name.as_str());
+    // The lifecycle event says who created it too.
+    let events = http()
+        .get(d.http("/api/events?tail=100"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("GET /api/events")
+        .text()
+        .await
+        .expect("events");
+    let created = format!(r#""created_by":"{name}""#);
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains(&created) && l.contains(&made.to_string())),
+        "{events}"
+    );
     g.close().await;
     o.close().await;
 }

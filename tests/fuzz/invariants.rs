@@ -1990,6 +1990,7 @@ pub fn check_board_changes(
         "mayType",
         "alive",
         "people",
+        "createdBy",
         "rows",
         "cursor",
     ] {
