@@ -40,6 +40,7 @@ export class ChatPanel {
     this.unread = 0;
     this.name = storedName();
     this.user = null; // a signed-in user's verified name: its lines carry it whatever it types
+    this.sent = []; // texts this page sent, not yet back: the same user in another tab still counts as unread
     this.renameButton = panel.querySelector('.chat-rename');
     this.list = panel.querySelector('.chat-messages');
     this.empty = panel.querySelector('.chat-empty');
@@ -115,6 +116,10 @@ export class ChatPanel {
     const mine = this.user ? !guest && msg.userName === this.user : this.name !== '' && msg.userName === this.name;
     const time = new Date(msg.timestamp);
     const stamp = Number.isNaN(time.getTime()) ? '' : time.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    // Sent from this page (not only under this name: the same person may have another tab open).
+    const sentAt = mine && live ? this.sent.indexOf(msg.text) : -1;
+    if (sentAt >= 0) this.sent.splice(sentAt, 1);
+    const own = sentAt >= 0;
     const atEnd = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 40;
     this.list.append(
       h(
@@ -131,8 +136,8 @@ export class ChatPanel {
       ),
     );
     this.empty.hidden = true;
-    if (atEnd || mine) this.scrollToEnd();
-    if (live && !mine) {
+    if (atEnd || own) this.scrollToEnd();
+    if (live && !own) {
       if (!this.isOpen || document.visibilityState !== 'visible') {
         this.unread++;
         this.showUnread();
@@ -162,6 +167,8 @@ export class ChatPanel {
       this.notify('error', 'Not connected: your message was not sent. It is still in the box.');
       return;
     }
+    this.sent.push(text);
+    if (this.sent.length > 20) this.sent.shift();
     this.textInput.value = '';
     this.textInput.focus();
   }
