@@ -243,6 +243,7 @@ fn card_of(info: &SessionInfo, may_type: bool, rows: Vec<String>, cursor: (u16, 
         may_type,
         alive: info.alive,
         people: info.people.clone(),
+        created_by: info.created_by.clone(),
         rows,
         cursor,
     }

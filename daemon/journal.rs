@@ -112,6 +112,9 @@ impl Journal {
             "num": info.num,
             "state": state,
         });
+        if state == "created" {
+            data["created_by"] = json!(info.created_by);
+        }
         if state == "exited" {
             data["exit_code"] = json!(info.exit_code);
             data["since"] = json!(info.state_since);

@@ -1,4 +1,4 @@
-// The chat panel: collapsible, history on join, your name asked once and remembered, unread count.
+// The chat panel: collapsible, history on join, unread count; a user chats under its verified name, a guest under the display name it chose once (remembered), marked as a guest.
 
 import { h } from './util.js';
 
@@ -39,6 +39,9 @@ export class ChatPanel {
     this.onToggle = onToggle;
     this.unread = 0;
     this.name = storedName();
+    this.user = null; // a signed-in user's verified name: its lines carry it whatever it types
+    this.sent = []; // texts this page sent, not yet back: the same user in another tab still counts as unread
+    this.renameButton = panel.querySelector('.chat-rename');
     this.list = panel.querySelector('.chat-messages');
     this.empty = panel.querySelector('.chat-empty');
     this.form = panel.querySelector('.chat-form');
@@ -82,6 +85,22 @@ export class ChatPanel {
     this.onToggle?.(open);
   }
 
+  /** This browser is the user `name`: ptyhub names its lines so, so there is no name to choose. */
+  setUser(name) {
+    this.user = name;
+    this.name = name;
+    this.renameButton.hidden = true;
+    this.showName();
+  }
+
+  /** A guest chose `name` (in the join prompt). */
+  setGuestName(name) {
+    if (!name || this.user) return;
+    this.name = name.slice(0, NAME_MAX);
+    storeName(this.name);
+    this.showName();
+  }
+
   /** A new connection: the server sends the history again, so start from an empty list. */
   clear() {
     this.list.replaceChildren();
@@ -93,26 +112,37 @@ export class ChatPanel {
    * neither is your own message coming back.
    */
   add(msg, { live }) {
-    const mine = this.name !== '' && msg.userName === this.name;
+    const guest = msg.guest === true;
+    const mine = this.user ? !guest && msg.userName === this.user : this.name !== '' && msg.userName === this.name;
     const time = new Date(msg.timestamp);
     const stamp = Number.isNaN(time.getTime()) ? '' : time.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    // Sent from this page (not only under this name: the same person may have another tab open).
+    const sentAt = mine && live ? this.sent.indexOf(msg.text) : -1;
+    if (sentAt >= 0) this.sent.splice(sentAt, 1);
+    const own = sentAt >= 0;
     const atEnd = this.list.scrollHeight - this.list.scrollTop - this.list.clientHeight < 40;
     this.list.append(
       h(
         'li',
         { class: mine ? 'chat-msg mine' : 'chat-msg' },
-        h('div', { class: 'chat-meta' }, h('span', { class: 'chat-from' }, msg.userName), h('time', { datetime: msg.timestamp || '' }, stamp)),
+        h(
+          'div',
+          { class: 'chat-meta' },
+          h('span', { class: 'chat-from' }, msg.userName),
+          guest ? h('span', { class: 'chip guest-mark', title: 'Came with a share link: the name is only what they call themselves' }, 'guest') : null,
+          h('time', { datetime: msg.timestamp || '' }, stamp),
+        ),
         h('p', { class: 'chat-body' }, msg.text),
       ),
     );
     this.empty.hidden = true;
-    if (atEnd || mine) this.scrollToEnd();
-    if (live && !mine) {
+    if (atEnd || own) this.scrollToEnd();
+    if (live && !own) {
       if (!this.isOpen || document.visibilityState !== 'visible') {
         this.unread++;
         this.showUnread();
       }
-      if (!this.isOpen) this.notify('chat', `${msg.userName}: ${msg.text}`);
+      if (!this.isOpen) this.notify('chat', `${msg.userName}${guest ? ' (guest)' : ''}: ${msg.text}`);
     }
   }
 
@@ -137,6 +167,8 @@ export class ChatPanel {
       this.notify('error', 'Not connected: your message was not sent. It is still in the box.');
       return;
     }
+    this.sent.push(text);
+    if (this.sent.length > 20) this.sent.shift();
     this.textInput.value = '';
     this.textInput.focus();
   }

@@ -1,11 +1,13 @@
-// The home page (/): the live sessions, refreshed in place (marked stale while ptyhub cannot be reached); starting, opening, embedding and ending sessions; the recordings of ended ones.
+// The home page (/): the live sessions (who made each, who is in it), refreshed in place (marked stale while ptyhub cannot be reached); starting, opening, embedding and ending sessions and the API tokens, for admins only; the recordings of ended ones.
 
 import { api, replayPath, sessionPath } from './api.js';
 import { openEmbed } from './embed.js';
 import { themeName } from './prefs.js';
+import { isAdmin, whoAmI } from './me.js';
 import { EndedRecordings } from './recordings.js';
 import { openShare } from './share.js';
 import { applyPageScheme } from './theme.js';
+import { openTokens } from './tokens.js';
 import { afterColon, exitWords, formatAge, h, shortId, validateName } from './util.js';
 
 const REFRESH_MS = 2000;
@@ -34,7 +36,7 @@ function stateOf(s) {
 }
 
 function buildRow(s) {
-  const end = h('button', { type: 'button', class: 'btn btn-quiet-danger end-btn' });
+  const end = h('button', { type: 'button', class: 'btn btn-quiet-danger end-btn admin-only' });
   const li = h(
     'li',
     { class: 'session', dataset: { id: s.id } },
@@ -47,6 +49,7 @@ function buildRow(s) {
         { class: 'session-meta' },
         h('span', { class: 'chip session-assistant' }),
         h('span', { class: 'session-state' }, h('span', { class: 'dot', 'aria-hidden': 'true' }), h('span', { class: 'state-text' })),
+        h('span', { class: 'session-by', hidden: true }),
         h('span', { class: 'session-viewers' }),
         h('span', { class: 'activity', title: 'Quiet', 'aria-label': 'Quiet' }),
         h('span', { class: 'session-size' }),
@@ -61,8 +64,8 @@ function buildRow(s) {
       { class: 'session-actions' },
       h('a', { class: 'btn btn-primary open-btn', href: sessionPath(s.id) }, 'Open'),
       h('a', { class: 'btn replay-btn', href: replayPath(s.id), title: 'Play back what this session recorded' }, 'Replay'),
-      h('button', { type: 'button', class: 'btn share-btn', onclick: () => openShare(s.id, li.querySelector('.session-name').classList.contains('unnamed') ? '' : li.querySelector('.name-text').textContent) }, 'Share'),
-      h('button', { type: 'button', class: 'btn embed-btn', onclick: () => openEmbed(s.id, li.querySelector('.name-text').textContent) }, 'Embed'),
+      h('button', { type: 'button', class: 'btn share-btn admin-only', onclick: () => openShare(s.id, li.querySelector('.session-name').classList.contains('unnamed') ? '' : li.querySelector('.name-text').textContent) }, 'Share'),
+      h('button', { type: 'button', class: 'btn embed-btn admin-only', onclick: () => openEmbed(s.id, li.querySelector('.name-text').textContent) }, 'Embed'),
       end,
     ),
   );
@@ -107,6 +110,9 @@ function updateRow(li, s) {
   li.querySelector('.session-state').dataset.state = st.kind;
   li.querySelector('.state-text').textContent = st.text;
   li.querySelector('.session-state').title = st.detail || '';
+  const by = li.querySelector('.session-by');
+  by.textContent = s.createdBy ? `by ${s.createdBy}` : '';
+  by.hidden = !s.createdBy;
   const people = Array.isArray(s.people) ? s.people : [];
   const viewers = li.querySelector('.session-viewers');
   const count = s.viewers === 1 ? '1 viewer' : `${s.viewers} viewers`;
@@ -343,9 +349,24 @@ function newUuid() {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
+// ---- Who is here ---------------------------------------------------------------------------------
+
+/** Says who this browser is, and offers the admins' controls (new session, share, embed, end, tokens) only to admins. */
+async function showWho() {
+  const me = await whoAmI();
+  const admin = isAdmin(me);
+  document.body.classList.toggle('not-admin', !admin);
+  const who = $('whoami');
+  who.textContent = me?.name ? `Signed in as ${me.name}` : '';
+  who.hidden = !me?.name;
+  $('tokens-open').hidden = !admin || !me;
+}
+$('tokens-open').addEventListener('click', () => openTokens());
+
 // ---- Start --------------------------------------------------------------------------------------
 
 applyPageScheme(themeName());
+showWho();
 loadAssistants();
 refresh();
 setInterval(() => {
@@ -360,4 +381,4 @@ addEventListener('pageshow', (e) => {
 });
 
 /** For tests and the browser console. */
-window.ptyhub = { refresh };
+window.ptyhub = { refresh, whoAmI };

@@ -1,4 +1,4 @@
-// Who is here: the `presence` message as the viewer list (names, roles, devices) behind the bar's viewer count, and "Alice is typing" in the bar.
+// Who is here: the `presence` message as the viewer list (users by name, guests marked as guests, roles, devices) behind the bar's viewer count, and "Alice is typing" in the bar.
 
 import { h } from './util.js';
 
@@ -14,9 +14,20 @@ export function deviceKind() {
   return Math.min(screen.width, screen.height) < 600 ? 'phone' : 'tablet';
 }
 
-/** A person's name as others read it. */
+/** Whether `p` came with a share link (an older ptyhub says nothing: a viewer as before). */
+function isGuest(p) {
+  return p.guest === true;
+}
+
+/** A person's name as the list shows it beside a guest mark: a user's name, a guest's chosen one, else "guest N" ("viewer N" from an older ptyhub). */
+function shownName(p) {
+  if (p.user) return p.user;
+  return p.name || (isGuest(p) ? `guest ${p.id}` : `viewer ${p.id}`);
+}
+
+/** A person's name as others read it in a sentence: "alice", "Bob (guest)", "guest 2". A guest never reads as a user, whatever it calls itself. */
 export function personName(p) {
-  return p.name || `viewer ${p.id}`;
+  return isGuest(p) && p.name ? `${p.name} (guest)` : shownName(p);
 }
 
 const DEVICE_WORDS = { desktop: 'computer', tablet: 'tablet', phone: 'phone' };
@@ -96,7 +107,13 @@ export class PresenceView {
         h(
           'li',
           { class: `person${p.you ? ' you' : ''}${typist && typist.id === p.id ? ' typing' : ''}`, dataset: { id: String(p.id) } },
-          h('span', { class: 'person-name' }, personName(p), p.you ? h('span', { class: 'muted' }, ' (you)') : null),
+          h(
+            'span',
+            { class: 'person-name' },
+            shownName(p),
+            isGuest(p) ? h('span', { class: 'chip guest-mark', title: 'Came with a share link: the name is only what they call themselves' }, 'guest') : null,
+            p.you ? h('span', { class: 'muted' }, ' (you)') : null,
+          ),
           h('span', { class: 'person-meta muted' }, [p.role === 'writer' ? 'can type' : 'watching', DEVICE_WORDS[p.device]].filter(Boolean).join(' · ')),
           typist && typist.id === p.id ? h('span', { class: 'person-typing', title: 'Typing' }, '⌨') : null,
         ),

@@ -8,7 +8,9 @@ import { StatePill } from './statepill.js';
 import { acceptFiles } from './dropzone.js';
 import { EndScreens } from './ending.js';
 import { closeMeaning, errorText, refusalText } from './errors.js';
+import { askGuestName } from './guestname.js';
 import { KeyBar } from './keybar.js';
+import { guestAsked, isAdmin, rememberGuestName, whoAmI } from './me.js';
 import { OutputPipe } from './output.js';
 import { Prefs, SearchBar, newOutputPill } from './prefs.js';
 import { PresenceView, deviceKind } from './presence.js';
@@ -46,6 +48,7 @@ const state = {
   daemonAway: false, // ptyhub stopped or restarted (1001, 1012) since this page was last live
   daemonRestarting: false, // ...and said it is restarting (1012): it will be right back
   link: undefined, // how this page was opened: undefined until known, null with the daemon token, {role, record} with a share link
+  me: undefined, // who this browser is (GET /api/me): undefined until known, null when it cannot be told
 };
 
 for (const a of document.querySelectorAll('#home-link, #fatal-home, #exit-home')) a.href = homePath();
@@ -299,7 +302,9 @@ function onExit(msg) {
 function renderAccess() {
   const s = state.status;
   const over = Boolean(state.exit || state.ended || state.fatal);
-  $('share').hidden = !s || Boolean(s.readOnly) || over;
+  // A user without the admin scope cannot make links (a guest's dialog says what its link allows).
+  const mayShare = !state.me || state.me.guest || isAdmin(state.me);
+  $('share').hidden = !s || Boolean(s.readOnly) || over || !mayShare;
   document.body.classList.toggle('no-input', over || !s || Boolean(s.readOnly));
   if (state.link === undefined) return;
   const visitor = Boolean(state.link);
@@ -403,6 +408,22 @@ linkAccess(uuid).then((link) => {
   state.link = link;
   renderAccess();
 });
+// A user chats under its verified name; a guest is asked once for the name the others see.
+whoAmI().then(async (me) => {
+  state.me = me;
+  renderAccess();
+  if (me?.name && !me.guest) {
+    chat.setUser(me.name);
+  } else if (me?.guest && !guestAsked()) {
+    const name = await askGuestName();
+    rememberGuestName(name);
+    if (name) {
+      chat.setGuestName(name);
+      send({ type: 'presence', name });
+    }
+    giveBackKeys();
+  }
+});
 if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(uuid)) {
   showFatal('This is not a session address', 'Session addresses end in a UUID. Go back to the list and open a session from there.');
 } else {
@@ -421,6 +442,7 @@ window.ptyhub = {
   size,
   prefs,
   presence,
+  whoAmI,
   search,
   searchBar,
   keybar,

@@ -17,6 +17,7 @@ mod exec;
 mod faults;
 mod lsp;
 mod mux;
+mod names;
 mod notify;
 mod openapi;
 mod package;

@@ -202,6 +202,7 @@ async fn every_operation_answers_as_the_document_says() {
     c.call(Method::GET, "/api/assistants", "/api/assistants", None)
         .await;
     c.call(Method::GET, "/api/lsp", "/api/lsp", None).await;
+    c.call(Method::GET, "/api/me", "/api/me", None).await;
 
     // Sessions: created (with a chosen uuid, and refused), listed, read, renamed.
     let id = Uuid::new_v4();

@@ -142,6 +142,7 @@ proptest! {
             ServerMessage::Pong { data: data.clone() },
             ServerMessage::Chat {
                 user_name: strings[0].clone(),
+                guest: code % 3 == 0,
                 text: strings[1].clone(),
                 timestamp: strings[2].clone(),
             },

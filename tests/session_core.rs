@@ -89,6 +89,7 @@ fn start(assistant: &str, screen: bool) -> SessionHandle {
         screen,
         command: None,
         size: None,
+        created_by: None,
     };
     let on_end = Box::new(|_| {});
     session::start(config(), spec, Some(1), keys(), metrics(), links(), on_end)
@@ -550,6 +551,7 @@ async fn a_key_typed_mid_round_reaches_the_program_before_the_rest_of_the_round(
         screen: true,
         command: Some(vec!["sh".into(), "-c".into(), script]),
         size: None,
+        created_by: None,
     };
     let on_end = Box::new(|_| {});
     let handle = session::start(config(), spec, Some(1), keys(), metrics(), links(), on_end)

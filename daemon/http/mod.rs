@@ -10,6 +10,7 @@ pub mod connections;
 mod exec;
 mod guard;
 mod lsp;
+mod me;
 mod openapi;
 mod openapi_exact;
 pub mod proxy;

@@ -79,6 +79,7 @@ impl Modify for Tokens {
         version,
         openapi_json,
         audit_trail,
+        me,
     ),
     components(schemas(ErrorBody, Role, ShareInfo, RecordingInfo)),
     modifiers(&Tokens),
@@ -314,6 +315,11 @@ fn openapi_json() {}
     ))]
 #[allow(dead_code)]
 fn audit_trail() {}
+
+#[utoipa::path(get, path = "/api/me", tag = "daemon",
+    responses((status = 200, description = "Who the caller is, as its credential says", body = super::me::Me)))]
+#[allow(dead_code)]
+fn me() {}
 
 #[cfg(test)]
 mod tests {

@@ -232,6 +232,7 @@ impl CreateRequest {
             screen: true,
             command,
             size,
+            created_by: None,
         })
     }
 }
@@ -379,9 +380,11 @@ pub(super) async fn patch(
     }
 }
 
+/// `POST /api/sessions`: `created_by` is the caller's user name.
 pub(super) async fn create(
     req: Request<Incoming>,
     actor: Actor,
+    created_by: Option<String>,
     state: &Arc<AppState>,
 ) -> Response<Body> {
     let in_query = match query_uuid(&req) {
@@ -404,7 +407,7 @@ pub(super) async fn create(
         _ => {}
     }
     let spec = match request.into_spec(&state.cfg) {
-        Ok(spec) => spec,
+        Ok(spec) => CreateSpec { created_by, ..spec },
         Err(e) => return e.response(),
     };
     match state.registry.get_or_create(spec) {

@@ -398,7 +398,10 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/sessions",
         callers: Callers::Admin,
         audience: Audience::Program,
-        handler: Handler::Later(|c| Box::pin(create(c.req, Actor::of(&c.access, c.peer), c.state))),
+        handler: Handler::Later(|c| {
+            let by = c.access.user_name().map(str::to_owned);
+            Box::pin(create(c.req, Actor::of(&c.access, c.peer), by, c.state))
+        }),
     },
     Route {
         methods: &["GET"],
@@ -559,6 +562,13 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::Admin,
         audience: Audience::Program,
         handler: Handler::Later(|c| Box::pin(audit::list(c.req, c.state))),
+    },
+    Route {
+        methods: &["GET"],
+        pattern: "/api/me",
+        callers: Callers::AnyToken,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| super::me::me(&c.access)),
     },
 ];
 

@@ -172,6 +172,7 @@ pub(super) fn websocket(
                     screen: true,
                     command: None,
                     size: q.size,
+                    created_by: access.user_name().map(str::to_owned),
                 })
                 .map(|found| {
                     if let Found::Created(h) = &found {

@@ -49,6 +49,8 @@ pub struct Card {
     pub alive: bool,
     /// Who watches it, by name.
     pub people: Vec<String>,
+    /// Who created it (a user's name), when known.
+    pub created_by: Option<String>,
     /// Its visible rows as plain text, without trailing blanks (the miniature).
     pub rows: Vec<String>,
     /// The cursor, `[row, column]` from 0.
@@ -208,6 +210,11 @@ pub fn changes(old: &Card, new: &Card, rows: bool) -> Option<String> {
     put("mayType", old.may_type != new.may_type, json!(new.may_type));
     put("alive", old.alive != new.alive, json!(new.alive));
     put("people", old.people != new.people, json!(new.people));
+    put(
+        "createdBy",
+        old.created_by != new.created_by,
+        json!(new.created_by),
+    );
     if rows {
         put("cursor", old.cursor != new.cursor, json!(new.cursor));
         let changed: Map<String, Value> = new
@@ -263,6 +270,7 @@ pub fn apply(card: &mut Card, message: &str) -> Result<(), BadChange> {
     set!("mayType", card.may_type);
     set!("alive", card.alive);
     set!("people", card.people);
+    set!("createdBy", card.created_by);
     set!("cursor", card.cursor);
     if let Some(h) = m.get("height") {
         let h = h.as_u64().ok_or_else(|| bad("height"))?;
@@ -299,6 +307,7 @@ mod tests {
             may_type: true,
             alive: true,
             people: vec![],
+            created_by: Some("ann".into()),
             rows: vec!["$ ls".into(), String::new()],
             cursor: (1, 0),
         }

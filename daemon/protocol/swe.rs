@@ -270,9 +270,13 @@ pub enum ServerMessage {
     Status(Status),
     /// A chat line, broadcast to every client, sender included.
     Chat {
-        /// The sender's display name.
+        /// The sender's name: a user's verified name whatever it sent, or a guest's display
+        /// name.
         #[serde(rename = "userName")]
         user_name: String,
+        /// Whether a guest (a share link's holder) sent it: `userName` is then only what it
+        /// calls itself (an addition to the seed's dialect).
+        guest: bool,
         /// The message text.
         text: String,
         /// When the server received it, RFC 3339 in UTC.
@@ -547,6 +551,7 @@ impl Dialect for Swe {
             },
             Notice::Chat(line) => ServerMessage::Chat {
                 user_name: line.user_name.clone(),
+                guest: line.guest,
                 text: line.text.clone(),
                 timestamp: line.timestamp.clone(),
             },
@@ -1267,10 +1272,11 @@ mod tests {
             (
                 ServerMessage::Chat {
                     user_name: "Alice".into(),
+                    guest: true,
                     text: "Hello \"everyone\"!".into(),
                     timestamp: "2025-12-24T16:03:13Z".into(),
                 },
-                r#"{"type":"chat","userName":"Alice","text":"Hello \"everyone\"!","timestamp":"2025-12-24T16:03:13Z"}"#,
+                r#"{"type":"chat","userName":"Alice","guest":true,"text":"Hello \"everyone\"!","timestamp":"2025-12-24T16:03:13Z"}"#,
             ),
             (
                 ServerMessage::FileUpload {

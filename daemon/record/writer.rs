@@ -556,11 +556,16 @@ fn on_feed_item(
         }
         FeedItem::Event(ViewerEvent::Chat(line)) => {
             drain(rec, log, at, u64::MAX)?;
+            let guest = if line.guest { " (guest)" } else { "" };
             rec.event(
                 now,
                 Code::Marker,
-                &format!("{}: {}", line.user_name, line.text),
+                &format!("{}{guest}: {}", line.user_name, line.text),
             )?;
+        }
+        FeedItem::Marker { label, offset } => {
+            drain(rec, log, at, offset)?;
+            rec.event(now, Code::Marker, &label)?;
         }
         FeedItem::Event(ViewerEvent::Exit { offset, .. }) => drain(rec, log, at, offset)?,
         FeedItem::Event(

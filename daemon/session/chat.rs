@@ -8,8 +8,11 @@ use crate::upgrade::image::ChatImage;
 /// One chat message as kept in the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatLine {
-    /// Who wrote it (trimmed).
+    /// Who wrote it: a user's verified name, or the name a guest gave (trimmed).
     pub user_name: String,
+    /// Whether a guest (a share link's holder) wrote it: `user_name` is then only what it
+    /// calls itself, never a user's name.
+    pub guest: bool,
     /// What they wrote (trimmed).
     pub text: String,
     /// When the session received it, RFC 3339 UTC.
@@ -59,6 +62,7 @@ impl Chat {
             .iter()
             .map(|c| ChatLine {
                 user_name: c.user_name.clone(),
+                guest: c.guest,
                 text: c.text.clone(),
                 timestamp: c.timestamp.clone(),
             })
@@ -72,6 +76,7 @@ impl Chat {
             .iter()
             .map(|c| ChatImage {
                 user_name: c.user_name.clone(),
+                guest: c.guest,
                 text: c.text.clone(),
                 timestamp: c.timestamp.clone(),
             })

@@ -202,12 +202,16 @@ pub struct SessionInfo {
     pub exit_signal: Option<String>,
     /// Creation time, RFC 3339 UTC.
     pub created_at: String,
+    /// Who created it: a user's name; `null` when not known (a session made before names, or
+    /// by nobody in particular).
+    #[serde(default)]
+    pub created_by: Option<String>,
     /// Working directory.
     pub work_dir: String,
     /// Whether the program runs in YOLO mode.
     pub yolo_mode: bool,
-    /// The names of the people watching ("viewer N" for those without a chat name), in
-    /// joining order.
+    /// The names of the people watching, in joining order: a user by name, a guest (a share
+    /// link's) as "NAME (guest)" or "guest N" before it picked a name.
     pub people: Vec<String>,
     /// Bytes of output the program has written so far (what changes when it is active).
     pub output_bytes: u64,
@@ -343,6 +347,8 @@ pub struct CreateSpec {
     /// The initial `(rows, cols)` of the PTY and the screen, clamped like any size; default
     /// the configured `session.rows` and `session.cols`.
     pub size: Option<(u16, u16)>,
+    /// Who creates it: the caller's user name (none for a caller without one).
+    pub created_by: Option<String>,
 }
 
 /// The assistant key of a session that runs its creator's command and no configured

@@ -1,5 +1,5 @@
 //! What a session is and how it is set: its uuid and number, its name, the assistant and the
-//! command it runs, its working directory, when it was made, and YOLO mode. From these come
+//! command it runs, its working directory, when it was made and by whom, and YOLO mode. From these come
 //! the status its viewers see and the metadata the session list shows.
 
 use std::collections::BTreeMap;
@@ -36,6 +36,8 @@ pub(super) struct Identity {
     yolo_mode: bool,
     /// How its programs are started to report their state (the environment, the agent's hooks).
     wiring: Wiring,
+    /// Who created it (a user's name), when known.
+    created_by: Option<String>,
 }
 
 impl Identity {
@@ -62,6 +64,7 @@ impl Identity {
             cwd,
             created_at: SystemTime::now(),
             wiring,
+            created_by: spec.created_by.clone(),
         }
     }
 
@@ -91,6 +94,7 @@ impl Identity {
             created_at: UNIX_EPOCH + Duration::from_millis(image.created_unix_ms),
             yolo_mode: image.yolo_mode,
             wiring,
+            created_by: image.created_by.clone(),
         }
     }
 
@@ -125,6 +129,7 @@ impl Identity {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         image.yolo_mode = self.yolo_mode;
+        image.created_by = self.created_by.clone();
     }
 
     /// The session id.
@@ -252,6 +257,7 @@ impl Identity {
             exit_code: exit.map(|e| e.code),
             exit_signal: exit.and_then(|e| e.signal.clone()),
             created_at: rfc3339(self.created_at),
+            created_by: self.created_by.clone(),
             work_dir: self.cwd.display().to_string(),
             yolo_mode: self.yolo_mode,
             command: self.command.clone(),
@@ -283,6 +289,7 @@ pub(super) fn placeholder_info(id: Uuid) -> SessionInfo {
         exit_code: None,
         exit_signal: None,
         created_at: String::new(),
+        created_by: None,
         work_dir: String::new(),
         yolo_mode: false,
         command: Vec::new(),

@@ -1,5 +1,5 @@
-//! Who is in a session: each viewer's number ("viewer 3"), chat name, role and device kind,
-//! and who typed last; sent to the viewers as a `presence` event (its types are in
+//! Who is in a session: each viewer's number ("viewer 3"), who it is (a user's verified name,
+//! or a guest and the display name it picked), role and device kind, and who typed last; sent to the viewers as a `presence` event (its types are in
 //! `events.rs`) on join, leave, a name or device change, a viewer's first keystroke after a
 //! quiet spell and every [`TYPING_QUIET`] while it keeps typing, rate-limited.
 
@@ -33,19 +33,34 @@ pub(super) struct Presence {
     last_typing_event: Option<Instant>,
     /// The typist the last typing event named, and when.
     announced: Option<(ViewerId, Instant)>,
+    /// Each viewer's last keystroke: one after [`TYPING_QUIET`] starts a spell of typing.
+    last_key: HashMap<ViewerId, Instant>,
+    /// Who each viewer is, as it joined (its user and credential).
+    who: HashMap<ViewerId, Who>,
+}
+
+/// What a keystroke means for presence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Typed {
+    /// A "typing" event should go out now.
+    pub(super) event: bool,
+    /// The viewer starts typing after a quiet spell of its own (a recording marks it).
+    pub(super) started: bool,
 }
 
 impl Presence {
-    /// A viewer joined.
+    /// A viewer joined: a user is named by its user name from the start, a guest once it
+    /// picks a display name.
     pub(super) fn join(&mut self, viewer: ViewerId, who: Who, writer: bool) {
         let mut num = 1;
         while self.people.values().any(|(p, _)| p.num == num) {
             num += 1;
         }
+        self.who.insert(viewer, who.clone());
         let person = Person {
             viewer,
             num,
-            name: None,
+            name: who.user.clone(),
             user: who.user,
             writer,
             device: None,
@@ -57,14 +72,19 @@ impl Presence {
     /// A viewer left; whether it was here.
     pub(super) fn leave(&mut self, viewer: ViewerId) -> bool {
         self.order.retain(|v| *v != viewer);
+        self.last_key.remove(&viewer);
+        self.who.remove(&viewer);
         self.people.remove(&viewer).is_some()
     }
 
-    /// Sets a viewer's name (from a chat line or a `presence` request); whether an event
-    /// should go out now.
+    /// Sets a guest's display name (from a chat line or a `presence` request); whether an
+    /// event should go out now. A user keeps its user name.
     pub(super) fn set_name(&mut self, viewer: ViewerId, name: Option<String>) -> bool {
         self.change(viewer, |p| {
-            let changed = p.name != name;
+            let changed = p.user.is_none() && p.name != name;
+            if !changed {
+                return false;
+            }
             p.name = name;
             changed
         })
@@ -94,31 +114,44 @@ impl Presence {
         true
     }
 
-    /// A keystroke from `viewer`; `previous` is the last typist and when it typed. Whether a
-    /// "typing" event should go out now.
+    /// A keystroke from `viewer`; `previous` is the last typist and when it typed.
     pub(super) fn typed(
         &mut self,
         viewer: ViewerId,
         previous: Option<(ViewerId, Instant)>,
         now: Instant,
-    ) -> bool {
+    ) -> Typed {
+        if !self.people.contains_key(&viewer) {
+            return Typed::default();
+        }
+        let started = self
+            .last_key
+            .insert(viewer, now)
+            .is_none_or(|t| now.duration_since(t) >= TYPING_QUIET);
+        let no_event = Typed {
+            event: false,
+            started,
+        };
         let fresh =
             previous.is_none_or(|(v, t)| v != viewer || now.duration_since(t) >= TYPING_QUIET);
         let still = self
             .announced
             .is_some_and(|(v, t)| v == viewer && now.duration_since(t) >= TYPING_QUIET);
-        if !(fresh || still) || !self.people.contains_key(&viewer) {
-            return false;
+        if !(fresh || still) {
+            return no_event;
         }
         if self
             .last_typing_event
             .is_some_and(|t| now.duration_since(t) < MIN_INTERVAL)
         {
-            return false;
+            return no_event;
         }
         self.last_typing_event = Some(now);
         self.announced = Some((viewer, now));
-        true
+        Typed {
+            event: true,
+            started,
+        }
     }
 
     /// The event to send.
@@ -136,17 +169,34 @@ impl Presence {
         self.people.get(&viewer).map(|(p, _)| p.num)
     }
 
-    /// The names of the people here, for the session list ("viewer N" for the unnamed).
+    /// Who `viewer` is, while it is here.
+    pub(super) fn who(&self, viewer: ViewerId) -> Option<Who> {
+        self.who.get(&viewer).cloned()
+    }
+
+    /// How `viewer` is named for people (the session list, a recording's markers), while it
+    /// is here: see [`label`].
+    pub(super) fn label(&self, viewer: ViewerId) -> Option<String> {
+        self.people.get(&viewer).map(|(p, _)| label(p))
+    }
+
+    /// The names of the people here, for the session list, in joining order (see [`label`]).
     pub(super) fn names(&self) -> Vec<String> {
         self.order
             .iter()
             .filter_map(|v| self.people.get(v))
-            .map(|(p, _)| {
-                p.name
-                    .clone()
-                    .unwrap_or_else(|| format!("viewer {}", p.num))
-            })
+            .map(|(p, _)| label(p))
             .collect()
+    }
+}
+
+/// A person as people read it: a user by its name; a guest as "NAME (guest)", or "guest N"
+/// before it picked a name. A guest calling itself a user's name never reads as that user.
+pub fn label(p: &Person) -> String {
+    match (&p.user, &p.name) {
+        (Some(user), _) => user.clone(),
+        (None, Some(name)) => format!("{name} (guest)"),
+        (None, None) => format!("guest {}", p.num),
     }
 }
 
@@ -182,7 +232,7 @@ mod tests {
         p.join(13, Who::default(), true);
         let nums: Vec<u32> = p.info(None).people.iter().map(|x| x.num).collect();
         assert_eq!(nums, vec![1, 3, 2]);
-        assert_eq!(p.names(), vec!["viewer 1", "viewer 3", "viewer 2"]);
+        assert_eq!(p.names(), vec!["guest 1", "guest 3", "guest 2"]);
     }
 
     #[test]
@@ -191,23 +241,50 @@ mod tests {
         p.join(1, Who::default(), true);
         p.join(2, Who::default(), true);
         let t0 = Instant::now();
-        assert!(p.typed(1, None, t0));
+        assert!(p.typed(1, None, t0).event);
         // Still typing: no new event...
-        assert!(!p.typed(1, Some((1, t0)), t0 + Duration::from_millis(900)));
+        assert!(
+            !p.typed(1, Some((1, t0)), t0 + Duration::from_millis(900))
+                .event
+        );
         // Another typist, but too soon after the last event.
-        assert!(!p.typed(2, Some((1, t0)), t0 + Duration::from_millis(100)));
-        assert!(p.typed(2, Some((1, t0)), t0 + Duration::from_millis(600)));
+        assert!(
+            !p.typed(2, Some((1, t0)), t0 + Duration::from_millis(100))
+                .event
+        );
+        assert!(
+            p.typed(2, Some((1, t0)), t0 + Duration::from_millis(600))
+                .event
+        );
         // Back after a quiet spell.
         let later = t0 + TYPING_QUIET + Duration::from_millis(600);
-        assert!(p.typed(2, Some((2, t0)), later));
+        assert!(p.typed(2, Some((2, t0)), later).event);
         // Typing on without a pause: told again once TYPING_QUIET has passed since the last
         // event about it, not sooner.
         let key = |ms| later + Duration::from_millis(ms);
-        assert!(!p.typed(2, Some((2, key(1500))), key(1700)));
-        assert!(p.typed(2, Some((2, key(1900))), key(2000)));
-        assert!(!p.typed(2, Some((2, key(2000))), key(2100)));
+        assert!(!p.typed(2, Some((2, key(1500))), key(1700)).event);
+        assert!(p.typed(2, Some((2, key(1900))), key(2000)).event);
+        assert!(!p.typed(2, Some((2, key(2000))), key(2100)).event);
         // Someone not (or no longer) here.
-        assert!(!p.typed(9, None, later + TYPING_QUIET));
+        assert!(!p.typed(9, None, later + TYPING_QUIET).event);
+    }
+
+    #[test]
+    fn typing_starts_after_the_typists_own_quiet() {
+        let mut p = Presence::default();
+        p.join(1, Who::default(), true);
+        p.join(2, Who::default(), true);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert!(p.typed(1, None, t0).started);
+        assert!(!p.typed(1, Some((1, t0)), at(500)).started);
+        // Another typist in between does not make 1's next key a start...
+        assert!(p.typed(2, Some((1, at(500))), at(600)).started);
+        assert!(!p.typed(1, Some((2, at(600))), at(700)).started);
+        // ...its own quiet spell does, even when no event may go out.
+        let late = at(700) + TYPING_QUIET;
+        assert!(p.typed(1, Some((1, at(700))), late).started);
+        assert!(!p.typed(1, Some((1, late)), late).started);
     }
 
     #[test]
@@ -220,9 +297,19 @@ mod tests {
             !p.set_name(1, Some("Alicia".into())),
             "too soon: kept, not sent"
         );
-        assert_eq!(p.names(), vec!["Alicia", "viewer 2"]);
+        assert_eq!(p.names(), vec!["Alicia (guest)", "guest 2"]);
         assert!(!p.set_name(2, None), "no change");
         assert!(p.set_device(2, Some("phone")));
+        // A user is named by its user name, and keeps it.
+        let alice = Who {
+            user: Some("alice".into()),
+            credential: "token:abc".into(),
+        };
+        p.join(3, alice.clone(), true);
+        assert!(!p.set_name(3, Some("mallory".into())));
+        assert_eq!(p.who(3), Some(alice));
+        assert_eq!(p.label(3).as_deref(), Some("alice"));
+        assert_eq!(p.names(), vec!["Alicia (guest)", "guest 2", "alice"]);
         assert_eq!(device_kind("phone"), Some("phone"));
         assert_eq!(device_kind("toaster"), None);
     }

@@ -1,5 +1,5 @@
 //! The session's feed to its recorder: a copy of what it tells every viewer (sizes, names,
-//! chat, restarts, the exit) and, when asked, its input, for a reader that is not a viewer.
+//! chat, restarts, the exit), markers of who joined or started typing, and, when asked, its input, for a reader that is not a viewer.
 //! Output is not carried here: the reader follows the output log from its own offset. The
 //! actor's side ([`RecorderFeed`]) also owns why the recording stopped, once it has.
 //!
@@ -32,6 +32,14 @@ pub enum FeedItem {
         /// The bytes.
         data: Bytes,
         /// The log's head when it was written.
+        offset: u64,
+    },
+    /// A marker for the recording ("alice joined", "alice is typing"), after output up to
+    /// `offset`.
+    Marker {
+        /// What it says.
+        label: String,
+        /// The log's head when it happened.
         offset: u64,
     },
     /// The session was frozen for a live upgrade: the next image of the daemon goes on with
@@ -88,6 +96,17 @@ impl FeedSender {
     /// Copies an event, without waiting.
     fn event(&self, event: &ViewerEvent) {
         if self.tx.try_send(FeedItem::Event(event.clone())).is_err() {
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends a marker, without waiting.
+    fn marker(&self, label: String, offset: u64) {
+        if self
+            .tx
+            .try_send(FeedItem::Marker { label, offset })
+            .is_err()
+        {
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -201,6 +220,13 @@ impl RecorderFeed {
     pub(super) fn event(&self, event: &ViewerEvent) {
         if let Some(sender) = &self.sender {
             sender.event(event);
+        }
+    }
+
+    /// Marks the recording (someone joined, or started typing) after output up to `offset`.
+    pub(super) fn marker(&self, label: String, offset: u64) {
+        if let Some(sender) = &self.sender {
+            sender.marker(label, offset);
         }
     }
 

@@ -172,6 +172,7 @@ mod tests {
     fn chat(len: usize) -> ViewerEvent {
         ViewerEvent::Chat(ChatLine {
             user_name: "a".into(),
+            guest: false,
             text: "x".repeat(len),
             timestamp: String::new(),
         })

@@ -16,7 +16,7 @@ use tracing::warn;
 use uuid::Uuid;
 
 use super::events::{EndReason, LiveOutput, PresenceInfo, Role, ViewerEvent, ViewerId, Who};
-use super::presence::Presence;
+use super::presence::{Presence, Typed};
 use super::refusal::{Action, Refusal};
 use super::size;
 use super::viewer_queue::EventSender;
@@ -231,10 +231,20 @@ impl Viewers {
         self.presence.names()
     }
 
+    /// Who `viewer` is (a user, or a guest), while it is here.
+    pub(super) fn who(&self, viewer: ViewerId) -> Option<Who> {
+        self.presence.who(viewer)
+    }
+
+    /// How `viewer` is named for people ("alice", "Bob (guest)", "guest 2"), while it is here.
+    pub(super) fn label(&self, viewer: ViewerId) -> Option<String> {
+        self.presence.label(viewer)
+    }
+
     /// `viewer` typed `data`: it becomes the typist, and the replies its terminal owed are
     /// taken out. What is left for the program (none when it was only replies, or the viewer
-    /// is not here), and whether a presence event ("typing") should go out now.
-    pub(super) fn typed(&mut self, viewer: ViewerId, data: Bytes) -> Option<(Bytes, bool)> {
+    /// is not here), and what the keystroke means for presence.
+    pub(super) fn typed(&mut self, viewer: ViewerId, data: Bytes) -> Option<(Bytes, Typed)> {
         let member = self.members.get_mut(&viewer)?;
         let now = Instant::now();
         let previous = self.typist.replace((viewer, now));

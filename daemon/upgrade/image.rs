@@ -119,6 +119,9 @@ pub struct SessionImage {
     /// the session starts over as `working`).
     #[serde(default)]
     pub attention: Option<AttentionImage>,
+    /// Who created it (absent in an image from before names: not known).
+    #[serde(default)]
+    pub created_by: Option<String>,
 }
 
 /// A session's attention (see `session/attention.rs`).
@@ -169,6 +172,10 @@ pub struct ChatImage {
     pub text: String,
     /// When, RFC 3339.
     pub timestamp: String,
+    /// Whether a guest (a share link's holder) wrote it: `user_name` is only what it calls
+    /// itself (absent in an image from before names: not a guest).
+    #[serde(default)]
+    pub guest: bool,
 }
 
 /// A running program.

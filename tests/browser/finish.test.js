@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SIZES, WAIT, launchBrowser, newId, newPage, openSession, press, screenText, settled, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
+import { SIZES, WAIT, launchBrowser, newId, newPage, openSession, ownerName, press, screenText, settled, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
 
 /** The luma (0–255) of an element's computed background colour. */
 function luma(page, selector) {
@@ -159,8 +159,9 @@ describe('the finish of the terminal page', () => {
 
   it('"is typing" stays up while the person types on', async () => {
     const id = newId();
+    // Every page holds the daemon token: Alice is its owner, shown by its user name.
+    const owner = await ownerName(daemon);
     const alice = await newPage(browser, daemon.url);
-    await alice.addInitScript(() => localStorage.setItem('ptyhub.chatName', 'Alice'));
     await openSession(alice, daemon.url, id, 'shell');
     await waitForScreen(alice, /^\$ $/m);
     const bob = await newPage(browser, daemon.url, SIZES.portrait);
@@ -179,7 +180,7 @@ describe('the finish of the terminal page', () => {
     }
     assert.ok(samples.length > 15);
     assert.deepEqual(samples.filter((v) => !v), [], '"Alice is typing" never dropped while she typed');
-    assert.match(await bob.locator('#typing').textContent(), /Alice is typing/);
+    assert.equal(await bob.locator('#typing').textContent(), `${owner} is typing…`);
     await shot(bob, 'typing-phone');
     // Stopped: it goes.
     await bob.locator('#typing').waitFor({ state: 'hidden', timeout: 6000 });

@@ -262,6 +262,27 @@ export async function press(page, selector) {
 export const AUTH = { authorization: `Bearer ${TOKEN}` };
 
 /** A REST call to the test daemon with its token; resolves to the parsed JSON (null for 204). */
+/**
+ * A guest's page: a browser with no token that opens session `id` with a new share link of
+ * `role`, having chosen the display name `name` before (so it is not asked again); ready.
+ */
+export async function guestPage(browser, daemon, id, name, options = {}, role = 'writer') {
+  const share = await rest(daemon, 'POST', `api/sessions/${id}/share`, { role });
+  const page = await newPage(browser, null, options);
+  await page.addInitScript((n) => {
+    localStorage.setItem('ptyhub.chatName', n);
+    localStorage.setItem('ptyhub.guestNameAsked', '1');
+  }, name);
+  await page.goto(new URL(share.url, daemon.url).href);
+  await page.waitForFunction(() => window.ptyhub?.state?.ready === true, null, { timeout: WAIT });
+  return page;
+}
+
+/** The daemon token's user name (GET /api/me): every page opened with the token is this person, and is shown by it. */
+export async function ownerName(daemon) {
+  return (await rest(daemon, 'GET', 'api/me')).name;
+}
+
 export async function rest(daemon, method, path, body) {
   const res = await fetch(new URL(path, daemon.url), {
     method,

@@ -68,7 +68,6 @@ describe('phone-sized screen', () => {
     await p.locator('#chat-toggle').tap();
     const chat = await p.evaluate(() => document.getElementById('chat').getBoundingClientRect().toJSON());
     assert.ok(chat.width >= 370, `chat uses the width (${chat.width})`);
-    await p.locator('.chat-name').fill('Phone');
     await p.locator('.chat-text').fill('typing from a phone');
     await p.locator('.chat-form button[type=submit]').tap();
     await p.locator('.chat-msg.mine', { hasText: 'typing from a phone' }).waitFor({ timeout: WAIT });

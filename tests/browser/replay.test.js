@@ -43,7 +43,6 @@ describe('replay page', () => {
     await typeInTerminal(term, 'echo ONE-$((1+1))\n');
     await waitForScreen(term, BEFORE);
     await term.click('#chat-toggle');
-    await term.locator('.chat-name').fill('Ann');
     await term.locator('.chat-text').fill('checkpoint here');
     await term.keyboard.press('Enter');
     await term.locator('.chat-msg.mine', { hasText: 'checkpoint here' }).waitFor({ timeout: WAIT });
@@ -84,7 +83,7 @@ describe('replay page', () => {
     assert.equal(await page.locator('#title').textContent(), 'replayed');
     assert.match(await page.locator('#download').getAttribute('href'), new RegExp(`/api/sessions/${id}/recording$`));
     // The chat message is a marker, on the seek bar and in the list.
-    const marker = page.locator('.replay-marker', { hasText: 'Ann: checkpoint here' });
+    const marker = page.locator('.replay-marker', { hasText: ': checkpoint here' });
     await marker.waitFor({ timeout: WAIT });
     assert.ok((await page.locator('#player .ap-marker-container').count()) >= 1, 'a marker on the seek bar');
 
@@ -93,7 +92,7 @@ describe('replay page', () => {
     await waitForReplay(page, (s) => AFTER.test(s), 'the last screen after playing');
     assert.ok(await page.evaluate(() => window.ptyhubReplay.getCurrentTime() > 0));
 
-    // The marker: the screen as it was when Ann wrote, before the clear.
+    // The marker: the screen as it was when the chat line was written, before the clear.
     await marker.click();
     await waitForReplay(page, atMarker, 'the screen at the marker');
     // The whole page in view: bar, player, speed and the marker list.
@@ -129,7 +128,7 @@ describe('replay page', () => {
     const page = await newPage(browser, daemon.url, { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
     await page.goto(`${daemon.url}replay/${id}`);
     await page.locator('#controls').waitFor({ state: 'visible', timeout: WAIT });
-    await page.locator('.replay-marker', { hasText: 'Ann: checkpoint here' }).tap();
+    await page.locator('.replay-marker', { hasText: ': checkpoint here' }).tap();
     await waitForReplay(page, atMarker, 'the screen at the marker on a phone');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `the page is ${overflow}px wider than the phone`);

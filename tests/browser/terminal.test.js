@@ -10,6 +10,7 @@ import {
   newId,
   newPage,
   openSession,
+  ownerName,
   screenText,
   settled,
   shot,
@@ -99,8 +100,9 @@ describe('terminal page', () => {
     });
 
     it('chat between the pages: history, unread count, names kept', async () => {
+      // Both pages hold the daemon token: both are its owner, who chats under its user name.
+      const owner = await ownerName(daemon);
       await a.click('#chat-toggle');
-      await a.locator('.chat-name').fill('Alice');
       await a.locator('.chat-text').fill('hello from A');
       await a.keyboard.press('Enter');
       await a.locator('.chat-msg.mine', { hasText: 'hello from A' }).waitFor({ timeout: WAIT });
@@ -109,10 +111,10 @@ describe('terminal page', () => {
       await b.click('#chat-toggle');
       await b.locator('.chat-msg', { hasText: 'hello from A' }).waitFor({ timeout: WAIT });
       assert.equal(await b.locator('#chat-toggle .badge').isHidden(), true);
-      await b.locator('.chat-name').fill('Bob');
       await b.locator('.chat-text').fill('hi Alice, Bob here');
       await b.click('.chat-form button[type=submit]');
-      await a.locator('.chat-msg:not(.mine)', { hasText: 'hi Alice, Bob here' }).waitFor({ timeout: WAIT });
+      // The same user on both pages: B's line is A's own too.
+      await a.locator('.chat-msg.mine', { hasText: 'hi Alice, Bob here' }).waitFor({ timeout: WAIT });
       await b.click('.chat-close');
       await settled(a);
       await shot(a, 'chat-open');
@@ -121,13 +123,13 @@ describe('terminal page', () => {
       const visible = await a.evaluate(() => window.ptyhub.wantedSize());
       await b.waitForFunction((c) => window.ptyhub.term.cols === c, visible.cols, { timeout: WAIT });
       // (B's window holds the rows it shares with A's: both are named.)
-      await b.locator('#size-hint', { hasText: /sized by your and Alice’s windows: it is smaller than this window/ }).waitFor({ timeout: WAIT });
+      await b.locator('#size-hint', { hasText: `sized by your and ${owner}’s windows: it is smaller than this window` }).waitFor({ timeout: WAIT });
       // The name is asked once: after a reload it is remembered, and the history comes back.
       await a.reload();
       await a.waitForFunction(() => window.ptyhub?.state?.ready, null, { timeout: WAIT });
       await a.click('#chat-toggle');
       await a.locator('.chat-msg', { hasText: 'hi Alice, Bob here' }).waitFor({ timeout: WAIT });
-      assert.equal(await a.locator('.chat-who').textContent(), 'Alice');
+      assert.equal(await a.locator('.chat-who').textContent(), owner);
       assert.equal(await a.locator('.chat-name-row').isHidden(), true);
       await a.click('.chat-close');
       await settled(a);

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { SIZES, WAIT, launchBrowser, newId, newPage, openSession, screenText, settled, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
+import { SIZES, WAIT, guestPage, launchBrowser, newId, newPage, openSession, ownerName, screenText, settled, shot, startDaemon, typeInTerminal, waitForScreen } from './helpers.js';
 
 const READER = `
 [assistants.reader]
@@ -54,9 +54,9 @@ describe('sizes, states and preferences', () => {
 
   it('a phone held either way never shrinks the session, reads at a readable size, and is told by name whose window sizes it; a writer can take control', async () => {
     const id = newId();
-    const named = (name) => (p) => p.addInitScript((n) => localStorage.setItem('ptyhub.chatName', n), name);
+    // Every page holds the daemon token: each is its owner, named by its user name.
+    const owner = await ownerName(daemon);
     const desk = await newPage(browser, daemon.url);
-    await named('Alice')(desk);
     await openSession(desk, daemon.url, id, 'shell');
     await waitForScreen(desk, /^\$ $/m);
     await settled(desk);
@@ -65,7 +65,6 @@ describe('sizes, states and preferences', () => {
 
     for (const [held, options] of [['portrait', SIZES.portrait], ['landscape', SIZES.landscape]]) {
       const phone = await newPage(browser, daemon.url, options);
-      await named(`Pat-${held}`)(phone);
       await openSession(phone, daemon.url, id);
       await waitForScreen(phone, /^\$ $/m);
       await typeInTerminal(phone, `echo from-the-phone-${held}\n`);
@@ -75,7 +74,7 @@ describe('sizes, states and preferences', () => {
       assert.deepEqual(await termSize(desk), deskSize, `the ${held} phone did not shrink the desktop`);
       assert.deepEqual(await termSize(phone), deskSize, 'the phone shows the session at its size');
       // Readable: the text is scaled no smaller than 10 px, and the rest is reached by panning.
-      await phone.locator('#size-hint', { hasText: 'sized by Alice’s window; this phone follows it' }).waitFor({ timeout: WAIT });
+      await phone.locator('#size-hint', { hasText: `sized by ${owner}’s window; this phone follows it` }).waitFor({ timeout: WAIT });
       const view = await phone.evaluate(() => {
         const host = document.getElementById('terminal');
         return {
@@ -120,13 +119,13 @@ describe('sizes, states and preferences', () => {
       // is told whose window it is.
       await phone.locator('#size-hint .size-hint-action', { hasText: 'Size it to my window' }).tap();
       await desk.waitForFunction((w) => window.ptyhub.term.cols < w, deskSize.cols, { timeout: WAIT });
-      await desk.locator('#size-hint', { hasText: `sized by Pat-${held}’s window: it is smaller than this window` }).waitFor({ timeout: WAIT });
+      await desk.locator('#size-hint', { hasText: `sized by ${owner}’s window: it is smaller than this window` }).waitFor({ timeout: WAIT });
       await shot(desk, 'desktop-take-control-offer');
       // The desktop takes control: its size again, and the phone is told its size no longer counts.
       await desk.locator('#size-hint .size-hint-action', { hasText: 'Take control of the size' }).click();
       await desk.waitForFunction((w) => window.ptyhub.term.cols === w, deskSize.cols, { timeout: WAIT });
       await phone.waitForFunction((w) => window.ptyhub.term.cols === w, deskSize.cols, { timeout: WAIT });
-      await phone.locator('#size-hint', { hasText: 'sized by Alice’s window: this phone’s size does not count until you size it again' }).waitFor({ timeout: WAIT });
+      await phone.locator('#size-hint', { hasText: `sized by ${owner}’s window: this phone’s size does not count until you size it again` }).waitFor({ timeout: WAIT });
       await shot(phone, 'phone-after-take-control');
       // Back to following from the preferences panel, which shows what is in force.
       await phone.locator('#prefs-toggle').tap();
@@ -142,25 +141,27 @@ describe('sizes, states and preferences', () => {
 
   it('presence: names, roles and devices in the viewer list, "is typing" on the other page, names and an activity dot on the home page', async () => {
     const id = newId();
+    // Alice holds the daemon token: she is its owner, shown by its user name. Pat, on a phone,
+    // came with a share link: a guest, shown by the name Pat chose, marked as a guest.
+    const owner = await ownerName(daemon);
     const alice = await newPage(browser, daemon.url);
     await openSession(alice, daemon.url, id, 'shell');
     await waitForScreen(alice, /^\$ $/m);
     await alice.click('#chat-toggle');
-    await alice.locator('.chat-name').fill('Alice');
     await alice.locator('.chat-text').fill('hello');
     await alice.keyboard.press('Enter');
     await alice.click('.chat-close');
-    const phone = await newPage(browser, daemon.url, PHONE);
-    await openSession(phone, daemon.url, id);
-    // The phone sees Alice by name, itself as "viewer 2" on a phone.
-    await phone.waitForFunction(() => window.ptyhub.presence.people.length === 2, null, { timeout: WAIT });
+    const phone = await guestPage(browser, daemon, id, 'Pat', PHONE);
+    // The phone sees Alice by her user name, itself as the guest Pat on a phone.
+    await phone.waitForFunction(() => window.ptyhub.presence.people.length === 2 && window.ptyhub.presence.people[1].name === 'Pat', null, { timeout: WAIT });
     const people = await phone.evaluate(() => window.ptyhub.presence.people);
     assert.deepEqual(
-      people.map((p) => [p.name, p.role, p.device, p.you]),
-      [['Alice', 'writer', 'desktop', false], [null, 'writer', 'phone', true]],
+      people.map((p) => [p.name, p.guest, p.role, p.device, p.you]),
+      [[owner, false, 'writer', 'desktop', false], ['Pat', true, 'writer', 'phone', true]],
     );
     await phone.locator('#viewers').tap();
-    await phone.locator('#people .person', { hasText: 'Alice' }).waitFor({ timeout: WAIT });
+    await phone.locator('#people .person', { hasText: owner }).waitFor({ timeout: WAIT });
+    await phone.locator('#people .person.you .guest-mark').waitFor({ timeout: WAIT });
     await shot(phone, 'presence-list-phone');
     await phone.locator('#viewers').tap();
 
@@ -169,9 +170,9 @@ describe('sizes, states and preferences', () => {
     await openSession(bob, daemon.url, id);
     await bob.waitForFunction(() => window.ptyhub.presence.people.length === 3, null, { timeout: WAIT });
     await typeInTerminal(alice, 'echo hi');
-    await bob.locator('#typing', { hasText: 'Alice is typing' }).waitFor({ timeout: WAIT });
+    await bob.locator('#typing', { hasText: `${owner} is typing` }).waitFor({ timeout: WAIT });
     await bob.locator('#viewers').click();
-    await bob.locator('#people .person.typing', { hasText: 'Alice' }).waitFor({ timeout: WAIT });
+    await bob.locator('#people .person.typing', { hasText: owner }).waitFor({ timeout: WAIT });
     await shot(bob, 'presence-typing');
     await bob.locator('#viewers').click();
     await typeInTerminal(alice, '\n');
@@ -180,7 +181,7 @@ describe('sizes, states and preferences', () => {
     await typeInTerminal(alice, 'for i in $(seq 1 400); do echo tick-$i; sleep 0.1; done\n');
     const home = await newPage(browser, daemon.url);
     const row = home.locator(`.session[data-id="${id}"]`);
-    await row.locator('.session-viewers', { hasText: 'Alice, viewer 2, viewer 3' }).waitFor({ timeout: WAIT });
+    await row.locator('.session-viewers', { hasText: `${owner}, Pat (guest), ${owner}` }).waitFor({ timeout: WAIT });
     await row.locator('.activity.active').waitFor({ timeout: WAIT });
     await shot(home, 'home-presence');
     await typeInTerminal(alice, '\x03');

@@ -922,12 +922,14 @@ pub fn check_server_message(msg: &ServerMessage) {
         ServerMessage::State(st) => ("state", state_fields(st)),
         ServerMessage::Chat {
             user_name,
+            guest,
             text,
             timestamp,
         } => (
             "chat",
             vec![
                 ("userName", s(user_name)),
+                ("guest", json!(guest)),
                 ("text", s(text)),
                 ("timestamp", s(timestamp)),
             ],
@@ -2036,6 +2038,7 @@ pub fn check_board_changes(
         "mayType",
         "alive",
         "people",
+        "createdBy",
         "rows",
         "cursor",
     ] {

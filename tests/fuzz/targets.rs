@@ -498,6 +498,7 @@ fn swe_server_json(u: &mut Unstructured<'_>) -> Result<()> {
         }),
         2 => ServerMessage::Chat {
             user_name: text(u)?,
+            guest: u.arbitrary()?,
             text: text(u)?,
             timestamp: text(u)?,
         },
@@ -1130,6 +1131,7 @@ fn board_card(u: &mut Unstructured<'_>) -> Result<ptyhub::protocol::board::Card>
         may_type: u.arbitrary()?,
         alive: u.arbitrary()?,
         people: list(u, 2)?,
+        created_by: pick(u, &[None, Some("ann"), Some("bob")])?.map(str::to_owned),
         rows: list(u, 6)?,
         cursor: (u.int_in_range(0..=2)?, u.int_in_range(0..=2)?),
     })

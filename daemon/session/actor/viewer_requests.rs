@@ -97,6 +97,10 @@ impl Session {
         }
         // Registered at once: a viewer that never reads its reply still leaves.
         self.viewers.join(viewer, role, who, events, live);
+        if let Some(label) = self.viewers.label(viewer) {
+            self.recorder
+                .marker(format!("{label} joined"), self.log.head());
+        }
         self.broadcast_status();
         self.broadcast_presence(None);
         if let (Role::Writer, Some(failed)) = (role, self.recorder.failure()) {
@@ -178,16 +182,30 @@ impl Session {
         });
     }
 
-    /// A chat line from a viewer, for everyone (and the history).
+    /// A chat line from a viewer, for everyone (and the history). A user's line carries its
+    /// verified name whatever `user_name` the client sent; a guest's carries the name it
+    /// gave, marked as a guest's, so no line can pass for another user's.
     pub(super) fn chat(&mut self, viewer: ViewerId, user_name: String, text: String) {
-        match validate_chat(&user_name, &text, &self.cfg.limits) {
-            Ok((user_name, text)) => {
-                // The chat name is the name others see in the viewer list.
-                if self.viewers.set_name(viewer, Some(user_name.clone())) {
-                    self.broadcast_presence(None);
-                }
+        let Some(who) = self.viewers.who(viewer) else {
+            return;
+        };
+        // A user's own name is not held to the chat name's length rule.
+        let claimed = if who.user.is_some() { "-" } else { &user_name };
+        match validate_chat(claimed, &text, &self.cfg.limits) {
+            Ok((claimed, text)) => {
+                let (user_name, guest) = match who.user {
+                    Some(user) => (user, false),
+                    None => {
+                        // A guest's chat name is the name others see in the viewer list.
+                        if self.viewers.set_name(viewer, Some(claimed.clone())) {
+                            self.broadcast_presence(None);
+                        }
+                        (claimed, true)
+                    }
+                };
                 let line = ChatLine {
                     user_name,
+                    guest,
                     text,
                     timestamp: rfc3339(SystemTime::now()),
                 };
@@ -307,11 +325,17 @@ impl Session {
         if !self.permitted(viewer, Action::Input) {
             return;
         }
-        let Some((data, typing)) = self.viewers.typed(viewer, data) else {
+        let Some((data, typed)) = self.viewers.typed(viewer, data) else {
             return;
         };
         self.recent_keys.typed(self.identity.id());
-        if typing {
+        if typed.started {
+            if let Some(label) = self.viewers.label(viewer) {
+                self.recorder
+                    .marker(format!("{label} is typing"), self.log.head());
+            }
+        }
+        if typed.event {
             self.broadcast_presence(Some(viewer));
         }
         if let Some(actor) = self.viewers.starts_typing(viewer) {
