@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::auth::Auth;
+use crate::auth::{Auth, TokenStore};
 use crate::config::Config;
 use crate::exec::Execs;
 use crate::http::connections::Connections;
@@ -74,6 +74,16 @@ pub enum DaemonError {
     /// After a failed `execve`, this image could not take its own sessions back.
     #[error("taking the sessions back after a failed upgrade")]
     TakeBack(#[source] std::io::Error),
+    /// The API tokens' file (`tokens.json` in the state directory) cannot be read.
+    #[error("reading the API tokens")]
+    Tokens(#[source] std::io::Error),
+}
+
+/// The API tokens kept in the state directory (`tokens.json`), as [`Daemon::start`] and a
+/// live upgrade's new image read them.
+pub fn stored_tokens(cfg: &Config) -> std::io::Result<TokenStore> {
+    let path = crate::config::state_dir().join(crate::auth::tokens::TOKENS_FILE);
+    TokenStore::open(path, cfg.limits.max_api_tokens)
 }
 
 /// The signals the running daemon answers: SIGTERM and SIGINT end it, SIGHUP reloads its
@@ -121,10 +131,17 @@ impl Signals {
 }
 
 impl Daemon {
-    /// Builds the daemon's parts; `token: None` turns authentication off.
+    /// Builds the daemon's parts; `token: None` turns authentication off. Its API tokens are
+    /// kept in memory only ([`Daemon::start`] keeps them in the state directory).
     pub fn new(cfg: Arc<Config>, token: Option<String>) -> Self {
+        let tokens = TokenStore::in_memory(cfg.limits.max_api_tokens);
+        Self::with_tokens(cfg, token, tokens)
+    }
+
+    /// [`Daemon::new`] with these API tokens.
+    pub fn with_tokens(cfg: Arc<Config>, token: Option<String>, tokens: TokenStore) -> Self {
         let metrics = Arc::new(Metrics::default());
-        Self::build(cfg, token, Upgrades::default(), metrics)
+        Self::build(cfg, token, tokens, Upgrades::default(), metrics)
     }
 
     /// Builds the daemon's parts for an image that comes after `upgrades`, counting into
@@ -133,6 +150,7 @@ impl Daemon {
     fn build(
         cfg: Arc<Config>,
         token: Option<String>,
+        tokens: TokenStore,
         upgrades: Upgrades,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -142,7 +160,8 @@ impl Daemon {
                 cfg.limits.failed_auth_per_minute,
                 cfg.auth.allowed_origins.clone(),
             )
-            .with_failure_delay(cfg.limits.failed_auth_delay_max),
+            .with_failure_delay(cfg.limits.failed_auth_delay_max)
+            .with_tokens(tokens),
         );
         let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone());
         let shutdown = Shutdown::new();
@@ -201,7 +220,8 @@ impl Daemon {
                 addr: cfg.listen,
                 source,
             })?;
-        let mut daemon = Self::new(cfg, token);
+        let tokens = stored_tokens(&cfg).map_err(DaemonError::Tokens)?;
+        let mut daemon = Self::with_tokens(cfg, token, tokens);
         daemon.serve(listener).map_err(DaemonError::Serve)?;
         Ok(daemon)
     }
@@ -251,6 +271,8 @@ impl Daemon {
         let live = move |id| registry.upgrade().is_some_and(|r| r.get(&id).is_some());
         let recordings = self.state.registry.recordings().clone();
         tokio::spawn(recordings.prune_daily(self.state.shutdown.clone(), live));
+        let tokens = self.state.auth.tokens().clone();
+        tokio::spawn(tokens.flush_every_minute(self.state.shutdown.clone()));
         Ok(addr)
     }
 
@@ -348,6 +370,8 @@ impl Daemon {
         st.registry.close_creation();
         st.registry.journal().seal();
         st.shutdown.cancel();
+        // When tokens were last used, for the image that reads the file next.
+        st.auth.tokens().flush_logged();
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }
@@ -431,7 +455,9 @@ impl Daemon {
             last_error,
         } = handoff;
         let upgrades = Upgrades::new(image.upgrades, last_error);
-        let mut daemon = Daemon::build(cfg.clone(), token, upgrades, metrics);
+        // Read again: the image before wrote them out as it handed over.
+        let tokens = stored_tokens(&cfg)?;
+        let mut daemon = Daemon::build(cfg.clone(), token, tokens, upgrades, metrics);
         let st = daemon.state.clone();
         let listener = std::net::TcpListener::from(listener);
         // Before the sessions: a program an adopted session restarts reaches this address.
@@ -471,6 +497,7 @@ impl Daemon {
     /// period), and gives open connections a moment to deliver their close frames.
     pub async fn end(mut self) {
         self.state.shutdown.cancel();
+        self.state.auth.tokens().flush_logged();
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }

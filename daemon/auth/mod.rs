@@ -21,11 +21,13 @@ use crate::session::Role;
 mod access;
 mod scopes;
 mod share;
+pub mod tokens;
 mod user;
 
 pub use access::Access;
 pub use scopes::Scopes;
 pub use share::{Share, ShareInfo};
+pub use tokens::TokenStore;
 pub use user::{owner_name, User, Via};
 
 /// The cookie that carries a token after a page was opened with `?token=`.
@@ -47,6 +49,8 @@ pub enum Denied {
     Invalid,
     /// A share token past its expiry.
     Expired,
+    /// An API token past its expiry.
+    TokenExpired,
     /// Too many failures from this address lately; retry after this many seconds.
     RateLimited(u64),
 }
@@ -58,6 +62,7 @@ impl Denied {
             Denied::Missing => "no token: open the link with ?token= that ptyhub printed".into(),
             Denied::Invalid => "invalid or revoked token".into(),
             Denied::Expired => "this share link has expired".into(),
+            Denied::TokenExpired => "token expired".into(),
             Denied::RateLimited(s) => {
                 format!("too many failed attempts from this address: retry in {s} s")
             }
@@ -79,6 +84,8 @@ pub struct Auth {
     /// The longest hold on a failed attempt's answer ([`Auth::failure_delay`]).
     failure_delay_max: Duration,
     allowed_origins: Vec<String>,
+    /// The API tokens.
+    tokens: Arc<TokenStore>,
 }
 
 /// A fresh random token: 256 bits, hex.
@@ -157,7 +164,19 @@ impl Auth {
             failed_per_minute,
             failure_delay_max: Duration::ZERO,
             allowed_origins,
+            tokens: Arc::new(TokenStore::in_memory(10_000)),
         }
+    }
+
+    /// The API tokens are `tokens` (by default, none, kept in memory).
+    pub fn with_tokens(mut self, tokens: TokenStore) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
+    }
+
+    /// The API tokens.
+    pub fn tokens(&self) -> &Arc<TokenStore> {
+        &self.tokens
     }
 
     /// Failed attempts are answered after [`Auth::failure_delay`], at most `max` (zero: at once).
@@ -237,7 +256,8 @@ impl Auth {
         self.token.is_some()
     }
 
-    /// Checks the token presented (if any) from `peer`.
+    /// Checks the token presented (if any) from `peer`: the daemon token, then the API
+    /// tokens (a hash lookup), then share links and capability tokens.
     ///
     /// A correct token always passes, even from an address over the failure limit: every local
     /// client is 127.0.0.1, so limiting before the comparison would let any web page that makes
@@ -250,10 +270,16 @@ impl Auth {
         let Some(presented) = presented else {
             return Err(Denied::Missing);
         };
+        let presented_str = presented;
         let presented = presented.as_bytes();
         if bool::from(presented.ct_eq(token.as_bytes())) {
             return Ok(Access::User(self.owner.clone()));
         }
+        let api = match self.tokens.lookup(presented_str) {
+            tokens::Lookup::User(user) => return Ok(Access::User(user)),
+            tokens::Lookup::Expired => Some(Denied::TokenExpired),
+            tokens::Lookup::Unknown => None,
+        };
         let found = lock(&self.shares)
             .iter()
             .find(|s| bool::from(presented.ct_eq(s.token.as_bytes())))
@@ -265,12 +291,13 @@ impl Auth {
         if let (None, Some(id)) = (&found, state) {
             return Ok(Access::StateToken(id));
         }
-        let denied = match found {
-            Some(share) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
+        let denied = match (api, found) {
+            (Some(expired), _) => expired,
+            (None, Some(share)) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
                 Denied::Expired
             }
-            Some(share) => return Ok(Access::Share(share)),
-            None => Denied::Invalid,
+            (None, Some(share)) => return Ok(Access::Share(share)),
+            (None, None) => Denied::Invalid,
         };
         // Failures while limited are not recorded, so the limit lifts a window after the
         // failures that caused it, however fast the address keeps failing.

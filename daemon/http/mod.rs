@@ -20,6 +20,7 @@ pub mod routes;
 mod sse;
 mod state;
 pub mod tls;
+mod tokens;
 mod upgrade;
 mod version;
 

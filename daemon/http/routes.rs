@@ -30,7 +30,7 @@ pub struct Route {
     pub methods: &'static [&'static str],
     /// The path under the base path, as OpenAPI writes it: `/api/sessions/{id}`. A `{...}`
     /// stands for one segment: `{id}` for a session (see [`PathId`]), `{share}` for a share
-    /// link's id, `{lang}` for a language server's language.
+    /// link's id, `{lang}` for a language server's language, `{token}` for an API token's id.
     pub pattern: &'static str,
     /// Who may call it.
     pub callers: Callers,
@@ -149,6 +149,8 @@ pub(super) struct Call<'a> {
     pub share: Option<&'a str>,
     /// The path's `{lang}`, on the routes that have one.
     pub lang: Option<&'a str>,
+    /// The path's `{token}`: an API token's id.
+    pub token: Option<&'a str>,
     /// The daemon.
     pub state: &'a Arc<AppState>,
     /// The connection's place: a WebSocket or a stream keeps it as long as it lives.
@@ -164,6 +166,8 @@ pub(super) struct Params<'p> {
     pub share: Option<&'p str>,
     /// `{lang}`.
     pub lang: Option<&'p str>,
+    /// `{token}`.
+    pub token: Option<&'p str>,
 }
 
 impl Route {
@@ -193,6 +197,7 @@ impl Route {
             match want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
                 Some("share") => params.share = Some(got),
                 Some("lang") => params.lang = Some(got),
+                Some("token") => params.token = Some(got),
                 Some(_) => params.id = Some(got),
                 None if want == *got => {}
                 None => return None,
@@ -528,6 +533,28 @@ pub static ROUTES: &[Route] = &[
             Box::pin(recordings::delete(id, c.state))
         }),
     },
+    // ---- API tokens (docs/protocol.md section 12b) ------------------------------------------
+    Route {
+        methods: &["GET"],
+        pattern: "/api/tokens",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| tokens::list(c.state)),
+    },
+    Route {
+        methods: &["POST"],
+        pattern: "/api/tokens",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| Box::pin(tokens::create(c.req, c.access.who(), c.state))),
+    },
+    Route {
+        methods: &["DELETE"],
+        pattern: "/api/tokens/{token}",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| tokens::revoke(c.token, &c.access.who(), c.state)),
+    },
 ];
 
 /// `DELETE /api/sessions/{id}/share/{share}`: revokes the link; its connections close.
@@ -644,7 +671,7 @@ mod tests {
             assert!(!about_session || has_id, "{}", route.pattern);
             for hole in route.pattern.split('/').filter(|s| s.starts_with('{')) {
                 assert!(
-                    matches!(hole, "{id}" | "{share}" | "{lang}"),
+                    matches!(hole, "{id}" | "{share}" | "{lang}" | "{token}"),
                     "{}",
                     route.pattern
                 );
