@@ -19,12 +19,14 @@ use uuid::Uuid;
 use crate::session::Role;
 
 mod access;
+mod ending;
 mod scopes;
 mod share;
 pub mod tokens;
 mod user;
 
 pub use access::Access;
+pub use ending::{Credential, Ended, Limits};
 pub use scopes::Scopes;
 pub use share::{Share, ShareInfo};
 pub use tokens::TokenStore;

@@ -70,7 +70,8 @@ pub(super) fn on_session(c: Call<'_>, id: Uuid) -> Response<Body> {
         return error(StatusCode::CONFLICT, "the session has ended");
     }
     let cwd = PathBuf::from(handle.info().work_dir);
-    serve(c.req, c.lang, c.state, c.slot, cwd, Some(ended))
+    let limits = c.access.limits();
+    serve(c.req, c.lang, c.state, c.slot, cwd, (Some(ended), limits))
 }
 
 /// `GET /ws/lsp/{lang}?cwd=DIR`: the server in a directory (an absolute path).
@@ -89,7 +90,8 @@ pub(super) fn in_dir(c: Call<'_>) -> Response<Body> {
             return error(StatusCode::BAD_REQUEST, why);
         }
     };
-    serve(c.req, c.lang, c.state, c.slot, cwd, None)
+    let limits = c.access.limits();
+    serve(c.req, c.lang, c.state, c.slot, cwd, (None, limits))
 }
 
 /// The checks, then the upgrade; the server starts once the upgrade is through, so a client
@@ -100,7 +102,7 @@ fn serve(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
     cwd: PathBuf,
-    session_ended: Option<CancellationToken>,
+    (session_ended, limits): (Option<CancellationToken>, crate::auth::Limits),
 ) -> Response<Body> {
     if let Err(e) = expect_upgrade(&req) {
         return e.response();
@@ -127,6 +129,7 @@ fn serve(
         max_message: state.cfg.limits.lsp_message_bytes,
         stall: state.cfg.viewer.stall_deadline,
         session_ended,
+        limits,
     };
     let execs = state.execs.clone();
     state.execs.spawn(async move {

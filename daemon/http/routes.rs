@@ -447,7 +447,7 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::Session,
         audience: Audience::Program,
         handler: Handler::NowOn(PathId::Session, |c, id| {
-            sse::log(c.req, id, c.state, &c.slot)
+            sse::log(c.req, id, &c.access, c.state, &c.slot)
         }),
     },
     // A share link's stream carries only its own session's events.
@@ -464,14 +464,14 @@ pub static ROUTES: &[Route] = &[
         pattern: "/api/exec",
         callers: Callers::Exec,
         audience: Audience::Program,
-        handler: Handler::Now(|c| exec::websocket(c.req, c.state, c.slot)),
+        handler: Handler::Now(|c| exec::websocket(c.req, c.access.limits(), c.state, c.slot)),
     },
     Route {
         methods: &["POST"],
         pattern: "/api/exec",
         callers: Callers::Exec,
         audience: Audience::Program,
-        handler: Handler::Later(|c| Box::pin(exec::sse(c.req, c.state, c.slot))),
+        handler: Handler::Later(|c| Box::pin(exec::sse(c.req, c.access.limits(), c.state, c.slot))),
     },
     Route {
         methods: &["GET"],

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::live::Live;
 use super::subscription::{self, Framing, Pumped, Scratch, Subscription};
 use super::transport::{self, MessageKind, Sink, Transport, WriteResult};
-use super::ShareEnd;
+use super::AccessEnd;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::protocol::mux::{self, MuxRequest, ServerMessage};
@@ -49,10 +49,8 @@ pub struct MuxOptions {
     pub role: Role,
     /// Who connects: a user's verified name, or a guest.
     pub who: Who,
-    /// Cancelled when the share link is revoked.
-    pub revoked: Option<CancellationToken>,
-    /// When the share link expires.
-    pub expires: Option<std::time::SystemTime>,
+    /// When its share link or API token stops letting it in.
+    pub limits: crate::auth::Limits,
     /// The daemon's counters, which the connection's traffic and errors count in.
     pub metrics: Arc<Metrics>,
 }
@@ -108,7 +106,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     // Subscribed before the sessions are listed: none created in between is missed.
     let created = registry.subscribe_created();
     let (events_tx, mut events) = mpsc::channel(EVENTS_QUEUE);
-    let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
+    let share_end = AccessEnd::new(opts.limits.clone());
     let mut writer = MuxWriter {
         sink: Sink::new(transport::WebSocket::new(halves.write, halves.tcp)),
         subs: BTreeMap::new(),
@@ -275,7 +273,7 @@ enum Woke {
     Event(Option<(u8, Option<ViewerEvent>)>),
     Created(Result<Uuid, broadcast::error::RecvError>),
     Output,
-    ShareEnd(Closing<'static>),
+    AccessEnd(Closing<'static>),
 }
 
 impl<T: Transport> MuxWriter<T> {
@@ -285,7 +283,7 @@ impl<T: Transport> MuxWriter<T> {
         mut created: broadcast::Receiver<Uuid>,
         events: &mut mpsc::Receiver<(u8, Option<ViewerEvent>)>,
         local: &mut mpsc::Receiver<Local>,
-        share_end: &ShareEnd,
+        share_end: &AccessEnd,
     ) -> WriteResult {
         self.add_all(registry).await?;
         loop {
@@ -317,7 +315,7 @@ impl<T: Transport> MuxWriter<T> {
                 ev = events.recv() => Woke::Event(ev),
                 id = created.recv() => Woke::Created(id),
                 _ = self.wake.notified() => Woke::Output,
-                why = share_end.wait() => Woke::ShareEnd(why),
+                why = share_end.wait() => Woke::AccessEnd(why),
             };
             match woke {
                 Woke::Local(Some(l)) => {
@@ -346,7 +344,7 @@ impl<T: Transport> MuxWriter<T> {
                     created = broadcast::channel(1).1;
                 }
                 Woke::Output => {}
-                Woke::ShareEnd(why) => {
+                Woke::AccessEnd(why) => {
                     let (code, why) = mux::close(why);
                     return self.sink.close(code, why).await;
                 }
