@@ -104,11 +104,9 @@ impl Access {
     /// revocation and expiry (never, for the others).
     pub fn limits(&self) -> Limits {
         match self {
-            Access::Share(s) => Limits::new(
-                Credential::ShareLink,
-                Some(s.revoked.clone()),
-                s.expires_at,
-            ),
+            Access::Share(s) => {
+                Limits::new(Credential::ShareLink, Some(s.revoked.clone()), s.expires_at)
+            }
             Access::User(u) => match &u.via {
                 Via::Token {
                     revoked,

@@ -57,9 +57,8 @@ impl Limits {
     ) -> Self {
         Limits {
             revoked: revoked.unwrap_or_default(),
-            at: expires.map(|t| {
-                Instant::now() + t.duration_since(SystemTime::now()).unwrap_or_default()
-            }),
+            at: expires
+                .map(|t| Instant::now() + t.duration_since(SystemTime::now()).unwrap_or_default()),
             credential,
         }
     }

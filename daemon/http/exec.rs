@@ -18,8 +18,8 @@ use tokio::io::AsyncWriteExt;
 use tracing::{debug, info};
 
 use super::connections::Slot;
-use crate::auth::{Ended, Limits};
 use super::sse::{channel, encode, Sink, KEEP_ALIVE};
+use crate::auth::{Ended, Limits};
 use crate::exec::child::{self, Event, ExecChild, ExecSpec};
 use crate::exec::{websocket, Execs, Kind, Permit};
 use crate::metrics::Metrics;
@@ -264,7 +264,11 @@ async fn run_sse(
     };
     let (exit, timed_out) = match end {
         End::AccessEnded(why) => {
-            debug!(pid = child.pid(), "exec's {}: ending its process group", why.reason());
+            debug!(
+                pid = child.pid(),
+                "exec's {}: ending its process group",
+                why.reason()
+            );
             let exit = child.terminate(execs.kill_grace).await;
             permit.finish(Some(&exit), false);
             let said = sink.send(super::sse::access_ended(why));

@@ -256,6 +256,7 @@ pub(super) fn multiplexed(
     let opts = MuxOptions {
         only,
         role: access.role(),
+        may_end: access.is_admin(),
         who: crate::session::Who::of(&access),
         limits,
         metrics: state.metrics.clone(),

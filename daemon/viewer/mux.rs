@@ -45,8 +45,10 @@ const EVENTS_QUEUE: usize = 256;
 pub struct MuxOptions {
     /// A share link's connection: only this session.
     pub only: Option<Uuid>,
-    /// What it may do: as a [`Role::Viewer`], input, resize and close are refused.
+    /// What it may do: as a [`Role::Viewer`], input and resize are refused.
     pub role: Role,
+    /// Whether it may end sessions (`close`): an admin only.
+    pub may_end: bool,
     /// Who connects: a user's verified name, or a guest.
     pub who: Who,
     /// When its share link or API token stops letting it in.
@@ -94,7 +96,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let messages = MuxMessages {
         table: table.clone(),
-        may_end: opts.only.is_none() && opts.role == Role::Writer,
+        may_end: opts.may_end,
         metrics: opts.metrics.clone(),
     };
     let read_task = tokio::spawn(read_loop(
@@ -175,7 +177,7 @@ impl MuxMessages {
             MuxRequest::Close { id } => match self.table.find(&id) {
                 Some((num, _)) if !self.may_end => Some(ServerMessage::error(
                     Some(num.to_string()),
-                    "this link may not end sessions",
+                    "ending a session needs the admin scope",
                 )),
                 Some((_, entry)) => {
                     info!(session = %entry.uuid, "session ended through a multiplexed connection");
