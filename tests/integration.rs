@@ -34,6 +34,7 @@ mod session_core;
 mod startup;
 mod streams;
 mod tls;
+mod tokens;
 mod typing;
 mod ui_states;
 mod upgrade;
