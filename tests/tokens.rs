@@ -585,3 +585,57 @@ async fn bad_requests_are_refused_clearly() {
         .unwrap();
     assert_eq!(unknown.status(), 404);
 }
+
+#[tokio::test]
+async fn a_live_upgrade_keeps_the_tokens_and_their_last_use() {
+    use nix::sys::signal::{kill, Signal};
+    let d = secured();
+    let (id, token) = make(&d, "through an upgrade", &["view"], None).await;
+    let get = |t: String| {
+        let url = d.http("/api/sessions");
+        async move {
+            common::http()
+                .get(url)
+                .bearer_auth(t)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(get(token.clone()).await, 200);
+    let version = || async {
+        let v: Value = reqwest::get(d.http("/api/version"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v["upgrades"].as_u64()
+    };
+    assert_eq!(version().await, Some(0));
+    let pid = nix::unistd::Pid::from_raw(d.pid() as i32);
+    kill(pid, Signal::SIGUSR2).expect("signal");
+    common::eventually_async("the new image answers", || async {
+        version().await == Some(1)
+    })
+    .await;
+    assert_eq!(
+        get(token.clone()).await,
+        200,
+        "the new image knows the token"
+    );
+    let listed: Vec<Value> = common::http()
+        .get(d.http("/api/tokens"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mine = listed.iter().find(|t| t["id"] == id.as_str()).unwrap();
+    assert!(mine["lastUsedAt"].is_string(), "{mine}");
+    revoke(&d, &id).await;
+    assert_eq!(get(token).await, 401);
+}
