@@ -388,7 +388,12 @@ async fn every_operation_answers_as_the_document_says() {
     // API tokens: made (and refused twice), listed, revoked (and not found).
     let body = json!({"name": "doc", "scopes": ["exec", "view"], "expiresIn": 3600});
     let (status, token) = c
-        .call(Method::POST, "/api/tokens", "/api/tokens", Some(body.clone()))
+        .call(
+            Method::POST,
+            "/api/tokens",
+            "/api/tokens",
+            Some(body.clone()),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED);
     assert!(token["token"].as_str().unwrap().starts_with("ptyhub_"));
