@@ -226,7 +226,7 @@ async fn each_dialect_holds_a_token_to_its_scopes() {
         let open = mux_next(&mut mux, "open").await;
         let num = open["id"].as_str().unwrap().to_owned();
         let ask = close(&num).to_string();
-        mux.send(Message::Text(ask.into())).await.unwrap();
+        mux.send(Message::Text(ask)).await.unwrap();
         let refused = mux_next(&mut mux, "error").await;
         let message = refused["message"].as_str().unwrap_or_default();
         assert!(message.contains("admin scope"), "{refused}");
