@@ -306,6 +306,7 @@ async fn revocation_and_expiry_close_live_connections_within_a_second() {
         browser.wait_json("ready").await;
         let mut mux = connect(&format!("ws://{}/ws?token={token}", d.addr)).await;
         let mut raw = connect(&d.ws_raw(id, &format!("?token={token}"))).await;
+        let mut board = connect(&format!("ws://{}/ws/board?token={token}", d.addr)).await;
         let lsp = format!("ws://{}/ws/lsp/echo?cwd=/tmp&token={token}", d.addr);
         let mut lsp = connect(&lsp).await;
         let pipe = format!("ws://{}/api/exec?cmd=sleep&arg=60&token={token}", d.addr);
@@ -340,6 +341,7 @@ async fn revocation_and_expiry_close_live_connections_within_a_second() {
         for (what, ws) in [
             ("mux", &mut mux),
             ("raw", &mut raw),
+            ("board", &mut board),
             ("lsp", &mut lsp),
             ("pipe exec", &mut pipe),
         ] {
