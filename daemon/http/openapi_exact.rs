@@ -72,8 +72,9 @@ const UNAUTHORIZED: &str = "No token, or a wrong one. Each wrong token from an a
     answered later than the one before: 25 ms for its first in a minute, doubling, up to \
     `limits.failed_auth_delay_max` (2 s); a request without a token and a correct token are \
     never held back";
-const FORBIDDEN: &str = "Refused to this caller: a share link (or a session's capability \
-    token) that does not reach this, a cross-site request (its Origin is not the server's), or \
+const FORBIDDEN: &str = "Refused to this caller: a token whose scopes do not reach this (an \
+    API token without `view`, `write`, `exec` or `admin` as the route needs), a share link (or a \
+    session's capability token) that does not reach this, a cross-site request (its Origin is not the server's), or \
     a Host that is not loopback while authentication is off";
 const TOO_MANY: &str = "Too many wrong tokens from this address in a minute \
     (`limits.failed_auth_per_minute`; a correct token is never refused), or too many \
