@@ -740,3 +740,76 @@ mod audit {
         bencher.bench_local(|| audit.read(black_box(&Query::default())).expect("read"));
     }
 }
+
+/// Authorising a request (`Auth::authenticate`) with 1,000 API tokens kept: the daemon token,
+/// an API token (a SHA-256 and a map lookup), a share link, and a wrong token (from addresses
+/// that never reach the failure limit, so the rate limit's bookkeeping is included but never
+/// refuses).
+mod auth {
+    use std::net::IpAddr;
+
+    use super::*;
+    use ptyhub::auth::tokens::TokenStore;
+    use ptyhub::auth::{Auth, Scopes};
+    use ptyhub::session::Role;
+
+    const DAEMON_TOKEN: &str = "bench-daemon-token-0123456789abcdef";
+
+    struct Setup {
+        auth: Auth,
+        api: String,
+        share: String,
+    }
+
+    static SETUP: LazyLock<Setup> = LazyLock::new(|| {
+        let store = TokenStore::in_memory(10_000);
+        let mut api = String::new();
+        for i in 0..1000 {
+            let made = store
+                .create(&format!("token {i}"), Scopes::EXEC, None, "bench")
+                .expect("a token");
+            if i == 500 {
+                api = made.token;
+            }
+        }
+        let auth = Auth::new(Some(DAEMON_TOKEN.to_owned()), usize::MAX, vec![]).with_tokens(store);
+        let share = auth
+            .create_share(uuid::Uuid::new_v4(), Role::Viewer, None, false, "bench")
+            .token()
+            .to_owned();
+        Setup { auth, api, share }
+    });
+
+    #[derive(Debug, Clone, Copy)]
+    enum Presented {
+        DaemonToken,
+        ApiToken,
+        ShareLink,
+        Wrong,
+    }
+
+    impl fmt::Display for Presented {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            fmt::Debug::fmt(self, f)
+        }
+    }
+
+    #[divan::bench(args = [Presented::DaemonToken, Presented::ApiToken, Presented::ShareLink, Presented::Wrong])]
+    fn authenticate(bencher: Bencher, presented: Presented) {
+        let s = &*SETUP;
+        let wrong = ptyhub::auth::tokens::generate_api_token();
+        let token = match presented {
+            Presented::DaemonToken => DAEMON_TOKEN,
+            Presented::ApiToken => s.api.as_str(),
+            Presented::ShareLink => s.share.as_str(),
+            Presented::Wrong => wrong.as_str(),
+        };
+        let mut n: u32 = 0;
+        bencher.bench_local(|| {
+            // A fresh address per wrong try: the limit's table is cleared past 10,000.
+            n = n.wrapping_add(1);
+            let peer = IpAddr::from(n.to_be_bytes());
+            black_box(s.auth.authenticate(Some(black_box(token)), None, peer)).is_ok()
+        });
+    }
+}

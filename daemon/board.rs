@@ -31,7 +31,7 @@ use crate::registry::Registry;
 use crate::session::{EndReason, SessionHandle, SessionInfo};
 use crate::shutdown::Shutdown;
 use crate::viewer::transport::{self, MessageKind, Sink, Transport, WriteResult};
-use crate::viewer::ShareEnd;
+use crate::viewer::AccessEnd;
 use crate::ws::reader::{read_loop, Gone, Local, OnMessage, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
 
@@ -49,10 +49,8 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 pub struct BoardOptions {
     /// The credential: which sessions it reaches, which it may type into.
     pub access: Access,
-    /// Cancelled when the share link is revoked.
-    pub revoked: Option<CancellationToken>,
-    /// When the share link expires.
-    pub expires: Option<std::time::SystemTime>,
+    /// When its share link or API token stops letting it in.
+    pub limits: crate::auth::Limits,
     /// Cancelled when the daemon shuts down (or hands over to a new image).
     pub shutdown: Shutdown,
     /// The daemon's counters.
@@ -95,7 +93,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     let read_task = tokio::spawn(read_loop(halves.read, replies, max_message, messages));
     // Subscribed before the sessions are listed: none created in between is missed.
     let created = registry.subscribe_created();
-    let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
+    let share_end = AccessEnd::new(opts.limits.clone());
     let mut writer = Writer {
         sink: Sink::new(transport::WebSocket::new(halves.write, halves.tcp)),
         cards: HashMap::new(),
@@ -262,7 +260,7 @@ impl<T: Transport> Writer<T> {
         &mut self,
         mut created: broadcast::Receiver<Uuid>,
         local: &mut mpsc::Receiver<Local>,
-        share_end: &ShareEnd,
+        share_end: &AccessEnd,
         shutdown: &Shutdown,
     ) -> WriteResult {
         let mut all: Vec<SessionHandle> = self.registry.handles();

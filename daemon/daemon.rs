@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::auth::{Auth, SignIn};
+use crate::auth::{Auth, SignIn, TokenStore};
 use crate::config::Config;
 use crate::exec::Execs;
 use crate::http::connections::Connections;
@@ -75,6 +75,16 @@ pub enum DaemonError {
     /// After a failed `execve`, this image could not take its own sessions back.
     #[error("taking the sessions back after a failed upgrade")]
     TakeBack(#[source] std::io::Error),
+    /// The API tokens' file (`tokens.json` in the state directory) cannot be read.
+    #[error("reading the API tokens")]
+    Tokens(#[source] std::io::Error),
+}
+
+/// The API tokens kept in the state directory (`tokens.json`), as [`Daemon::start`] and a
+/// live upgrade's new image read them.
+pub fn stored_tokens(cfg: &Config) -> std::io::Result<TokenStore> {
+    let path = crate::config::state_dir().join(crate::auth::tokens::TOKENS_FILE);
+    TokenStore::open(path, cfg.limits.max_api_tokens)
 }
 
 /// The signals the running daemon answers: SIGTERM and SIGINT end it, SIGHUP reloads its
@@ -122,10 +132,17 @@ impl Signals {
 }
 
 impl Daemon {
-    /// Builds the daemon's parts; `token: None` turns authentication off.
+    /// Builds the daemon's parts; `token: None` turns authentication off. Its API tokens are
+    /// kept in memory only ([`Daemon::start`] keeps them in the state directory).
     pub fn new(cfg: Arc<Config>, token: Option<String>) -> Self {
+        let tokens = TokenStore::in_memory(cfg.limits.max_api_tokens);
+        Self::with_tokens(cfg, token, tokens)
+    }
+
+    /// [`Daemon::new`] with these API tokens.
+    pub fn with_tokens(cfg: Arc<Config>, token: Option<String>, tokens: TokenStore) -> Self {
         let metrics = Arc::new(Metrics::default());
-        Self::build(cfg, token, Upgrades::default(), metrics)
+        Self::build(cfg, token, tokens, Upgrades::default(), metrics)
     }
 
     /// Builds the daemon's parts for an image that comes after `upgrades`, counting into
@@ -134,6 +151,7 @@ impl Daemon {
     fn build(
         cfg: Arc<Config>,
         token: Option<String>,
+        tokens: TokenStore,
         upgrades: Upgrades,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -148,7 +166,8 @@ impl Daemon {
                 cfg.auth.user_header.clone(),
                 &cfg.auth.users,
                 cfg.auth.default_scopes,
-            )),
+            ))
+            .with_tokens(tokens),
         );
         let audit = crate::audit::Audit::new(&cfg.audit);
         let registry = Registry::new(cfg.clone(), auth.clone(), metrics.clone(), audit.clone());
@@ -209,7 +228,8 @@ impl Daemon {
                 addr: cfg.listen,
                 source,
             })?;
-        let mut daemon = Self::new(cfg, token);
+        let tokens = stored_tokens(&cfg).map_err(DaemonError::Tokens)?;
+        let mut daemon = Self::with_tokens(cfg, token, tokens);
         daemon.serve(listener).map_err(DaemonError::Serve)?;
         Ok(daemon)
     }
@@ -259,6 +279,8 @@ impl Daemon {
         let live = move |id| registry.upgrade().is_some_and(|r| r.get(&id).is_some());
         let recordings = self.state.registry.recordings().clone();
         tokio::spawn(recordings.prune_daily(self.state.shutdown.clone(), live));
+        let tokens = self.state.auth.tokens().clone();
+        tokio::spawn(tokens.flush_every_minute(self.state.shutdown.clone()));
         Ok(addr)
     }
 
@@ -368,6 +390,8 @@ impl Daemon {
         st.registry.close_creation();
         st.registry.journal().seal();
         st.shutdown.cancel();
+        // When tokens were last used, for the image that reads the file next.
+        st.auth.tokens().flush_logged();
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }
@@ -451,7 +475,9 @@ impl Daemon {
             last_error,
         } = handoff;
         let upgrades = Upgrades::new(image.upgrades, last_error);
-        let mut daemon = Daemon::build(cfg.clone(), token, upgrades, metrics);
+        // Read again: the image before wrote them out as it handed over.
+        let tokens = stored_tokens(&cfg)?;
+        let mut daemon = Daemon::build(cfg.clone(), token, tokens, upgrades, metrics);
         let st = daemon.state.clone();
         let listener = std::net::TcpListener::from(listener);
         // Before the sessions: a program an adopted session restarts reaches this address.
@@ -495,6 +521,7 @@ impl Daemon {
     /// period), and gives open connections a moment to deliver their close frames.
     pub async fn end(mut self) {
         self.state.shutdown.cancel();
+        self.state.auth.tokens().flush_logged();
         if let Some(server) = self.server.take() {
             let _ = server.await;
         }

@@ -163,6 +163,12 @@ enum Command {
         #[arg(long, default_value_t = 60, value_name = "SECONDS")]
         timeout: u64,
     },
+    /// Make, list and revoke API tokens (needs an admin's token).
+    Token {
+        /// What to do.
+        #[command(subcommand)]
+        action: TokenAction,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -170,6 +176,40 @@ enum Command {
     },
     /// Print the man page (roff).
     Man,
+}
+
+/// `ptyhub token`'s subcommands.
+#[derive(Debug, Subcommand)]
+enum TokenAction {
+    /// Make a token; prints it (once) on stdout, and how to use it on stderr.
+    Create {
+        #[command(flatten)]
+        conn: Conn,
+        /// Its name (unique among live tokens), e.g. the script or person it is for.
+        #[arg(long)]
+        name: String,
+        /// A scope: view, write, exec or admin (repeatable).
+        #[arg(long = "scope", required = true, value_name = "SCOPE")]
+        scopes: Vec<String>,
+        /// When it stops working: "30d", "12h", "90m" (default: never, until revoked).
+        #[arg(long, value_name = "DURATION")]
+        expires: Option<String>,
+    },
+    /// List the tokens (never the tokens themselves).
+    List {
+        #[command(flatten)]
+        conn: Conn,
+        /// Print the server's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token: it stops working, its open connections close.
+    Revoke {
+        #[command(flatten)]
+        conn: Conn,
+        /// The token's id (see `ptyhub token list`).
+        id: String,
+    },
 }
 
 /// `ptyhub notify`'s flags.
@@ -554,6 +594,7 @@ fn run_client(command: Command) -> i32 {
                 let server = server_for(&conn, None)?;
                 ptyhub::client::upgrade::run(&server, pid, Duration::from_secs(timeout)).await
             }
+            Command::Token { action } => token(action).await,
             Command::Serve(_) | Command::Completions { .. } | Command::Man | Command::Notify(_) => {
                 Ok(0)
             }
@@ -566,6 +607,54 @@ fn run_client(command: Command) -> i32 {
             1
         }
     }
+}
+
+/// `ptyhub token ...`.
+async fn token(action: TokenAction) -> Result<i32, ptyhub::client::ClientError> {
+    use ptyhub::client::{tokens, ClientError};
+    match action {
+        TokenAction::Create {
+            conn,
+            name,
+            scopes,
+            expires,
+        } => {
+            let server = server_for(&conn, None)?;
+            let expires_in = expires
+                .map(|e| {
+                    ptyhub::config::parse_duration(&e)
+                        .map(|d| d.as_secs().max(1))
+                        .map_err(|e| ClientError::Local(format!("--expires: {e}")))
+                })
+                .transpose()?;
+            let made = server
+                .create_token(&name, &tokens::scope_names(&scopes), expires_in)
+                .await?;
+            let (token, help) = tokens::created_lines(&made);
+            println!("{token}");
+            eprintln!("{help}");
+        }
+        TokenAction::List { conn, json } => {
+            let server = server_for(&conn, None)?;
+            if json {
+                let value = server.tokens_json().await?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                );
+            } else {
+                let list = server.tokens().await?;
+                let now = time::OffsetDateTime::now_utc();
+                print!("{}", tokens::render(&list, now));
+            }
+        }
+        TokenAction::Revoke { conn, id } => {
+            let server = server_for(&conn, None)?;
+            server.revoke_token(&id).await?;
+            eprintln!("token {id} revoked");
+        }
+    }
+    Ok(0)
 }
 
 /// The server a client talks to: the one a session URL names (with its token, unless one is

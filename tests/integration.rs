@@ -37,6 +37,7 @@ mod sso;
 mod startup;
 mod streams;
 mod tls;
+mod tokens;
 mod typing;
 mod ui_states;
 mod upgrade;

@@ -401,6 +401,39 @@ async fn every_operation_answers_as_the_document_says() {
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    // API tokens: made (and refused twice), listed, revoked (and not found).
+    let body = json!({"name": "doc", "scopes": ["exec", "view"], "expiresIn": 3600});
+    let (status, token) = c
+        .call(
+            Method::POST,
+            "/api/tokens",
+            "/api/tokens",
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(token["token"].as_str().unwrap().starts_with("ptyhub_"));
+    let (status, _) = c
+        .call(Method::POST, "/api/tokens", "/api/tokens", Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let bad = json!({"name": "doc2", "scopes": []});
+    let (status, _) = c
+        .call(Method::POST, "/api/tokens", "/api/tokens", Some(bad))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, tokens) = c
+        .call(Method::GET, "/api/tokens", "/api/tokens", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(tokens.as_array().unwrap().len(), 1);
+    let revoke = format!("/api/tokens/{}", token["id"].as_str().unwrap());
+    for want in [StatusCode::NO_CONTENT, StatusCode::NOT_FOUND] {
+        let (status, _) = c
+            .call(Method::DELETE, "/api/tokens/{token}", &revoke, None)
+            .await;
+        assert_eq!(status, want);
+    }
 
     // Every documented operation was called for real.
     let mut documented = BTreeSet::new();

@@ -715,3 +715,41 @@ fn scrollback_len_is_current_under_an_oversized_sequence() {
     assert_eq!(main.screen().scrollback_len(), 2);
     assert_eq!(model.scrollback_len(), 2);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A token name is taken exactly when it is 1 to 64 characters after trimming, none a
+    /// control character; a store makes a token for it, which authorises as that name and
+    /// those scopes, and nothing else does.
+    #[test]
+    fn api_token_names_and_lookups(name in "\\PC{0,70}|[ \\t]{0,3}[a-z\\x07]{0,5}[ \\n]{0,3}", scopes in 1u8..16, other in "ptyhub_[A-Za-z0-9_-]{43}") {
+        use ptyhub::auth::tokens::{check_name, Lookup, TokenStore};
+        use ptyhub::auth::Scopes;
+        let trimmed = name.trim();
+        let want = !trimmed.is_empty()
+            && trimmed.chars().count() <= 64
+            && !trimmed.chars().any(char::is_control);
+        prop_assert_eq!(check_name(&name).is_ok(), want);
+        let names = ["view", "write", "exec", "admin"];
+        let chosen: Vec<&str> = names.iter().enumerate().filter(|(i, _)| scopes & (1 << i) != 0).map(|(_, n)| *n).collect();
+        let scopes = Scopes::from_names(&chosen).unwrap();
+        let store = TokenStore::in_memory(4);
+        match store.create(&name, scopes, None, "prop") {
+            Ok(made) => {
+                prop_assert!(want);
+                prop_assert!(ptyhub::auth::tokens::looks_like_api_token(&made.token));
+                match store.lookup(&made.token) {
+                    Lookup::User(u) => {
+                        prop_assert_eq!(u.name.as_str(), trimmed);
+                        prop_assert_eq!(u.scopes, scopes);
+                    }
+                    _ => prop_assert!(false, "the token made does not authorise"),
+                }
+                prop_assert!(!matches!(store.lookup(&other), Lookup::User(_)));
+                prop_assert_eq!(store.list()[0].scopes, scopes);
+            }
+            Err(_) => prop_assert!(!want),
+        }
+    }
+}

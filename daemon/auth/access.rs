@@ -2,12 +2,10 @@
 //! session and role, or a session's capability token; and who it is, by name.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{Scopes, Share, User, Via};
+use super::{Credential, Limits, Scopes, Share, User, Via};
 use crate::session::Role;
 
 /// What an authenticated request may reach.
@@ -103,19 +101,21 @@ impl Access {
     }
 
     /// What ends its long-lived connections early: a share link's or an API token's
-    /// revocation and expiry (`None` for the others).
-    pub fn limits(&self) -> (Option<CancellationToken>, Option<SystemTime>) {
+    /// revocation and expiry (never, for the others).
+    pub fn limits(&self) -> Limits {
         match self {
-            Access::Share(s) => (Some(s.revoked.clone()), s.expires_at),
+            Access::Share(s) => {
+                Limits::new(Credential::ShareLink, Some(s.revoked.clone()), s.expires_at)
+            }
             Access::User(u) => match &u.via {
                 Via::Token {
                     revoked,
                     expires_at,
                     ..
-                } => (Some(revoked.clone()), *expires_at),
-                Via::DaemonToken | Via::Proxy => (None, None),
+                } => Limits::new(Credential::ApiToken, Some(revoked.clone()), *expires_at),
+                Via::DaemonToken | Via::Proxy => Limits::default(),
             },
-            Access::StateToken(_) => (None, None),
+            Access::StateToken(_) => Limits::default(),
         }
     }
 

@@ -19,15 +19,19 @@ use uuid::Uuid;
 use crate::session::Role;
 
 mod access;
+mod ending;
 pub mod proxied;
 mod scopes;
 mod share;
+pub mod tokens;
 mod user;
 
 pub use access::Access;
+pub use ending::{Credential, Ended, Limits};
 pub use proxied::SignIn;
 pub use scopes::Scopes;
 pub use share::{Share, ShareInfo};
+pub use tokens::TokenStore;
 pub use user::{owner_name, User, Via};
 
 /// The cookie that carries a token after a page was opened with `?token=`.
@@ -49,6 +53,8 @@ pub enum Denied {
     Invalid,
     /// A share token past its expiry.
     Expired,
+    /// An API token past its expiry.
+    TokenExpired,
     /// Too many failures from this address lately; retry after this many seconds.
     RateLimited(u64),
     /// Signed in by the trusted proxy as this user, who has no scopes here (403, not 401).
@@ -62,6 +68,7 @@ impl Denied {
             Denied::Missing => "no token: open the link with ?token= that ptyhub printed".into(),
             Denied::Invalid => "invalid or revoked token".into(),
             Denied::Expired => "this share link has expired".into(),
+            Denied::TokenExpired => "token expired".into(),
             Denied::RateLimited(s) => {
                 format!("too many failed attempts from this address: retry in {s} s")
             }
@@ -89,6 +96,8 @@ pub struct Auth {
     allowed_origins: Vec<String>,
     /// Single sign-on: who the people a trusted proxy names are.
     sign_in: SignIn,
+    /// The API tokens.
+    tokens: Arc<TokenStore>,
 }
 
 /// A fresh random token: 256 bits, hex.
@@ -168,6 +177,7 @@ impl Auth {
             failure_delay_max: Duration::ZERO,
             allowed_origins,
             sign_in: SignIn::default(),
+            tokens: Arc::new(TokenStore::in_memory(10_000)),
         }
     }
 
@@ -180,6 +190,17 @@ impl Auth {
     /// Single sign-on's users and header.
     pub fn sign_in(&self) -> &SignIn {
         &self.sign_in
+    }
+
+    /// The API tokens are `tokens` (by default, none, kept in memory).
+    pub fn with_tokens(mut self, tokens: TokenStore) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
+    }
+
+    /// The API tokens.
+    pub fn tokens(&self) -> &Arc<TokenStore> {
+        &self.tokens
     }
 
     /// Failed attempts are answered after [`Auth::failure_delay`], at most `max` (zero: at once).
@@ -259,8 +280,9 @@ impl Auth {
         self.token.is_some()
     }
 
-    /// Checks the token presented (if any) from `peer`, and else the user a trusted proxy
-    /// signed in (`proxied_user`: the guard passes it only from a trusted peer).
+    /// Checks the token presented (if any) from `peer`: the daemon token, then the API
+    /// tokens (a hash lookup), then share links and capability tokens; and else the user a
+    /// trusted proxy signed in (`proxied_user`: the guard passes it only from a trusted peer).
     ///
     /// A correct token always passes, even from an address over the failure limit: every local
     /// client is 127.0.0.1, so limiting before the comparison would let any web page that makes
@@ -284,10 +306,16 @@ impl Auth {
                 None => Err(Denied::Missing),
             };
         };
+        let presented_str = presented;
         let presented = presented.as_bytes();
         if bool::from(presented.ct_eq(token.as_bytes())) {
             return Ok(Access::User(self.owner.clone()));
         }
+        let api = match self.tokens.lookup(presented_str) {
+            tokens::Lookup::User(user) => return Ok(Access::User(user)),
+            tokens::Lookup::Expired => Some(Denied::TokenExpired),
+            tokens::Lookup::Unknown => None,
+        };
         let found = lock(&self.shares)
             .iter()
             .find(|s| bool::from(presented.ct_eq(s.token.as_bytes())))
@@ -299,12 +327,13 @@ impl Auth {
         if let (None, Some(id)) = (&found, state) {
             return Ok(Access::StateToken(id));
         }
-        let denied = match found {
-            Some(share) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
+        let denied = match (api, found) {
+            (Some(expired), _) => expired,
+            (None, Some(share)) if share.expires_at.is_some_and(|t| t <= SystemTime::now()) => {
                 Denied::Expired
             }
-            Some(share) => return Ok(Access::Share(share)),
-            None => Denied::Invalid,
+            (None, Some(share)) => return Ok(Access::Share(share)),
+            (None, None) => Denied::Invalid,
         };
         if let Some(name) = proxied_user {
             return self.proxied(name);

@@ -2,13 +2,15 @@
 //! number, unique name or session URL), the REST calls, and errors as one line each.
 //!
 //! `ptyhub attach` ([`attach`]), `ptyhub exec` ([`exec`]) and `ptyhub wait` ([`wait`])
-//! build on this; `ls`, `new`, `kill` and `share` are REST calls made here. `ptyhub notify`
+//! build on this; `ls`, `new`, `kill` and `share` are REST calls made here, `token` in
+//! [`tokens`]. `ptyhub notify`
 //! ([`notify`]) is a session's program talking to its own daemon, with its own token.
 
 pub mod attach;
 pub mod exec;
 pub mod notify;
 pub mod table;
+pub mod tokens;
 pub mod upgrade;
 pub mod wait;
 

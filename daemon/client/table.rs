@@ -75,7 +75,7 @@ pub fn render(sessions: &[Session], now: OffsetDateTime) -> String {
 }
 
 /// A duration as people say it: 42s, 5m, 3h, 2d.
-fn age(d: time::Duration) -> String {
+pub(super) fn age(d: time::Duration) -> String {
     let s = d.whole_seconds().max(0);
     match s {
         0..60 => format!("{s}s"),

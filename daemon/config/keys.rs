@@ -177,6 +177,8 @@ section! {
         /// counted from the accept, a TLS handshake included), and may stay idle between
         /// requests, before it is closed.
         header_timeout: Duration = PositiveDuration,
+        /// Most API tokens kept (`/api/tokens`, `ptyhub token create`); one more is 409.
+        max_api_tokens: usize = Int<1, 1_000_000>,
     }
 }
 

@@ -22,6 +22,7 @@ use tracing::debug;
 
 use super::child::{Event, ExecChild};
 use super::{Execs, Permit};
+use crate::auth::Limits;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::protocol::pipe::{self, PipeRequest, ServerMessage};
@@ -60,16 +61,26 @@ enum End {
     Shutdown,
 }
 
-/// Serves one pipe-mode exec until the program ends, the client goes or `timeout` passes;
-/// either way the process group is ended and reaped before this returns.
+/// What ends a pipe-mode exec besides its program and its client.
+pub struct Bounds {
+    /// `timeout_sec`: the group is ended after this long.
+    pub timeout: Option<Duration>,
+    /// The caller's API token's revocation or expiry: the group is ended, close 1008.
+    pub limits: Limits,
+}
+
+/// Serves one pipe-mode exec until the program ends, the client goes, `bounds.timeout` passes
+/// or the caller's token ends; either way the process group is ended and reaped before this
+/// returns.
 pub async fn run(
     ws: Accepted,
     mut child: ExecChild,
     permit: Permit,
     cfg: Arc<Config>,
     execs: Arc<Execs>,
-    timeout: Option<Duration>,
+    bounds: Bounds,
 ) {
+    let Bounds { timeout, limits } = bounds;
     let halves = socket::split(ws.into_inner());
     let mut write = halves.write;
     let tcp = halves.tcp;
@@ -127,6 +138,7 @@ pub async fn run(
         _ = overrun.cancelled() => End::ClientGone(Some((1008, "not reading: too much queued for this connection"))),
         _ = execs.shutdown.cancelled() => End::Shutdown,
         _ = peer_gone(tcp) => End::ClientGone(None),
+        why = limits.wait() => End::ClientGone(Some((1008, why.reason()))),
     };
     let timed_out = matches!(end, End::TimedOut);
     let (exit, close) = match end {

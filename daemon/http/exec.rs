@@ -19,6 +19,7 @@ use tracing::{debug, info};
 
 use super::connections::Slot;
 use super::sse::{channel, encode, Sink, KEEP_ALIVE};
+use crate::auth::{Ended, Limits};
 use crate::exec::child::{self, Event, ExecChild, ExecSpec};
 use crate::exec::{websocket, Execs, Kind, Permit};
 use crate::metrics::Metrics;
@@ -126,6 +127,7 @@ fn start(
 pub(super) fn websocket(
     mut req: Request<Incoming>,
     actor: crate::audit::Actor,
+    limits: Limits,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
@@ -156,7 +158,13 @@ pub(super) fn websocket(
             }
         };
         match start(&permit, &q.argv, &q.env, q.cwd.as_deref()) {
-            Ok(child) => websocket::run(ws, child, permit, cfg, execs, q.timeout).await,
+            Ok(child) => {
+                let bounds = websocket::Bounds {
+                    timeout: q.timeout,
+                    limits,
+                };
+                websocket::run(ws, child, permit, cfg, execs, bounds).await
+            }
             Err(e) => {
                 info!("exec could not start: {e}");
                 permit.finish(None, false);
@@ -172,6 +180,7 @@ pub(super) fn websocket(
 pub(super) async fn sse(
     req: Request<Incoming>,
     actor: crate::audit::Actor,
+    limits: Limits,
     state: &Arc<AppState>,
     slot: Arc<Slot>,
 ) -> Response<Body> {
@@ -219,7 +228,7 @@ pub(super) async fn sse(
     }
     state.execs.spawn(async move {
         let _slot = slot;
-        run_sse(child, permit, sink, r.timeout, &execs).await;
+        run_sse(child, permit, sink, (r.timeout, limits), &execs).await;
     });
     resp
 }
@@ -230,13 +239,15 @@ enum End {
     TimedOut,
     ClientGone,
     Shutdown,
+    /// The caller's API token (or share link) was revoked or expired.
+    AccessEnded(Ended),
 }
 
 async fn run_sse(
     mut child: ExecChild,
     permit: Permit,
     sink: Sink,
-    timeout: Option<std::time::Duration>,
+    (timeout, limits): (Option<std::time::Duration>, Limits),
     execs: &Arc<Execs>,
 ) {
     let mut carry = [TextCarry::default(), TextCarry::default()];
@@ -251,8 +262,22 @@ async fn run_sse(
         _ = deadline => End::TimedOut,
         _ = sink.closed() => End::ClientGone,
         _ = execs.shutdown.cancelled() => End::Shutdown,
+        why = limits.wait() => End::AccessEnded(why),
     };
     let (exit, timed_out) = match end {
+        End::AccessEnded(why) => {
+            debug!(
+                pid = child.pid(),
+                "exec's {}: ending its process group",
+                why.reason()
+            );
+            let exit = child.terminate(execs.kill_grace).await;
+            permit.finish(Some(&exit), false);
+            let said = sink.send(super::sse::access_ended(why));
+            let _ = tokio::time::timeout(KEEP_ALIVE, said).await;
+            child.end_leftovers(execs.kill_grace).await;
+            return;
+        }
         End::Exited(info) => (info, false),
         End::ClientGone => {
             debug!(

@@ -71,8 +71,12 @@ pub(super) fn on_session(c: Call<'_>, id: Uuid) -> Response<Body> {
     }
     let cwd = PathBuf::from(handle.info().work_dir);
     let actor = c.actor();
-    let on = (Some(id), Some(ended));
-    serve(c.req, actor, c.lang, c.state, c.slot, cwd, on)
+    let ties = Ties {
+        session: Some(id),
+        session_ended: Some(ended),
+        limits: c.access.limits(),
+    };
+    serve(c.req, actor, c.lang, c.state, c.slot, cwd, ties)
 }
 
 /// `GET /ws/lsp/{lang}?cwd=DIR`: the server in a directory (an absolute path).
@@ -92,12 +96,16 @@ pub(super) fn in_dir(c: Call<'_>) -> Response<Body> {
         }
     };
     let actor = c.actor();
-    serve(c.req, actor, c.lang, c.state, c.slot, cwd, (None, None))
+    let ties = Ties {
+        session: None,
+        session_ended: None,
+        limits: c.access.limits(),
+    };
+    serve(c.req, actor, c.lang, c.state, c.slot, cwd, ties)
 }
 
 /// The checks, then the upgrade; the server starts once the upgrade is through, so a client
 /// that never completes it runs nothing.
-/// `on` is the session it serves, if any, and what ends it with the session.
 fn serve(
     mut req: Request<Incoming>,
     actor: crate::audit::Actor,
@@ -105,9 +113,13 @@ fn serve(
     state: &Arc<AppState>,
     slot: Arc<Slot>,
     cwd: PathBuf,
-    on: (Option<Uuid>, Option<CancellationToken>),
+    ties: Ties,
 ) -> Response<Body> {
-    let (session, session_ended) = on;
+    let Ties {
+        session,
+        session_ended,
+        limits,
+    } = ties;
     if let Err(e) = expect_upgrade(&req) {
         return e.response();
     }
@@ -133,6 +145,7 @@ fn serve(
         max_message: state.cfg.limits.lsp_message_bytes,
         stall: state.cfg.viewer.stall_deadline,
         session_ended,
+        limits,
     };
     let (execs, audit) = (state.execs.clone(), state.audit.clone());
     state.execs.spawn(async move {
@@ -170,6 +183,14 @@ fn serve(
         }
     });
     response
+}
+
+/// What a language server's connection is tied to: the session it serves (for the audit
+/// trail), whose end ends it, and its credential's revocation and expiry.
+struct Ties {
+    session: Option<Uuid>,
+    session_ended: Option<CancellationToken>,
+    limits: crate::auth::Limits,
 }
 
 /// Starts the server in `cwd`, as exec `id`.

@@ -22,6 +22,7 @@ pub mod routes;
 mod sse;
 mod state;
 pub mod tls;
+mod tokens;
 mod upgrade;
 mod version;
 

@@ -80,6 +80,9 @@ impl Modify for Tokens {
         openapi_json,
         audit_trail,
         me,
+        list_tokens,
+        create_token,
+        revoke_token,
     ),
     components(schemas(ErrorBody, Role, ShareInfo, RecordingInfo)),
     modifiers(&Tokens),
@@ -320,6 +323,31 @@ fn audit_trail() {}
     responses((status = 200, description = "Who the caller is, as its credential says", body = super::me::Me)))]
 #[allow(dead_code)]
 fn me() {}
+#[utoipa::path(get, path = "/api/tokens", tag = "tokens",
+    responses((status = 200, description = "Every API token, without the tokens (admin)", body = Vec<crate::auth::tokens::TokenInfo>)))]
+#[allow(dead_code)]
+fn list_tokens() {}
+
+#[utoipa::path(post, path = "/api/tokens", tag = "tokens",
+    request_body = super::tokens::TokenRequest,
+    responses(
+        (status = 201, description = "The token's listing, with the token (shown once)", body = crate::auth::tokens::Created),
+        (status = 400, description = "Bad body, name, scopes or expiresIn", body = ErrorBody),
+        (status = 409, description = "A live token has this name, or `limits.max_api_tokens` are kept", body = ErrorBody),
+        (status = 500, description = "The tokens file could not be written: no token was made", body = ErrorBody),
+    ))]
+#[allow(dead_code)]
+fn create_token() {}
+
+#[utoipa::path(delete, path = "/api/tokens/{token}", tag = "tokens",
+    params(("token" = String, Path, description = "The token's id (as listed)")),
+    responses(
+        (status = 204, description = "Revoked: it stops working, its connections close"),
+        (status = 404, description = "No such token", body = ErrorBody),
+        (status = 500, description = "Revoked, but the tokens file could not be written", body = ErrorBody),
+    ))]
+#[allow(dead_code)]
+fn revoke_token() {}
 
 #[cfg(test)]
 mod tests {

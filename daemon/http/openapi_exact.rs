@@ -72,10 +72,11 @@ const UNAUTHORIZED: &str = "No token, or a wrong one. Each wrong token from an a
     answered later than the one before: 25 ms for its first in a minute, doubling, up to \
     `limits.failed_auth_delay_max` (2 s); a request without a token and a correct token are \
     never held back";
-const FORBIDDEN: &str = "Refused to this caller: a share link (or a session's capability \
-    token) that does not reach this, a cross-site request (its Origin is not the server's), \
-    a Host that is not loopback while authentication is off, or a person the trusted proxy \
-    signed in (`[auth] user_header`) who has no scope here";
+const FORBIDDEN: &str = "Refused to this caller: a token whose scopes do not reach this (an \
+    API token without `view`, `write`, `exec` or `admin` as the route needs), a share link (or a \
+    session's capability token) that does not reach this, a cross-site request (its Origin is \
+    not the server's), a Host that is not loopback while authentication is off, or a person the \
+    trusted proxy signed in (`[auth] user_header`) who has no scope here";
 const TOO_MANY: &str = "Too many wrong tokens from this address in a minute \
     (`limits.failed_auth_per_minute`; a correct token is never refused), or too many \
     connections from it (`limits.max_connections_per_ip`): `Retry-After` says when to try again";
@@ -132,6 +133,44 @@ pub(super) fn apply(doc: &mut Value, cfg: &Config) {
         "description": "Why, for people: trimmed, at most 200 characters, none a control character",
     });
     schemas["ShareRequest"]["properties"]["ttl"]["maximum"] = json!(365 * 24 * 3600);
+    token_request(doc);
+}
+
+/// `POST /api/tokens`'s body exactly: a name of 1 to 64 characters after trimming (none a
+/// control character), at least one scope by its exact name, `expiresIn` 1 to ten years.
+fn token_request(doc: &mut Value) {
+    let schema = &mut doc["components"]["schemas"]["TokenRequest"];
+    schema["properties"]["name"] = json!({
+        "type": "string",
+        "pattern": token_name_pattern(),
+        "description": "Trimmed: 1 to 64 characters, none a control character; unique among \
+            live tokens (409)",
+    });
+    schema["properties"]["scopes"] = json!({
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "string", "enum": super::tokens::SCOPE_NAMES},
+        "description": "view, write (implies view), exec, admin (implies all)",
+    });
+    schema["properties"]["expiresIn"] = json!({
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "maximum": crate::auth::tokens::MAX_EXPIRES_IN_SECS,
+        "description": "Seconds until it stops working; none: until revoked",
+    });
+    let revoke = &mut doc["paths"]["/api/tokens/{token}"]["delete"]["parameters"];
+    if let Some(param) = revoke.as_array_mut().and_then(|ps| ps.first_mut()) {
+        param["schema"] = json!({"type": "string", "pattern": "^[0-9a-f]{16}$"});
+    }
+}
+
+/// A token's name as [`crate::auth::tokens::check_name`] takes it.
+fn token_name_pattern() -> String {
+    // A character that is neither trimmed nor a control character, and one that is no control.
+    let spaces = SPACE.trim_start_matches('[').trim_end_matches(']');
+    let solid = format!("[^{spaces}\\u0000-\\u001F\\u007F-\\u009F]");
+    let inner = "[^\\u0000-\\u001F\\u007F-\\u009F]";
+    format!("^{SPACE}*({solid}|{solid}{inner}{{0,62}}{solid}){SPACE}*$")
 }
 
 /// The query token's other name, `access_token`, beside `token`.
@@ -378,6 +417,18 @@ mod tests {
                 matches(&name_pattern(32), name),
                 crate::session::validate_name(name, 32).is_ok(),
                 "name {name:?}"
+            );
+        }
+        let long = "y".repeat(64);
+        let longer = "y".repeat(65);
+        for name in [
+            "", " ", "ci", " ci ", "a b", "\tci\n", "a\u{7}b", "é", &long, &longer, "\u{85}x",
+            "x\u{a0}y", "\u{3000}",
+        ] {
+            assert_eq!(
+                matches(&token_name_pattern(), name),
+                crate::auth::tokens::check_name(name).is_ok(),
+                "token name {name:?}"
             );
         }
     }

@@ -245,6 +245,7 @@ fn guard<'a>(
         peer,
         share: params.share,
         lang: params.lang,
+        token: params.token,
         state,
         slot,
     };

@@ -31,7 +31,7 @@ pub struct Route {
     pub methods: &'static [&'static str],
     /// The path under the base path, as OpenAPI writes it: `/api/sessions/{id}`. A `{...}`
     /// stands for one segment: `{id}` for a session (see [`PathId`]), `{share}` for a share
-    /// link's id, `{lang}` for a language server's language.
+    /// link's id, `{lang}` for a language server's language, `{token}` for an API token's id.
     pub pattern: &'static str,
     /// Who may call it.
     pub callers: Callers,
@@ -150,6 +150,8 @@ pub(super) struct Call<'a> {
     pub share: Option<&'a str>,
     /// The path's `{lang}`, on the routes that have one.
     pub lang: Option<&'a str>,
+    /// The path's `{token}`: an API token's id.
+    pub token: Option<&'a str>,
     /// The daemon.
     pub state: &'a Arc<AppState>,
     /// The connection's place: a WebSocket or a stream keeps it as long as it lives.
@@ -172,6 +174,8 @@ pub(super) struct Params<'p> {
     pub share: Option<&'p str>,
     /// `{lang}`.
     pub lang: Option<&'p str>,
+    /// `{token}`.
+    pub token: Option<&'p str>,
 }
 
 impl Route {
@@ -201,6 +205,7 @@ impl Route {
             match want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
                 Some("share") => params.share = Some(got),
                 Some("lang") => params.lang = Some(got),
+                Some("token") => params.token = Some(got),
                 Some(_) => params.id = Some(got),
                 None if want == *got => {}
                 None => return None,
@@ -455,7 +460,7 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::Session,
         audience: Audience::Program,
         handler: Handler::NowOn(PathId::Session, |c, id| {
-            sse::log(c.req, id, c.state, &c.slot)
+            sse::log(c.req, id, &c.access, c.state, &c.slot)
         }),
     },
     // A share link's stream carries only its own session's events.
@@ -474,7 +479,7 @@ pub static ROUTES: &[Route] = &[
         audience: Audience::Program,
         handler: Handler::Now(|c| {
             let actor = c.actor();
-            exec::websocket(c.req, actor, c.state, c.slot)
+            exec::websocket(c.req, actor, c.access.limits(), c.state, c.slot)
         }),
     },
     Route {
@@ -484,7 +489,7 @@ pub static ROUTES: &[Route] = &[
         audience: Audience::Program,
         handler: Handler::Later(|c| {
             let actor = c.actor();
-            Box::pin(exec::sse(c.req, actor, c.state, c.slot))
+            Box::pin(exec::sse(c.req, actor, c.access.limits(), c.state, c.slot))
         }),
     },
     Route {
@@ -569,6 +574,31 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::AnyToken,
         audience: Audience::Program,
         handler: Handler::Now(|c| super::me::me(&c.access)),
+    },
+    // ---- API tokens (docs/protocol.md section 12b) ------------------------------------------
+    Route {
+        methods: &["GET"],
+        pattern: "/api/tokens",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| tokens::list(c.state)),
+    },
+    Route {
+        methods: &["POST"],
+        pattern: "/api/tokens",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Later(|c| {
+            let actor = c.actor();
+            Box::pin(tokens::create(c.req, actor, c.state))
+        }),
+    },
+    Route {
+        methods: &["DELETE"],
+        pattern: "/api/tokens/{token}",
+        callers: Callers::Admin,
+        audience: Audience::Program,
+        handler: Handler::Now(|c| tokens::revoke(c.token, &c.actor(), c.state)),
     },
 ];
 
@@ -690,7 +720,7 @@ mod tests {
             assert!(!about_session || has_id, "{}", route.pattern);
             for hole in route.pattern.split('/').filter(|s| s.starts_with('{')) {
                 assert!(
-                    matches!(hole, "{id}" | "{share}" | "{lang}"),
+                    matches!(hole, "{id}" | "{share}" | "{lang}" | "{token}"),
                     "{}",
                     route.pattern
                 );

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::connections::Slot;
-use crate::auth::Access;
+use crate::auth::{Access, Ended, Limits};
 use crate::journal::{Since, KEPT};
 use crate::session::output_log::FellBehind;
 use crate::term::lines::{Line, Lines};
@@ -134,30 +134,47 @@ impl Drop for Counted {
 /// client reads: no task or queue of its own, so an idle follower costs only its state. A
 /// comment goes out after [`KEEP_ALIVE`] without anything sent. It ends when the follower
 /// does, the daemon shuts down, or the client goes (hyper drops it).
-fn stream<F: Follower>(state: &Arc<AppState>, slot: &Slot, follower: F) -> Response<Body> {
+fn stream<F: Follower>(
+    state: &Arc<AppState>,
+    slot: &Slot,
+    follower: F,
+    limits: Limits,
+) -> Response<Body> {
     if let Err(e) = long_lived(slot, &state.metrics) {
         return e.response();
     }
     let shutdown = state.shutdown.clone();
     let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
     let counted = Counted::new(state.metrics.clone());
-    let start = (follower, shutdown, counted, ping_at);
+    let start = (follower, shutdown, counted, ping_at, Some(limits));
     let frames = futures_util::stream::unfold(start, |state| async move {
-        let (mut follower, shutdown, counted, ping_at) = state;
+        let (mut follower, shutdown, counted, ping_at, limits) = state;
+        // Ended by its credential's end: the event that says why was the last.
+        let limits = limits?;
         // The follower first: what it has ready is sent, also while the daemon shuts down.
-        let text = tokio::select! {
+        let (text, limits) = tokio::select! {
             biased;
-            text = follower.next() => text?,
-            _ = tokio::time::sleep_until(ping_at) => ": keep-alive\n\n".to_owned(),
+            text = follower.next() => (text?, Some(limits)),
+            _ = tokio::time::sleep_until(ping_at) => (": keep-alive\n\n".to_owned(), Some(limits)),
             _ = shutdown.cancelled() => return None,
+            why = limits.wait() => (access_ended(why), None),
         };
         let frame = Ok::<_, Infallible>(Frame::data(Bytes::from(text)));
         let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
-        Some((frame, (follower, shutdown, counted, ping_at)))
+        Some((frame, (follower, shutdown, counted, ping_at, limits)))
     });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
     event_stream_headers(&mut resp);
     resp
+}
+
+/// The last event of a stream whose share link or API token was revoked or expired:
+/// `event: access_ended`, `data: {"reason":"token revoked"}`.
+pub(super) fn access_ended(why: Ended) -> String {
+    let mut out = String::new();
+    let data = json!({"reason": why.reason()}).to_string();
+    encode(&mut out, None, Some("access_ended"), &data);
+    out
 }
 
 /// The query and header every stream takes.
@@ -226,7 +243,7 @@ pub(super) fn events(
         last,
         done: false,
     };
-    stream(state, slot, follower)
+    stream(state, slot, follower, access.limits())
 }
 
 /// The lifecycle event stream's state between reads.
@@ -284,6 +301,7 @@ impl Follower for Events {
 pub(super) fn log(
     req: Request<Incoming>,
     id: Uuid,
+    access: &Access,
     state: &Arc<AppState>,
     slot: &Slot,
 ) -> Response<Body> {
@@ -318,7 +336,7 @@ pub(super) fn log(
         found: Vec::new(),
         done: false,
     };
-    stream(state, slot, follower)
+    stream(state, slot, follower, access.limits())
 }
 
 /// The session log stream's state between reads.

@@ -188,7 +188,7 @@ pub(super) fn websocket(
         Err(e) => return e.response(),
     };
     let cfg = state.cfg.clone();
-    let (revoked, expires) = access.limits();
+    let limits = access.limits();
     let opts = ViewerOptions {
         // Honoured if the dialect has acknowledgements (`Dialect::flow_ack`).
         flow_ack: q.flow_ack,
@@ -198,8 +198,7 @@ pub(super) fn websocket(
             _ => access.role(),
         },
         who: crate::session::Who::of(&access),
-        revoked,
-        expires,
+        limits,
         initial_size: q.size,
         metrics: state.metrics.clone(),
     };
@@ -265,14 +264,14 @@ pub(super) fn multiplexed(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let (revoked, expires) = access.limits();
+    let limits = access.limits();
     let only = access.only();
     let opts = MuxOptions {
         only,
         role: access.role(),
+        may_end: access.is_admin(),
         who: crate::session::Who::of(&access),
-        revoked,
-        expires,
+        limits,
         metrics: state.metrics.clone(),
         actor: caller(&req, &access),
     };
@@ -301,11 +300,10 @@ pub(super) fn board(
         Ok(pair) => pair,
         Err(e) => return e.response(),
     };
-    let (revoked, expires) = access.limits();
+    let limits = access.limits();
     let opts = crate::board::BoardOptions {
         access,
-        revoked,
-        expires,
+        limits,
         shutdown: state.shutdown.clone(),
         metrics: state.metrics.clone(),
     };

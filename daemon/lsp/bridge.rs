@@ -56,6 +56,8 @@ pub struct Bounds {
     pub stall: std::time::Duration,
     /// Cancelled when the session the server works for ends (`None`: a directory's server).
     pub session_ended: Option<CancellationToken>,
+    /// The caller's API token's revocation or expiry: the server is ended, close 1008.
+    pub limits: crate::auth::Limits,
 }
 
 /// Why the writer stopped.
@@ -145,6 +147,7 @@ pub async fn run(
         _ = execs.shutdown.cancelled() => End::Shutdown,
         _ = session_ended => End::SessionEnded,
         _ = peer_gone(halves.tcp) => End::ClientGone(None),
+        why = bounds.limits.wait() => End::ClientGone(Some((1008, why.reason()))),
     };
     let (exit, close) = match end {
         End::Exited(info) => {

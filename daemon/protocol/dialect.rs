@@ -61,10 +61,8 @@ pub enum Closing<'a> {
     ScreenFailed,
     /// The client let what is addressed to it pile up: it is closed rather than buffered for.
     NotReading,
-    /// The share link it connected with was revoked.
-    ShareRevoked,
-    /// The share link it connected with expired.
-    ShareExpired,
+    /// The share link or API token it connected with was revoked or expired.
+    AccessEnded(crate::auth::Ended),
 }
 
 /// What the driver tells a client besides output and snapshots, in domain words.

@@ -88,8 +88,7 @@ pub fn close(why: Closing<'_>) -> (u16, &str) {
         // RFC 6455's "internal error".
         Closing::ScreenFailed => (1011, "the screen could not be drawn; join again"),
         Closing::NotReading => (1008, "not reading: too much queued for this connection"),
-        Closing::ShareRevoked => (1008, "share link revoked"),
-        Closing::ShareExpired => (1008, "share link expired"),
+        Closing::AccessEnded(why) => (1008, why.reason()),
     }
 }
 

@@ -22,8 +22,6 @@ use std::sync::Arc;
 
 use fastwebsockets::Frame;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
@@ -50,10 +48,8 @@ pub struct ViewerOptions {
     pub role: Role,
     /// Who connects: a user's verified name, or a guest.
     pub who: Who,
-    /// Cancelled when the share link it connected with is revoked.
-    pub revoked: Option<CancellationToken>,
-    /// When the share link it connected with expires.
-    pub expires: Option<std::time::SystemTime>,
+    /// When the share link or API token it connected with stops letting it in.
+    pub limits: crate::auth::Limits,
     /// The client's terminal size given when connecting (rows, cols), applied as its first
     /// resize once it has joined.
     pub initial_size: Option<(u16, u16)>,
@@ -112,7 +108,7 @@ pub async fn run<D: Dialect>(
         live::push_output::<D, transport::WebSocket>,
         opts.metrics.clone(),
     );
-    let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
+    let share_end = AccessEnd::new(opts.limits.clone());
     let mut writer = Writer {
         sink: Sink::new(transport),
         sub: Subscription::new(
@@ -209,46 +205,25 @@ pub async fn run<D: Dialect>(
     debug!(session = %session.id(), viewer, "viewer left");
 }
 
-/// When a share link stops letting its connections in: revoked, or expired.
+/// When the share link or API token a connection came with stops letting it in: revoked,
+/// or expired; and the close that says so.
 #[derive(Clone, Default)]
-pub(crate) struct ShareEnd {
-    revoked: CancellationToken,
-    at: Option<Instant>,
-}
+pub(crate) struct AccessEnd(crate::auth::Limits);
 
-impl ShareEnd {
-    /// For a link revoked through `revoked` and expiring at `expires` (neither: never ends).
-    pub(crate) fn new(
-        revoked: Option<CancellationToken>,
-        expires: Option<std::time::SystemTime>,
-    ) -> Self {
-        ShareEnd {
-            revoked: revoked.unwrap_or_default(),
-            at: expires.map(|t| {
-                Instant::now()
-                    + t.duration_since(std::time::SystemTime::now())
-                        .unwrap_or_default()
-            }),
-        }
+impl AccessEnd {
+    /// For a connection with these limits.
+    pub(crate) fn new(limits: crate::auth::Limits) -> Self {
+        AccessEnd(limits)
     }
 
-    /// Whether the link has already ended.
+    /// Whether the credential has already ended.
     pub(crate) fn is_over(&self) -> bool {
-        self.revoked.is_cancelled() || self.at.is_some_and(|at| at <= Instant::now())
+        self.0.is_over()
     }
 
-    /// Resolves with why the connection closes once the link is revoked or expired.
+    /// Resolves with why the connection closes once the credential is revoked or expired.
     pub(crate) async fn wait(&self) -> Closing<'static> {
-        let expiry = async {
-            match self.at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = self.revoked.cancelled() => Closing::ShareRevoked,
-            _ = expiry => Closing::ShareExpired,
-        }
+        Closing::AccessEnded(self.0.wait().await)
     }
 }
 
@@ -274,7 +249,7 @@ struct Writer<D, T> {
     sub: Subscription,
     opts: ViewerOptions,
     scratch: Scratch,
-    share_end: ShareEnd,
+    share_end: AccessEnd,
     /// The client's dialect.
     framing: DialectFraming<D>,
     /// This viewer, once joined (for `presence`, so the client can tell itself apart).
@@ -286,7 +261,7 @@ enum Woke {
     Local(Option<Local>),
     Event(Option<ViewerEvent>),
     Output,
-    ShareEnd(Closing<'static>),
+    AccessEnd(Closing<'static>),
 }
 
 /// Whether the connection is done after a step.
@@ -409,7 +384,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 l = local.recv() => Woke::Local(l),
                 ev = events.recv() => Woke::Event(ev),
                 _ = live.woken(), if can_send => Woke::Output,
-                why = self.share_end.wait() => Woke::ShareEnd(why),
+                why = self.share_end.wait() => Woke::AccessEnd(why),
             };
             self.claim().await?;
             match woke {
@@ -426,7 +401,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 }
                 Woke::Event(None) => return self.close(Closing::Ended(EndReason::Deleted)).await,
                 Woke::Output => {}
-                Woke::ShareEnd(why) => return self.close(why).await,
+                Woke::AccessEnd(why) => return self.close(why).await,
             }
         }
     }

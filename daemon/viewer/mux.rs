@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::live::Live;
 use super::subscription::{self, Framing, Pumped, Scratch, Subscription};
 use super::transport::{self, MessageKind, Sink, Transport, WriteResult};
-use super::ShareEnd;
+use super::AccessEnd;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::protocol::mux::{self, MuxRequest, ServerMessage};
@@ -45,14 +45,14 @@ const EVENTS_QUEUE: usize = 256;
 pub struct MuxOptions {
     /// A share link's connection: only this session.
     pub only: Option<Uuid>,
-    /// What it may do: as a [`Role::Viewer`], input, resize and close are refused.
+    /// What it may do: as a [`Role::Viewer`], input and resize are refused.
     pub role: Role,
+    /// Whether it may end sessions (`close`): an admin only.
+    pub may_end: bool,
     /// Who connects: a user's verified name, or a guest.
     pub who: Who,
-    /// Cancelled when the share link is revoked.
-    pub revoked: Option<CancellationToken>,
-    /// When the share link expires.
-    pub expires: Option<std::time::SystemTime>,
+    /// When its share link or API token stops letting it in.
+    pub limits: crate::auth::Limits,
     /// The daemon's counters, which the connection's traffic and errors count in.
     pub metrics: Arc<Metrics>,
     /// Who connects, for the audit trail (a `close` that ends a session is recorded).
@@ -98,7 +98,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     let (replies, mut local) = Replies::channel(cfg.viewer.stall_deadline, overrun.clone());
     let messages = MuxMessages {
         table: table.clone(),
-        may_end: opts.only.is_none() && opts.role == Role::Writer,
+        may_end: opts.may_end,
         metrics: opts.metrics.clone(),
         audit: registry.audit().clone(),
         actor: opts.actor.clone(),
@@ -112,7 +112,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     // Subscribed before the sessions are listed: none created in between is missed.
     let created = registry.subscribe_created();
     let (events_tx, mut events) = mpsc::channel(EVENTS_QUEUE);
-    let share_end = ShareEnd::new(opts.revoked.clone(), opts.expires);
+    let share_end = AccessEnd::new(opts.limits.clone());
     let mut writer = MuxWriter {
         sink: Sink::new(transport::WebSocket::new(halves.write, halves.tcp)),
         subs: BTreeMap::new(),
@@ -184,7 +184,7 @@ impl MuxMessages {
             MuxRequest::Close { id } => match self.table.find(&id) {
                 Some((num, _)) if !self.may_end => Some(ServerMessage::error(
                     Some(num.to_string()),
-                    "this link may not end sessions",
+                    "ending a session needs the admin scope",
                 )),
                 Some((_, entry)) => {
                     info!(session = %entry.uuid, "session ended through a multiplexed connection");
@@ -285,7 +285,7 @@ enum Woke {
     Event(Option<(u8, Option<ViewerEvent>)>),
     Created(Result<Uuid, broadcast::error::RecvError>),
     Output,
-    ShareEnd(Closing<'static>),
+    AccessEnd(Closing<'static>),
 }
 
 impl<T: Transport> MuxWriter<T> {
@@ -295,7 +295,7 @@ impl<T: Transport> MuxWriter<T> {
         mut created: broadcast::Receiver<Uuid>,
         events: &mut mpsc::Receiver<(u8, Option<ViewerEvent>)>,
         local: &mut mpsc::Receiver<Local>,
-        share_end: &ShareEnd,
+        share_end: &AccessEnd,
     ) -> WriteResult {
         self.add_all(registry).await?;
         loop {
@@ -327,7 +327,7 @@ impl<T: Transport> MuxWriter<T> {
                 ev = events.recv() => Woke::Event(ev),
                 id = created.recv() => Woke::Created(id),
                 _ = self.wake.notified() => Woke::Output,
-                why = share_end.wait() => Woke::ShareEnd(why),
+                why = share_end.wait() => Woke::AccessEnd(why),
             };
             match woke {
                 Woke::Local(Some(l)) => {
@@ -356,7 +356,7 @@ impl<T: Transport> MuxWriter<T> {
                     created = broadcast::channel(1).1;
                 }
                 Woke::Output => {}
-                Woke::ShareEnd(why) => {
+                Woke::AccessEnd(why) => {
                     let (code, why) = mux::close(why);
                     return self.sink.close(code, why).await;
                 }

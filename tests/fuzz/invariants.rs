@@ -1508,6 +1508,39 @@ pub fn check_proxied_user(values: &[Vec<u8>]) {
     assert!(!logged.chars().any(char::is_control), "{logged:?}");
 }
 
+/// `tokens.json`: never a panic; what parses has well-formed digests, distinct ids and digests,
+/// and writes back as the same tokens; a store read from it lets in no token it was not given.
+pub fn check_token_file(text: &str, presented: &str) {
+    use ptyhub::auth::tokens::{parse_file, Lookup, TokenStore};
+    let Ok(tokens) = parse_file(text) else {
+        return;
+    };
+    let mut ids = std::collections::HashSet::new();
+    for t in &tokens {
+        assert_eq!(t.sha256.len(), 64, "{t:?}");
+        assert!(t.sha256.bytes().all(|c| c.is_ascii_hexdigit()), "{t:?}");
+        assert!(ids.insert(t.id.clone()), "two tokens with id {:?}", t.id);
+    }
+    let again = serde_json::json!({"version": 1, "tokens": tokens}).to_string();
+    assert_eq!(
+        parse_file(&again).ok(),
+        Some(tokens),
+        "written back, read the same"
+    );
+    let dir = std::env::temp_dir().join(format!("ptyhub-fuzz-tokens-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("tokens.json");
+    if std::fs::write(&path, text).is_ok() {
+        if let Ok(store) = TokenStore::open(path, 10) {
+            // No digest in a file is a preimage we know: nothing presented gets in.
+            assert!(
+                !matches!(store.lookup(presented), Lookup::User(_)),
+                "{presented:?} let in by a file it is not in"
+            );
+        }
+    }
+}
+
 // ---- the raw terminal dialect --------------------------------------------------------------
 
 /// A raw control message as a client writes it (JSON), for the requests raw clients can send.

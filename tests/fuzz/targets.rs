@@ -154,6 +154,11 @@ pub const TARGETS: &[Target] = &[
         run: asciicast,
     },
     Target {
+        name: "token_file",
+        max_input: 1 << 11,
+        run: token_file,
+    },
+    Target {
         name: "upgrade_image",
         max_input: 1 << 12,
         run: upgrade_image,
@@ -916,6 +921,54 @@ fn proxied_user(u: &mut Unstructured<'_>) -> Result<()> {
         .collect::<Result<_>>()?;
     inv::check_proxied_user(&values);
     Ok(())
+}
+
+/// `tokens.json` as the daemon reads it at start: a valid file, mutated (a field dropped,
+/// retyped, duplicated, cut), or bytes; then tokens presented against a store.
+fn token_file(u: &mut Unstructured<'_>) -> Result<()> {
+    let mut tokens = Vec::new();
+    for _ in 0..u.int_in_range(0..=3)? {
+        let hex: String = (0..u.int_in_range(60..=66)?)
+            .map(|_| Ok(*pick(u, &['0', '9', 'a', 'f', 'A', 'g', 'é'])?))
+            .collect::<Result<_>>()?;
+        let mut t = serde_json::json!({
+            "id": pick(u, &["0123456789abcdef", "a", "", "x y", "0123456789abcdef"])?,
+            "name": text(u)?,
+            "scopes": [pick(u, &["view", "write", "exec", "admin", "root", "sandbox:exec"])?],
+            "sha256": hex,
+            "createdMs": u.arbitrary::<u64>()?,
+            "createdBy": text(u)?,
+        });
+        if u.arbitrary()? {
+            t["expiresMs"] = json_value(u, 1)?;
+        }
+        if u.ratio(1, 4)? {
+            let field = *pick(u, &["id", "name", "scopes", "sha256", "createdMs"])?;
+            t[field] = json_value(u, 1)?;
+        }
+        tokens.push(t);
+    }
+    let file = serde_json::json!({"version": pick(u, &[1, 1, 1, 2])?, "tokens": tokens});
+    let mut text = file.to_string();
+    if u.ratio(1, 4)? {
+        let cut = u.int_in_range(0..=text.len())?;
+        text = String::from_utf8_lossy(&text.as_bytes()[..cut]).into_owned();
+    }
+    if u.ratio(1, 8)? {
+        text = String::from_utf8_lossy(&some_bytes(u, 64)?).into_owned();
+    }
+    let presented = match u.int_in_range(0..=2)? {
+        0 => ptyhub::auth::tokens::generate_api_token(),
+        1 => format!("ptyhub_{}", text_of(u)?),
+        _ => text_of(u)?,
+    };
+    inv::check_token_file(&text, &presented);
+    Ok(())
+}
+
+/// Arbitrary text (a token presented, any bytes).
+fn text_of(u: &mut Unstructured<'_>) -> Result<String> {
+    Ok(String::from_utf8_lossy(&some_bytes(u, 60)?).into_owned())
 }
 
 fn ws_frame_rules(u: &mut Unstructured<'_>) -> Result<()> {
