@@ -154,6 +154,9 @@ impl Daemon {
         let process = Launch::new(&ctx.bin, ctx.dir.join(config), &ctx.dir, &log)
             .args(auth)
             .env("RUST_LOG", "info")
+            // API tokens and the audit trail in the run's directory, not the user's.
+            .env("XDG_STATE_HOME", &ctx.dir)
+            .env_remove("STATE_DIRECTORY")
             .ready_timeout(STEP_TIMEOUT)
             .spawn()?;
         Ok(Daemon {

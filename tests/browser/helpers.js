@@ -58,7 +58,7 @@ function withoutToken(env) {
  * stdout line, `ptyhub listening on http://127.0.0.1:PORT/`. `stop()` sends SIGTERM and waits.
  * `config` is TOML added to the test configuration (e.g. an `[auth]` table); `listen` the address
  * (a restarted daemon takes its predecessor's port). Recordings go to the temp dir unless
- * `config` has a `[recording]` table.
+ * `config` has a `[recording]` table; its state directory (tokens, audit trail) always does.
  */
 export async function startDaemon({ config = '', listen = '127.0.0.1:0' } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'ptyhub-browser-'));
@@ -70,7 +70,14 @@ export async function startDaemon({ config = '', listen = '127.0.0.1:0' } = {}) 
   const child = spawn(BINARY, ['--listen', listen, '--config', configPath, '--token', TOKEN], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...withoutToken(process.env), RUST_LOG: process.env.RUST_LOG || 'ptyhub=info' },
+    // Its state (API tokens, the audit trail) in the temp dir too: never the user's, and every
+    // run starts from none.
+    env: {
+      ...withoutToken(process.env),
+      XDG_STATE_HOME: join(dir, 'state'),
+      STATE_DIRECTORY: '',
+      RUST_LOG: process.env.RUST_LOG || 'ptyhub=info',
+    },
   });
   const log = [];
   child.stderr.on('data', (d) => {

@@ -60,6 +60,13 @@ describe('names in the UI', () => {
     await o.locator('#people .person.you', { hasText: owner }).waitFor({ timeout: WAIT });
     assert.equal(await o.locator('#people .person.you .guest-mark').count(), 0, 'the owner is no guest');
     assert.equal(await people.count(), 2);
+    // The guest's name comes in a later presence event than its joining (at most one each
+    // half second): wait for it.
+    await o.waitForFunction(
+      () => window.ptyhub.presence.people.some((p) => p.guest && p.name !== null),
+      null,
+      { timeout: WAIT },
+    );
     const listed = await o.evaluate(() => window.ptyhub.presence.people.map((p) => [p.user, p.guest, p.name]));
     assert.deepEqual(listed, [
       [owner, false, owner],
@@ -113,8 +120,8 @@ describe('names in the UI', () => {
     }
   });
 
-  // Needs the "tokens" branch (issue 36 item 2): GET/POST /api/tokens, DELETE /api/tokens/{id}.
-  it('[needs the tokens branch] the API tokens dialog lists, makes (shown once, copyable) and revokes tokens; a view-only token sees no admin controls', async () => {
+  // The dialog on GET/POST /api/tokens and DELETE /api/tokens/{id} (docs/protocol.md 12b).
+  it('the API tokens dialog lists, makes (shown once, copyable) and revokes tokens; a view-only token sees no admin controls', async () => {
     const home = await newPage(browser, daemon.url);
     await home.locator('#tokens-open').click();
     const dialog = home.locator('#tokens-dialog');
