@@ -186,6 +186,7 @@ impl Session {
             let (pty_read, exited) = self.program.waits();
             let (screen_room, answers, reading) = self.screen.waits();
             let attention_due = self.attention.wait();
+            let presence_due = self.viewers.presence_held_until();
             // Input first: a key goes to the PTY before any more of earlier output is handed
             // out, so the typist never waits behind the fan-out to the other viewers.
             tokio::select! {
@@ -223,6 +224,8 @@ impl Session {
                     self.begin_end(EndReason::Reaped, None);
                 }
                 () = attention_due => self.on_attention_timer(),
+                // A name or device change the rate limit kept back goes out now.
+                _ = sleep_until(presence_due) => self.broadcast_presence(None),
             }
             if self.program.ended() {
                 break;

@@ -37,6 +37,9 @@ pub(super) struct Presence {
     last_key: HashMap<ViewerId, Instant>,
     /// Who each viewer is, as it joined (its user and credential).
     who: HashMap<ViewerId, Who>,
+    /// When a change kept back by [`MIN_INTERVAL`] is due to go out, if one is: it goes then
+    /// even if nothing else happens (a guest's name given right after its device kind).
+    held: Option<Instant>,
 }
 
 /// What a keystroke means for presence.
@@ -107,11 +110,18 @@ impl Presence {
             return false;
         }
         let now = Instant::now();
-        if last.is_some_and(|t| now.duration_since(t) < MIN_INTERVAL) {
+        if let Some(t) = last.filter(|t| now.duration_since(*t) < MIN_INTERVAL) {
+            let due = t + MIN_INTERVAL;
+            self.held = Some(self.held.map_or(due, |h| h.min(due)));
             return false;
         }
         *last = Some(now);
         true
+    }
+
+    /// When a kept-back change is due to go out (see [`Presence::info`]).
+    pub(super) fn held_until(&self) -> Option<Instant> {
+        self.held
     }
 
     /// A keystroke from `viewer`; `previous` is the last typist and when it typed.
@@ -154,8 +164,9 @@ impl Presence {
         }
     }
 
-    /// The event to send.
-    pub(super) fn info(&self, typing: Option<ViewerId>) -> Arc<PresenceInfo> {
+    /// The event to send: it carries every change kept back until now.
+    pub(super) fn info(&mut self, typing: Option<ViewerId>) -> Arc<PresenceInfo> {
+        self.held = None;
         let people = self
             .order
             .iter()
@@ -221,6 +232,25 @@ mod tests {
     use tokio::time::Instant;
 
     use super::{device_kind, Presence, Who, TYPING_QUIET};
+
+    /// A change the rate limit keeps back is not lost: it is due half a second after the
+    /// viewer's last one, and the next event (which carries it) clears it.
+    #[test]
+    fn a_change_kept_back_is_due_later() {
+        let mut p = Presence::default();
+        p.join(1, Who::default(), true);
+        assert!(
+            p.set_device(1, Some("desktop")),
+            "the first change goes out"
+        );
+        assert_eq!(p.held_until(), None);
+        assert!(!p.set_name(1, Some("Sam".into())), "too soon: kept back");
+        let due = p.held_until().expect("due later");
+        assert!(due > Instant::now() && due <= Instant::now() + super::MIN_INTERVAL);
+        let info = p.info(None);
+        assert_eq!(info.people[0].name.as_deref(), Some("Sam"));
+        assert_eq!(p.held_until(), None, "sent with the event");
+    }
 
     #[test]
     fn numbers_are_the_smallest_free() {

@@ -222,8 +222,13 @@ impl Viewers {
     }
 
     /// The presence event: everyone; `typing`: the viewer whose keystrokes prompted it.
-    pub(super) fn presence(&self, typing: Option<ViewerId>) -> Arc<PresenceInfo> {
+    pub(super) fn presence(&mut self, typing: Option<ViewerId>) -> Arc<PresenceInfo> {
         self.presence.info(typing)
+    }
+
+    /// When a presence change kept back by the rate limit is due to go out, if one is.
+    pub(super) fn presence_held_until(&self) -> Option<tokio::time::Instant> {
+        self.presence.held_until()
     }
 
     /// The names of the people here, for the session list.
