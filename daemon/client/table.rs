@@ -55,14 +55,20 @@ pub fn render(sessions: &[Session], now: OffsetDateTime) -> String {
             age,
         ]);
     }
-    let mut widths = [0usize; 7];
-    for row in &rows {
+    aligned(&rows)
+}
+
+/// Rows as a table: each column as wide as its widest cell, two spaces between columns,
+/// no trailing spaces.
+pub(super) fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let line: Vec<String> = row
             .iter()
             .zip(widths)

@@ -138,23 +138,7 @@ pub fn render(tokens: &[TokenRow], now: OffsetDateTime) -> String {
             when(&t.expires_at, "never"),
         ]);
     }
-    let mut widths = [0usize; 7];
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    super::table::aligned(&rows)
 }
 
 #[cfg(test)]
