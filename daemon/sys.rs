@@ -1,6 +1,6 @@
 //! The crate's only `unsafe` code: registering an owned file descriptor (a PTY master, a
 //! pidfd) with tokio's reactor, taking over the descriptors a live upgrade hands down, and
-//! clearing the signal mask in a child before it runs its program.
+//! clearing the signal mask and the ignored signals in a child before it runs its program.
 //!
 //! tokio asks for `unsafe` there because an arbitrary `AsRawFd` type could close or swap its
 //! descriptor behind the reactor's back. An [`OwnedFd`] cannot: it owns its descriptor and
@@ -45,24 +45,49 @@ pub fn adopt_inherited(raw: std::os::fd::RawFd) -> io::Result<OwnedFd> {
     Ok(owned)
 }
 
-/// Runs in a child between `fork` and `exec`: an empty signal mask. The daemon's threads keep
-/// the signals it handles blocked (a live upgrade holds them over its `execve`), a mask is
-/// inherited across `exec`, and without this a session's shell would never see SIGHUP,
-/// SIGINT or SIGTERM.
+/// Runs in a child between `fork` and `exec`: an empty signal mask and every signal's default
+/// action, as a terminal gives the program it starts. The daemon's threads keep the signals it
+/// handles blocked (a live upgrade holds them over its `execve`), and a mask is inherited
+/// across `exec`: without the clean mask a session's shell would never see SIGHUP, SIGINT or
+/// SIGTERM. A signal *ignored* is inherited too (handlers are reset by `exec`, ignoring is
+/// not): a daemon started with `nohup` or from a non-interactive shell's `&` ignores SIGHUP
+/// or SIGINT and SIGQUIT, and without the reset Ctrl+C would never stop a program in its
+/// sessions, nor a forwarded SIGINT an exec.
 fn clean_signal_mask() -> io::Result<()> {
-    nix::sys::signal::SigSet::empty()
-        .thread_set_mask()
-        .map_err(io::Error::from)
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for sig in Signal::iterator() {
+        if matches!(sig, Signal::SIGKILL | Signal::SIGSTOP) {
+            continue;
+        }
+        // SAFETY: `sigaction` is async-signal-safe, and SIG_DFL installs no handler that
+        // could run in this half-made process.
+        unsafe { sigaction(sig, &default) }.map_err(io::Error::from)?;
+    }
+    // The real-time signals, which `Signal` does not name (32 and 33 are the C library's own:
+    // it refuses them, and no program can use them through it).
+    let mut raw: nix::libc::sigaction = unsafe { std::mem::zeroed() };
+    raw.sa_sigaction = nix::libc::SIG_DFL;
+    for n in nix::libc::SIGRTMIN()..=nix::libc::SIGRTMAX() {
+        // SAFETY: as above; `raw` is a valid, fully initialised `sigaction` (SIG_DFL, no
+        // flags, an empty mask), and a null old-action pointer is allowed.
+        if unsafe { nix::libc::sigaction(n, &raw, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    SigSet::empty().thread_set_mask().map_err(io::Error::from)
 }
 
-/// A session's program starts with an empty signal mask ([`clean_signal_mask`]).
+/// A session's program starts with an empty signal mask and default signal actions
+/// ([`clean_signal_mask`]).
 pub fn clean_mask_pty(cmd: pty_process::blocking::Command) -> pty_process::blocking::Command {
-    // SAFETY: the closure only calls `pthread_sigmask`, which is async-signal-safe, and
-    // allocates nothing: it is sound between `fork` and `exec`.
+    // SAFETY: the closure only calls `sigaction` and `pthread_sigmask`, which are
+    // async-signal-safe, and allocates nothing: it is sound between `fork` and `exec`.
     unsafe { cmd.pre_exec(clean_signal_mask) }
 }
 
-/// An exec's program starts with an empty signal mask ([`clean_signal_mask`]).
+/// An exec's program starts with an empty signal mask and default signal actions
+/// ([`clean_signal_mask`]).
 pub fn clean_mask(cmd: &mut tokio::process::Command) {
     // SAFETY: as in `clean_mask_pty`.
     unsafe {

@@ -651,3 +651,75 @@ async fn sigterm_mid_flood_ends_cleanly() {
     .await;
     assert!(ended.is_ok(), "the stalled viewer's connection was closed");
 }
+
+const SIGNALS_TOKEN: &str = "signals-token-0123456789abcdef";
+
+/// The mask of ignored signals in `/proc/PID/status` (`SigIgn`), as a number, without
+/// signals 32 and 33: the C library keeps those for itself (no program can set or use them
+/// through it), and what this test's own process does with them is its runtime's business.
+fn ignored_signals(status: &str) -> u64 {
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .unwrap_or_else(|| panic!("no SigIgn in {status:?}"));
+    u64::from_str_radix(line.trim(), 16).expect("hex mask") & !(0b11 << 31)
+}
+
+/// A daemon started with signals ignored (a non-interactive shell's `&` ignores SIGINT and
+/// SIGQUIT, `nohup` SIGHUP) still starts its programs as a terminal would, with every signal's
+/// default action: an ignored signal survives `exec` (a caught one does not), and without the
+/// reset Ctrl+\ would stop nothing in its sessions.
+#[tokio::test]
+async fn programs_start_with_default_signal_actions_whatever_the_daemon_ignores() {
+    let d = Daemon::start_launch(&common::config(""), |launch| {
+        launch
+            .wrapper(["sh", "-c", "trap '' HUP INT QUIT TERM; exec \"$@\"", "sh"])
+            .args(["--token", SIGNALS_TOKEN])
+    });
+    // The premise: the daemon itself still ignores SIGQUIT (SIGHUP, SIGINT and SIGTERM it
+    // catches, which `exec` resets anyway).
+    let daemon = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).expect("status");
+    let quit = 1u64 << (Signal::SIGQUIT as i32 - 1);
+    assert_eq!(ignored_signals(&daemon) & quit, quit, "{daemon}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session_file = dir.path().join("session");
+    let script = format!(
+        "cat /proc/$$/status > {}.tmp && mv {0}.tmp {0}; exec sleep 100",
+        session_file.display()
+    );
+    let r = reqwest::Client::new()
+        .post(d.http("/api/sessions"))
+        .bearer_auth(SIGNALS_TOKEN)
+        .json(&json!({"cmd": ["sh", "-c", script]}))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(r.status(), 201);
+    common::eventually("the session's program to write its status", || {
+        session_file.exists()
+    })
+    .await;
+    let status = std::fs::read_to_string(&session_file).expect("read");
+    assert_eq!(
+        ignored_signals(&status),
+        0,
+        "a session's program ignores signals:\n{status}"
+    );
+
+    let resp = reqwest::Client::new()
+        .post(d.http("/api/exec"))
+        .bearer_auth(SIGNALS_TOKEN)
+        .json(&json!({"cmd": ["cat", "/proc/self/status"]}))
+        .send()
+        .await
+        .expect("exec");
+    let mut s = common::sse::Sse::from_response(resp, "/api/exec");
+    s.until_end().await;
+    let status = s.of("stdout").concat();
+    assert_eq!(
+        ignored_signals(&status),
+        0,
+        "an exec's program ignores signals:\n{status}"
+    );
+}
