@@ -697,6 +697,37 @@ fn snapshot_keeps_the_character_rep_repeats() {
     }
 }
 
+/// A sequence too long to hold back is passed through, and the snapshot re-opens one of its
+/// kind. REP's character outlives it when it ends without a dispatch (a CSI being ignored, in
+/// vte and in xterm.js alike): the snapshot carries it into the open sequence, so a joiner
+/// repeats what everyone else repeats. Found by the fuzz target `snapshot_roundtrip` (seed
+/// 0xee24d71000000214: the character was lost behind an open DCS).
+#[test]
+fn snapshot_keeps_the_character_rep_repeats_inside_an_open_sequence() {
+    use ptyhub::term::model::ScreenModel;
+    let nz = |n| std::num::NonZeroU16::new(n).unwrap();
+    // `<` among a CSI's parameters makes it one to ignore; 5000 of them overflow the carry.
+    let open = [&b"\x1b[31mab\x1b[1<"[..], &[b'0'; 5000]].concat();
+    let mut model = ScreenModel::new(3, 20, 0);
+    model.process(&open);
+    assert_eq!(model.pending_len(), 0, "the sequence is passed through");
+    let mut joiner = vt100::Parser::new(nz(3), nz(20), 0);
+    joiner.process(&model.snapshot_ansi(usize::MAX));
+    let rest = b"m\x1b[3b";
+    model.process(rest);
+    joiner.process(rest);
+    assert_eq!(model.screen().contents(), "abbbb", "the model repeats b");
+    assert_eq!(joiner.screen().contents(), model.screen().contents());
+    assert_eq!(
+        joiner.screen().cursor_position(),
+        model.screen().cursor_position()
+    );
+    assert_eq!(
+        joiner.screen().cell(0, 4).map(vt100::Cell::fgcolor),
+        model.screen().cell(0, 4).map(vt100::Cell::fgcolor),
+    );
+}
+
 /// `ScreenModel::scrollback_len` (the main screen's, "even while the alternate screen is
 /// active") is current while an oversized sequence is passed through: it is read from the
 /// main grid, not noted after each chunk the parser ends at a sequence boundary.

@@ -36,6 +36,24 @@ fn resume_prefix(state: State) -> &'static str {
     }
 }
 
+/// Whether the joiner, re-opened by [`resume_prefix`], is in the kind of state `state` is, so
+/// that the rest of the sequence ends it as it ends the model's (dispatching, and so
+/// forgetting REP's character, or not). A CSI or DCS still in its parameters resumes as one
+/// to ignore (so that the joiner never acts on parameters it does not have): the model's will
+/// most likely dispatch and forget REP's character, the joiner's never will, so the character
+/// is not carried there.
+fn resumes_in_kind(state: State) -> bool {
+    !matches!(
+        state,
+        State::DcsEntry
+            | State::DcsParam
+            | State::DcsIntermediate
+            | State::CsiEntry
+            | State::CsiParam
+            | State::CsiIntermediate
+    )
+}
+
 /// Render the snapshot of `live` once, with up to `max_scrollback` lines that
 /// [`SnapshotParts::assemble`] can then trim without rendering again. `open` is the kind of
 /// sequence the parser is inside, when one too long to hold back was fed: the snapshot ends
@@ -80,9 +98,16 @@ pub(crate) fn snapshot_parts(
         Rendered::of(live).write(&mut screen, &alt_extras, live);
     }
     screen.push_str(&live.input_mode_formatted());
-    match open {
-        Some(state) => screen.push_str(resume_prefix(state)),
-        None => screen.push_str(&reprint_last_char(live).unwrap_or_default()),
+    // REP's character is forgotten when a sequence ends (dispatched), not when it opens: inside
+    // an oversized sequence the model still holds it, and one that ends without a dispatch (a
+    // string of SOS/PM/APC, a CSI or DCS being ignored) leaves it to a REP after it. So it is
+    // printed before the sequence is re-opened, wherever the joiner resumes in the model's own
+    // kind of state and so ends it alike.
+    if open.is_none_or(resumes_in_kind) {
+        screen.push_str(&reprint_last_char(live).unwrap_or_default());
+    }
+    if let Some(state) = open {
+        screen.push_str(resume_prefix(state));
     }
     SnapshotParts {
         lines,
@@ -92,8 +117,9 @@ pub(crate) fn snapshot_parts(
 }
 
 /// What makes REP (`CSI b`) repeat in the joiner what it would repeat in `live`: the last
-/// printed character, which any control function makes both vt100 and xterm.js forget, so it
-/// is only known when the stream's last action printed it. The snapshot then ends by printing
+/// printed character, which the end of any control function makes both vt100 and xterm.js
+/// forget, so it is only known when the stream's last action printed it (or opened the
+/// sequence still open). The snapshot then ends by printing
 /// that cell again where it stands: the pen is the cell's (setting another would have made REP
 /// forget it), and the cursor ends where it was, waiting to wrap after the last column too.
 /// `None` when nothing is to be repeated.

@@ -302,9 +302,9 @@ const PROBES: &[&[u8]] = &[
     b"\x1b[H\x1bM\x1bMtop",
 ];
 /// REP repeats the last printed character until the next control function, as xterm.js does.
-/// The bulk skip must keep it. A snapshot carries it in the common case (pinned by
-/// `snapshot_keeps_the_character_rep_repeats` in tests/properties.rs), but not in every state
-/// the fuzzer reaches (snapshot_roundtrip seed 0xee24d71000000214): not probed there yet.
+/// The bulk skip must keep it, and a snapshot carry it, into a sequence it leaves open too
+/// (snapshot_roundtrip seed 0xee24d71000000214; pinned by the two
+/// `snapshot_keeps_the_character_rep_repeats*` tests in tests/properties.rs).
 const REP_PROBE: &[u8] = b"\x1b[3bREP";
 /// Probes that restore the saved cursor, valid only where it is reproducible.
 const SAVED_CURSOR_PROBES: &[&[u8]] = &[
@@ -611,7 +611,7 @@ pub fn check_snapshot(
     let reproducible = saved_cursor_reproducible(model.screen());
     if kept == all {
         let (got, model) = (probe_base(got.screen()), probe_base(model.screen()));
-        for probe in PROBES {
+        for probe in PROBES.iter().chain([&REP_PROBE]) {
             assert_same_after(&got, &model, probe, &what);
         }
         for probe in SAVED_CURSOR_PROBES.iter().filter(|_| reproducible) {

@@ -289,6 +289,13 @@ impl Buffer {
         // at the end in one pass.
         let mut to_insert: Vec<(usize, Vec<Line>)> = Vec::new();
         let mut count_to_insert = 0;
+        // The buffer's length (xterm.js's `lines.length`). A line xterm.js pops off the end to
+        // keep the cursor's row is only made past the end of its circular list, where `get`
+        // still finds it: the lines looked at further up include it, and a wrapped one is
+        // rewrapped there, its new lines inserted below the kept ones as any others (the
+        // popped line itself is lost). So popped lines stay in `self.lines` past `len` until
+        // the lines are put in place.
+        let mut len = self.lines.len();
         // One past the line looked at (xterm.js's `y + 1`): lines are looked at bottom up.
         let mut next = self.lines.len();
         while next > 0 {
@@ -318,10 +325,10 @@ impl Buffer {
                 continue;
             }
             let lines_to_add = dest_lengths.len().saturating_sub(group);
-            let trimmed_lines = if self.ybase == 0 && self.y + 1 != self.lines.len() {
+            let trimmed_lines = if self.ybase == 0 && self.y + 1 != len {
                 (self.y + lines_to_add).saturating_sub(self.max_length)
             } else {
-                (self.lines.len() + lines_to_add).saturating_sub(self.max_length)
+                (len + lines_to_add).saturating_sub(self.max_length)
             };
 
             // The group and its new lines, taken out to be rewrapped in place.
@@ -385,14 +392,14 @@ impl Buffer {
                 if self.ybase == 0 {
                     if self.y + 1 < new_rows {
                         self.y += 1;
-                        self.lines.pop();
+                        len = len.saturating_sub(1);
                     } else {
                         self.ybase += 1;
                     }
                 } else if self.ybase
                     < self
                         .max_length
-                        .min(self.lines.len() + count_to_insert)
+                        .min(len + count_to_insert)
                         .saturating_sub(new_rows)
                 {
                     self.ybase += 1;
@@ -401,6 +408,7 @@ impl Buffer {
             self.saved_y = (self.saved_y + lines_to_add).min(self.ybase + new_rows - 1);
         }
 
+        self.lines.truncate(len);
         if to_insert.is_empty() {
             return;
         }
