@@ -134,7 +134,7 @@ async fn first_line_pid(p: &mut Pipe) -> i32 {
 }
 
 /// Whether any process (zombies included) is `pid` or in its process group.
-fn group_alive(pid: i32) -> bool {
+pub(crate) fn group_alive(pid: i32) -> bool {
     if std::path::Path::new(&format!("/proc/{pid}")).exists() {
         return true;
     }

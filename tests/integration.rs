@@ -12,6 +12,7 @@ mod board;
 mod cli;
 mod cluster;
 mod collab;
+mod dead_peer;
 mod docs;
 mod exec;
 mod faults;

@@ -334,6 +334,11 @@ impl Daemon {
         (resyncs, warnings)
     }
 
+    /// Its WARN/ERROR lines so far, counted by message (see [`warning_kinds`]).
+    pub(crate) fn warnings_by_message(&self) -> Vec<(usize, String)> {
+        warning_kinds(&self.log_findings().1)
+    }
+
     /// SIGTERM, wait, SIGKILL if needed, then make sure no session process outlived it.
     /// Returns what went wrong (nothing, normally).
     fn stop(&mut self) -> Vec<String> {

@@ -10,7 +10,8 @@
 //! The daemon's RSS, open fds, threads and child processes are sampled throughout. After a
 //! warm-up everything is closed and the daemon measured at rest; at the end again. The run fails
 //! when RSS grew more than 10% over the warm-up's level, when an fd or a thread is left over,
-//! when a process of an ended session is left, or when a byte was lost or changed.
+//! when a process of an ended session is left, or when a byte was lost or changed. Its summary
+//! counts the daemon's WARN/ERROR lines by message: what an operator would find in the journal.
 
 #[path = "soak/viewer.rs"]
 mod viewer;
@@ -106,6 +107,8 @@ pub(crate) struct SoakRow {
     /// Bytes lost or changed in pastes and uploads, and counters whose lines were wrong.
     lost_bytes: u64,
     counter_failures: u64,
+    /// The daemon's WARN/ERROR lines over the run, counted by message, most frequent first.
+    warnings: Vec<(usize, String)>,
 }
 
 impl SoakRow {
@@ -316,6 +319,7 @@ async fn soak_run(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<So
 
     let sessions: Vec<Uuid> = lock(&env.sessions).iter().copied().collect();
     daemon.sessions.extend(sessions);
+    let warnings = daemon.warnings_by_message();
     daemon.finish("soak", notes);
     let c = &env.counts;
     let op_failures = lock(&env.failures).clone();
@@ -335,6 +339,7 @@ async fn soak_run(s: &Settings, ctx: &Ctx, notes: &mut Vec<String>) -> Result<So
         orphans_during: c.orphan_sessions.load(Ordering::Relaxed),
         lost_bytes: c.lost_bytes.load(Ordering::Relaxed),
         counter_failures: c.counter_failures.load(Ordering::Relaxed),
+        warnings,
     })
 }
 
@@ -680,6 +685,16 @@ pub(crate) fn print(r: &SoakRow, out: &mut Map<String, Value>) {
         .map(|(name, ok)| format!("{name}: {}", if *ok { "ok" } else { "FAILED" }))
         .collect();
     println!("invariants: {}", held.join(", "));
+    // Each kind a person would find in the daemon's journal after such a day, with its count:
+    // none should be there that an operator could not act on.
+    let logged: usize = r.warnings.iter().map(|(n, _)| n).sum();
+    println!(
+        "daemon log: {logged} WARN/ERROR lines{}",
+        if logged == 0 { "" } else { ", by message:" }
+    );
+    for (n, kind) in &r.warnings {
+        println!("  {n:>8} × {kind}");
+    }
 
     let quiet = |q: &Quiet| {
         json!({
@@ -737,6 +752,7 @@ pub(crate) fn print(r: &SoakRow, out: &mut Map<String, Value>) {
             },
             "counts": counts,
             "invariants": invariants,
+            "warnings": r.warnings.iter().map(|(n, kind)| json!({"count": n, "message": kind})).collect::<Vec<_>>(),
             // [seconds, rss_kib, fds, threads, processes, sessions, viewers]
             "samples": r.samples.iter().map(|s| json!([
                 (s.at * 10.0).round() / 10.0, s.rss_kib, s.fds, s.threads,

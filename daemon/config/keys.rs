@@ -177,6 +177,9 @@ section! {
         /// counted from the accept, a TLS handshake included), and may stay idle between
         /// requests, before it is closed.
         header_timeout: Duration = PositiveDuration,
+        /// A connection whose data stays unacknowledged this long, or that answers no keepalive
+        /// probe for as long, is closed (`TCP_USER_TIMEOUT`; zero: the kernel's defaults).
+        dead_peer_timeout: Duration = AnyDuration,
         /// Most API tokens kept (`/api/tokens`, `ptyhub token create`); one more is 409.
         max_api_tokens: usize = Int<1, 1_000_000>,
     }

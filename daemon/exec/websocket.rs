@@ -7,6 +7,10 @@
 //! piece went to the socket, so a client that does not read stalls only its own process (its
 //! pipes fill); the reader takes the next message only after stdin took the previous one, so
 //! input is never dropped and a fast sender is slowed to the program's pace.
+//!
+//! A quiet exec pings its client every [`Bounds::heartbeat`], so a client whose network
+//! vanished has data unacknowledged and the connection's user timeout ends it (the daemon's
+//! `http/dead_peer.rs`), its process group with it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +71,8 @@ pub struct Bounds {
     pub timeout: Option<Duration>,
     /// The caller's API token's revocation or expiry: the group is ended, close 1008.
     pub limits: Limits,
+    /// A ping goes out this long after anything was last sent.
+    pub heartbeat: Duration,
 }
 
 /// Serves one pipe-mode exec until the program ends, the client goes, `bounds.timeout` passes
@@ -80,7 +86,11 @@ pub async fn run(
     execs: Arc<Execs>,
     bounds: Bounds,
 ) {
-    let Bounds { timeout, limits } = bounds;
+    let Bounds {
+        timeout,
+        limits,
+        heartbeat,
+    } = bounds;
     let halves = socket::split(ws.into_inner());
     let mut write = halves.write;
     let tcp = halves.tcp;
@@ -123,6 +133,10 @@ pub async fn run(
                     }
                     Event::Exited(info) => return Ok::<_, std::io::Error>(End::Exited(info)),
                 },
+                // Every turn of the loop starts a new wait: only a quiet connection is pinged.
+                _ = tokio::time::sleep(heartbeat) => {
+                    send(&mut write, &mut out, OpCode::Ping, b"").await?;
+                }
             }
         }
     };

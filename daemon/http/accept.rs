@@ -37,6 +37,11 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
             },
         };
         let _ = stream.set_nodelay(true);
+        if let Err(e) =
+            super::dead_peer::watch(&stream, peer.ip(), state.cfg.limits.dead_peer_timeout)
+        {
+            debug!(%peer, "dead-peer socket options not set: {e}");
+        }
         // A trusted proxy's connection carries many clients: it is counted under each
         // request's forwarded address instead (see `Slot::from_client`), and under the proxy
         // only against `[proxy] max_connections`.

@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt;
 use tracing::{debug, info};
 
 use super::connections::Slot;
-use super::sse::{channel, encode, Sink, KEEP_ALIVE};
+use super::sse::{channel, encode, Sink, HEARTBEAT, HEARTBEAT_LINE};
 use crate::auth::{Ended, Limits};
 use crate::exec::child::{self, Event, ExecChild, ExecSpec};
 use crate::exec::{websocket, Execs, Kind, Permit};
@@ -33,6 +33,10 @@ use super::*;
 /// Pieces of output (each at most a pipe read, 256 KiB, as text) waiting for an SSE client:
 /// about 1 MiB per exec at most.
 const SSE_QUEUE: usize = 4;
+
+/// How long the last events of a stream (what a killed group wrote, `done`, `access_ended`)
+/// may wait for a client that does not take them.
+const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What `GET /api/exec` asks for.
 struct PipeQuery {
@@ -162,6 +166,7 @@ pub(super) fn websocket(
                 let bounds = websocket::Bounds {
                     timeout: q.timeout,
                     limits,
+                    heartbeat: HEARTBEAT,
                 };
                 websocket::run(ws, child, permit, cfg, execs, bounds).await
             }
@@ -274,7 +279,7 @@ async fn run_sse(
             let exit = child.terminate(execs.kill_grace).await;
             permit.finish(Some(&exit), false);
             let said = sink.send(super::sse::access_ended(why));
-            let _ = tokio::time::timeout(KEEP_ALIVE, said).await;
+            let _ = tokio::time::timeout(LAST_WORDS, said).await;
             child.end_leftovers(execs.kill_grace).await;
             return;
         }
@@ -293,7 +298,7 @@ async fn run_sse(
             let exit = child.terminate(execs.kill_grace).await;
             // What the group wrote before it died is still in the pipes: pass it on.
             let drain = pump(&mut child, &sink, &mut carry, execs.metrics());
-            let _ = tokio::time::timeout(KEEP_ALIVE, drain).await;
+            let _ = tokio::time::timeout(LAST_WORDS, drain).await;
             (exit, matches!(end, End::TimedOut))
         }
     };
@@ -308,12 +313,13 @@ async fn run_sse(
     let exit_code = Some(exit.code);
     let done = exec_sse::done_json(exit_code, exit.signal.as_deref(), timed_out, ms);
     encode(&mut out, None, Some("done"), &done);
-    let _ = tokio::time::timeout(KEEP_ALIVE, sink.send(out)).await;
+    let _ = tokio::time::timeout(LAST_WORDS, sink.send(out)).await;
     child.end_leftovers(execs.kill_grace).await;
 }
 
-/// Sends the process's output as events until it has exited (a keep-alive comment while it is
-/// quiet); `ClientGone` if the client went first. What it sends is counted in `metrics`.
+/// Sends the process's output as events until it has exited (a heartbeat comment every
+/// [`HEARTBEAT`] while it is quiet, so a vanished client is noticed: `dead_peer.rs`);
+/// `ClientGone` if the client went first. What it sends is counted in `metrics`.
 async fn pump(
     child: &mut ExecChild,
     sink: &Sink,
@@ -323,8 +329,8 @@ async fn pump(
     loop {
         let ev = tokio::select! {
             ev = child.next() => ev,
-            _ = tokio::time::sleep(KEEP_ALIVE) => {
-                if !sink.send(": keep-alive\n\n".to_owned()).await {
+            _ = tokio::time::sleep(HEARTBEAT) => {
+                if !sink.send(HEARTBEAT_LINE.to_owned()).await {
                     return End::ClientGone;
                 }
                 continue;

@@ -7,6 +7,7 @@ mod accept;
 mod audit;
 mod cluster;
 pub mod connections;
+mod dead_peer;
 mod exec;
 mod guard;
 mod lsp;

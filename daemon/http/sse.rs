@@ -1,5 +1,5 @@
 //! Server-sent event streams (docs/protocol.md section 14): the wire encoding, `Last-Event-ID`
-//! resume, keep-alive comments, and the two streams: the daemon's lifecycle events and a
+//! resume, heartbeat comments, and the two streams: the daemon's lifecycle events and a
 //! session's output as text lines.
 //!
 //! hyper polls each stream's body as the client reads: a client that stops reading stalls only
@@ -8,7 +8,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
@@ -27,8 +26,12 @@ use crate::term::lines::{Line, Lines};
 
 use super::*;
 
-/// A comment line this often while a stream is quiet, so proxies keep it open.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often a quiet stream sends a comment: proxies keep it open, and a client whose network
+/// vanished always has data unacknowledged, so `limits.dead_peer_timeout` bounds how long it
+/// takes to notice it (`dead_peer.rs`).
+pub use super::dead_peer::HEARTBEAT;
+/// The comment, which every client ignores.
+pub const HEARTBEAT_LINE: &str = ": keep-alive\n\n";
 /// Events sent when the client names no starting point.
 const DEFAULT_TAIL: usize = 100;
 /// Output read from the log per step.
@@ -132,7 +135,7 @@ impl Drop for Counted {
 
 /// A `text/event-stream` response whose body hyper polls straight from `follower` as the
 /// client reads: no task or queue of its own, so an idle follower costs only its state. A
-/// comment goes out after [`KEEP_ALIVE`] without anything sent. It ends when the follower
+/// comment goes out after [`HEARTBEAT`] without anything sent. It ends when the follower
 /// does, the daemon shuts down, or the client goes (hyper drops it).
 fn stream<F: Follower>(
     state: &Arc<AppState>,
@@ -144,7 +147,7 @@ fn stream<F: Follower>(
         return e.response();
     }
     let shutdown = state.shutdown.clone();
-    let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
+    let ping_at = tokio::time::Instant::now() + HEARTBEAT;
     let counted = Counted::new(state.metrics.clone());
     let start = (follower, shutdown, counted, ping_at, Some(limits));
     let frames = futures_util::stream::unfold(start, |state| async move {
@@ -155,12 +158,12 @@ fn stream<F: Follower>(
         let (text, limits) = tokio::select! {
             biased;
             text = follower.next() => (text?, Some(limits)),
-            _ = tokio::time::sleep_until(ping_at) => (": keep-alive\n\n".to_owned(), Some(limits)),
+            _ = tokio::time::sleep_until(ping_at) => (HEARTBEAT_LINE.to_owned(), Some(limits)),
             _ = shutdown.cancelled() => return None,
             why = limits.wait() => (access_ended(why), None),
         };
         let frame = Ok::<_, Infallible>(Frame::data(Bytes::from(text)));
-        let ping_at = tokio::time::Instant::now() + KEEP_ALIVE;
+        let ping_at = tokio::time::Instant::now() + HEARTBEAT;
         Some((frame, (follower, shutdown, counted, ping_at, limits)))
     });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
