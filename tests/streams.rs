@@ -305,3 +305,76 @@ async fn a_keep_alive_comment_comes_while_output_brings_no_whole_line() {
         }
     }
 }
+
+/// A flood's output window is let go once the session is quiet and every reader has taken it
+/// (`daemon/session/output_log.rs`, `Release`), and nothing is lost on the way: the viewer,
+/// a follower of the log and the recording have all of it, and what comes after reaches each
+/// of them and a new joiner; only a read from the first byte is told it is gone.
+#[tokio::test]
+async fn a_quiet_session_lets_go_of_a_flood_every_reader_has_taken() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut c = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    c.wait_screen("$ ").await;
+    let mut log = Sse::open(
+        &d.http(&format!("/api/sessions/{id}/log?follow=1&tail=0")),
+        None,
+    )
+    .await;
+    // 300 KB, several times what a quiet log keeps (64 KiB), well within its 4 MiB window.
+    c.type_str(
+        "seq -f 'line %06g of the flood, long enough to fill the log' 5000; echo FLOOD-$((6*7))\r",
+    )
+    .await;
+    c.wait_screen("FLOOD-42").await;
+    log.until("the flood's end", |e| {
+        e.iter().any(|e| e.data == "FLOOD-42")
+    })
+    .await;
+    let lines = log.texts();
+    let first = lines.iter().position(|l| l.starts_with("line 000001 "));
+    let last = lines.iter().position(|l| l.starts_with("line 005000 "));
+    assert!(
+        matches!((first, last), (Some(a), Some(b)) if b - a == 4999),
+        "every line, in order"
+    );
+
+    // Quiet, and taken by everyone: a read from the first byte is reset past the flood's
+    // start (without the release the window still holds it all).
+    let url = d.http(&format!("/api/sessions/{id}/log"));
+    common::eventually_async("the log lets go of the flood", || async {
+        let mut from_start = Sse::open(&url, Some("0")).await;
+        from_start.until_end().await;
+        from_start.events.first().is_some_and(|e| {
+            e.event == "reset"
+                && serde_json::from_str::<Value>(&e.data).expect("json")["oldest"]
+                    .as_u64()
+                    .is_some_and(|oldest| oldest > 150_000)
+        })
+    })
+    .await;
+
+    // What comes next reaches the viewer, the follower, a joiner and the recording, which
+    // kept the whole flood.
+    c.type_str("echo AFTER-$((1+1))\r").await;
+    c.wait_screen("AFTER-2").await;
+    log.until("the output after", |e| {
+        e.iter().any(|e| e.data == "AFTER-2")
+    })
+    .await;
+    let mut joiner = Client::connect(&d.ws(id, "")).await;
+    joiner.wait_screen("AFTER-2").await;
+    let recording = d.http(&format!("/api/sessions/{id}/recording"));
+    common::eventually_async("the recording has it all", || async {
+        let text = reqwest::get(&recording)
+            .await
+            .expect("GET")
+            .text()
+            .await
+            .expect("body");
+        ["line 000001 of", "line 005000 of", "FLOOD-42", "AFTER-2"]
+            .iter()
+            .all(|s| text.contains(s))
+    })
+    .await;
+}

@@ -145,14 +145,14 @@ pub fn read(text: &ScreenText, patterns: &ScreenPatterns, rows: usize, at: Insta
 
 /// The patterns' verdict on `bottom`: waiting patterns first, then working ones.
 pub fn judge(bottom: &str, patterns: &ScreenPatterns) -> Option<Verdict> {
-    if let Some(found) = patterns.waiting.iter().find_map(|p| p.find(bottom)) {
+    if let Some(found) = patterns.waiting().iter().find_map(|p| p.find(bottom)) {
         return Some(Verdict {
             state: State::Waiting,
             question: question(bottom, found.start()),
         });
     }
     patterns
-        .working
+        .working()
         .iter()
         .any(|p| p.is_match(bottom))
         .then(|| Verdict {

@@ -1,10 +1,10 @@
 //! An assistant's attention settings: the screen patterns of `[assistants.KEY.state]`
-//! (regular expressions compiled once, while the config is read, so that a bad one is a config
-//! error at its file, line and column) and `state_hooks`, how ptyhub wires the agent's own
-//! hooks to tell it its state.
+//! (regular expressions checked while the config is read, so that a bad one is a config error
+//! at its file, line and column, and compiled for matching when a session first reads a screen
+//! with them) and `state_hooks`, how ptyhub wires the agent's own hooks to tell it its state.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use regex::{Regex, RegexBuilder};
 use serde::de::{self, Deserializer, Visitor};
@@ -17,31 +17,71 @@ const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 /// The screen patterns of one assistant: a screen whose bottom rows match a `waiting` pattern
 /// needs its user; else one matching a `working` pattern is busy (docs: README, "Attention").
 ///
+/// Compiled on first use, not as the config is read: the default config's assistants' patterns
+/// held about 1 MiB compiled, from start, in a daemon that may never run those assistants.
 /// Cloning shares the compiled patterns *and their match caches*: a cloned `Regex` would start
 /// a cache pool of its own (tens of KiB once used), which every session cloning its
 /// assistant's patterns paid for.
 #[derive(Debug, Clone, Default)]
-pub struct ScreenPatterns {
-    /// Tried first.
-    pub waiting: Arc<[Regex]>,
-    /// Tried when no `waiting` pattern matched.
-    pub working: Arc<[Regex]>,
+pub struct ScreenPatterns(Arc<Patterns>);
+
+/// The sources as written, and their compiled form once asked for.
+#[derive(Debug, Default)]
+struct Patterns {
+    waiting: Box<[Box<str>]>,
+    working: Box<[Box<str>]>,
+    compiled: OnceLock<Compiled>,
+}
+
+#[derive(Debug)]
+struct Compiled {
+    waiting: Box<[Regex]>,
+    working: Box<[Regex]>,
 }
 
 impl ScreenPatterns {
+    /// Patterns from their sources, each already checked with [`compile`].
+    fn from_sources(waiting: Vec<Box<str>>, working: Vec<Box<str>>) -> Self {
+        Self(Arc::new(Patterns {
+            waiting: waiting.into(),
+            working: working.into(),
+            compiled: OnceLock::new(),
+        }))
+    }
+
     /// Whether there is no pattern at all (the terminal rule alone decides).
     pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty() && self.working.is_empty()
+        self.0.waiting.is_empty() && self.0.working.is_empty()
+    }
+
+    /// Tried first (compiled on the first call).
+    pub fn waiting(&self) -> &[Regex] {
+        &self.compiled().waiting
+    }
+
+    /// Tried when no `waiting` pattern matched (compiled on the first call).
+    pub fn working(&self) -> &[Regex] {
+        &self.compiled().working
+    }
+
+    fn compiled(&self) -> &Compiled {
+        self.0.compiled.get_or_init(|| {
+            // Each source compiled once already, while the config was read: a failure now
+            // cannot happen, and would only leave that pattern out.
+            let all =
+                |sources: &[Box<str>]| sources.iter().filter_map(|s| compile(s).ok()).collect();
+            Compiled {
+                waiting: all(&self.0.waiting),
+                working: all(&self.0.working),
+            }
+        })
     }
 }
 
 /// Two sets of patterns are the same when their sources are.
 impl PartialEq for ScreenPatterns {
     fn eq(&self, other: &Self) -> bool {
-        fn same(a: &[Regex], b: &[Regex]) -> bool {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.as_str() == y.as_str())
-        }
-        same(&self.waiting, &other.waiting) && same(&self.working, &other.working)
+        self.0.waiting == other.0.waiting && self.0.working == other.0.working
     }
 }
 
@@ -101,8 +141,9 @@ impl<'de> Deserialize<'de> for StateHooks {
     }
 }
 
-/// One pattern as written: a regular expression (Rust `regex` syntax), compiled as it is read.
-pub(super) struct Pattern(pub(super) Regex);
+/// One pattern as written: a regular expression (Rust `regex` syntax), checked as it is read
+/// (compiled, then let go: see [`ScreenPatterns`]).
+pub(super) struct Pattern(pub(super) Box<str>);
 
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -113,7 +154,8 @@ impl<'de> Deserialize<'de> for Pattern {
                 f.write_str("a regular expression string")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
-                compile(s).map(Pattern).map_err(E::custom)
+                compile(s).map_err(E::custom)?;
+                Ok(Pattern(s.into()))
             }
         }
         d.deserialize_any(V)
@@ -154,10 +196,10 @@ pub(super) struct RawPatterns {
 impl RawPatterns {
     /// The patterns as the daemon reads them.
     pub(super) fn finish(self) -> ScreenPatterns {
-        ScreenPatterns {
-            waiting: self.waiting.into_iter().map(|p| p.0).collect(),
-            working: self.working.into_iter().map(|p| p.0).collect(),
-        }
+        ScreenPatterns::from_sources(
+            self.waiting.into_iter().map(|p| p.0).collect(),
+            self.working.into_iter().map(|p| p.0).collect(),
+        )
     }
 }
 
@@ -172,6 +214,25 @@ mod tests {
         assert!(compile(r"(?m)^\s*Do you want to proceed\?").is_ok());
         // Look-around is not Rust regex syntax.
         assert!(compile("(?=x)").unwrap_err().contains("look-around"));
+    }
+
+    #[test]
+    fn patterns_are_compiled_when_first_used_and_shared_by_clones() {
+        let config = crate::config::Config::default();
+        let patterns = &config.assistants["claude"].state;
+        assert!(!patterns.is_empty());
+        assert!(
+            patterns.0.compiled.get().is_none(),
+            "nothing compiled as the config is read"
+        );
+        let clone = patterns.clone();
+        assert_eq!(clone.waiting().len(), patterns.0.waiting.len());
+        assert!(
+            patterns.0.compiled.get().is_some(),
+            "the clone compiled them for both"
+        );
+        assert!(std::ptr::eq(clone.working(), patterns.working()));
+        assert!(clone.waiting()[0].as_str() == &*patterns.0.waiting[0]);
     }
 
     #[test]

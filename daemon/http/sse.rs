@@ -328,6 +328,7 @@ pub(super) fn log(
         None => (log.start(), Some(q.tail.unwrap_or(DEFAULT_TAIL))),
     };
     let follower = LogLines {
+        cursor: log.cursor(at),
         log,
         info: handle.watch_info(),
         ended: handle.ended(),
@@ -345,6 +346,8 @@ pub(super) fn log(
 /// The session log stream's state between reads.
 struct LogLines {
     log: Arc<crate::session::output_log::SharedLog>,
+    /// `at`, for the log: it keeps what this stream has still to read.
+    cursor: crate::session::output_log::Cursor,
     info: tokio::sync::watch::Receiver<crate::session::SessionInfo>,
     ended: tokio_util::sync::CancellationToken,
     follow: bool,
@@ -377,6 +380,7 @@ impl Follower for LogLines {
                         let data = json!({"oldest": self.log.start()}).to_string();
                         encode(&mut self.out, None, Some("reset"), &data);
                         self.at = self.log.start();
+                        self.cursor.set(self.at);
                         self.lines = Lines::new();
                         self.found.clear();
                         continue;
@@ -387,6 +391,7 @@ impl Follower for LogLines {
                 }
                 self.lines.feed(&buf, self.at, &mut self.found);
                 self.at = next;
+                self.cursor.set(next);
                 if self.keep.is_none() && !self.found.is_empty() {
                     for line in self.found.drain(..) {
                         encode(&mut self.out, Some(line.offset), None, &line.text);

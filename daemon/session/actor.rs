@@ -27,7 +27,7 @@ use super::handle::{command_queue, Command, HandleParts, OnEnd, SessionHandle, W
 use super::handoff::SessionHandoff;
 use super::identity::{placeholder_info, Identity};
 use super::input::INPUT_QUEUE_BYTES;
-use super::output_log::SharedLog;
+use super::output_log::{Release, SharedLog};
 use super::program::Program;
 use super::recorder_feed::{FeedSender, RecorderFeed};
 use super::recorder_pace;
@@ -75,6 +75,8 @@ struct Session {
     recorder: RecorderFeed,
     /// The output, which viewers read from their own offsets.
     log: Arc<SharedLog>,
+    /// When the log lets go of what every reader has taken (once the session is quiet).
+    release: Release,
     /// The daemon's latest keys: this session's are noted there, and it yields its worker
     /// after a long read while someone types elsewhere.
     recent_keys: Arc<RecentKeys>,
@@ -123,6 +125,10 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
         program,
         screen,
         recorder: RecorderFeed::default(),
+        release: Release::new(
+            cfg.session.output_log_bytes,
+            cfg.session.scrollback_api_bytes,
+        ),
         log,
         recent_keys,
         metrics,
@@ -187,6 +193,7 @@ impl Session {
             let (screen_room, answers, reading) = self.screen.waits();
             let attention_due = self.attention.wait();
             let presence_due = self.viewers.presence_held_until();
+            let release_due = self.release.due();
             // Input first: a key goes to the PTY before any more of earlier output is handed
             // out, so the typist never waits behind the fan-out to the other viewers.
             tokio::select! {
@@ -226,6 +233,7 @@ impl Session {
                 () = attention_due => self.on_attention_timer(),
                 // A name or device change the rate limit kept back goes out now.
                 _ = sleep_until(presence_due) => self.broadcast_presence(None),
+                _ = sleep_until(release_due) => self.release_log(),
             }
             if self.program.ended() {
                 break;
@@ -303,6 +311,7 @@ impl Session {
         self.viewers.expect_replies(queries);
         let start = self.log.head();
         self.log.append(chunk.clone());
+        self.release.appended(&self.log);
         let typist = self.viewers.push_to_typist(start, &chunk);
         // After the typist's echo: the first output after an idle second starts the screen
         // thread again, which the echo need not wait for (the model follows the log anyway).
@@ -350,6 +359,13 @@ impl Session {
         let info = self.status();
         let offset = self.log.head();
         self.broadcast(ViewerEvent::Status { info, offset });
+    }
+
+    /// The session may have been quiet long enough: the log lets go of the output every
+    /// viewer and the recorder has taken (see `output_log.rs`, [`Release`]).
+    fn release_log(&mut self) {
+        let readers = self.viewers.lowest_offset().min(self.recorder.taken());
+        self.release.release(&self.log, readers);
     }
 
     /// A recorder is connected: it starts from the session as it stands.

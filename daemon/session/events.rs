@@ -29,6 +29,11 @@ pub trait LiveOutput: Send + Sync {
     fn try_push(&self, start: u64, chunk: &[u8]) -> bool;
     /// Wakes the viewer's task to catch up from the log.
     fn wake(&self);
+    /// The next log offset the viewer needs, when it can be told now without waiting; `None`
+    /// keeps the whole window for it (see `output_log.rs`, `Release`).
+    fn offset(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a viewer is told by its session.

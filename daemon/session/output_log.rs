@@ -3,11 +3,16 @@
 //! The session actor appends; every viewer reads from its own offset. A viewer whose offset
 //! has fallen out of the window is told so and resyncs with a snapshot: nothing is skipped
 //! silently and memory stays bounded whatever the viewers do.
+//!
+//! The window is kept full only while someone may need it: once the session has been quiet for
+//! [`RELEASE_AFTER`] and every reader the session knows of (its viewers, its recorder) has
+//! taken the output, the log lets go of all but its newest bytes ([`Release`]), so the memory a
+//! flood filled is given back instead of held for the session's life.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -136,6 +141,39 @@ impl OutputLog {
         Ok(at)
     }
 
+    /// Drops the oldest chunks that end at or before `floor` (never the newest chunk), and
+    /// the room their entries took; returns the bytes let go.
+    pub fn release_before(&mut self, floor: u64) -> u64 {
+        let before = self.start;
+        while self.chunks.len() > 1 {
+            let Some(first) = self.chunks.front() else {
+                break;
+            };
+            let end = self.start + first.bytes.len() as u64;
+            if end > floor {
+                break;
+            }
+            self.chunks.pop_front();
+            self.start = end;
+        }
+        // A flood leaves room for a thousand entries; what is kept needs a few.
+        if self.chunks.capacity() > 2 * self.chunks.len() + 16 {
+            self.chunks.shrink_to_fit();
+        }
+        self.start - before
+    }
+
+    /// When the newest chunk was appended (none yet: `None`).
+    pub fn last_append(&self) -> Option<Instant> {
+        self.chunks.back().map(|c| c.at)
+    }
+
+    /// Room for chunk entries (for tests of what [`OutputLog::release_before`] gives back).
+    #[cfg(test)]
+    fn entries_capacity(&self) -> usize {
+        self.chunks.capacity()
+    }
+
     /// Copies the newest bytes still held, at most `max` of them, into `out`.
     pub fn tail(&self, max: usize, out: &mut Vec<u8>) {
         let from = self
@@ -155,12 +193,40 @@ impl OutputLog {
 pub struct SharedLog {
     log: Mutex<OutputLog>,
     head: AtomicU64,
+    /// The oldest byte held, published as `head` is: what the log holds is known without the
+    /// lock (see [`SharedLog::held`]).
+    start: AtomicU64,
     /// Readers waiting in [`SharedLog::wait_past`]: the appender notifies only when there are.
     followers: AtomicUsize,
     /// Wakes those readers.
     grew: tokio::sync::Notify,
     /// The window, in bytes (see [`OutputLog::new`]).
     capacity: usize,
+    /// The positions of readers the session's actor does not know of (log streams): the log
+    /// keeps their bytes when it lets go ([`Release`]).
+    cursors: Arc<Mutex<Vec<Arc<AtomicU64>>>>,
+}
+
+/// A reader's position, registered with its log so that letting go of the window
+/// ([`Release`]) keeps what it has still to read; gone with it.
+#[derive(Debug)]
+pub struct Cursor {
+    at: Arc<AtomicU64>,
+    cursors: Arc<Mutex<Vec<Arc<AtomicU64>>>>,
+}
+
+impl Cursor {
+    /// The reader has read up to `at`.
+    pub fn set(&self, at: u64) {
+        self.at.store(at, Ordering::Release);
+    }
+}
+
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        let mut cursors = self.cursors.lock().unwrap_or_else(|e| e.into_inner());
+        cursors.retain(|c| !Arc::ptr_eq(c, &self.at));
+    }
 }
 
 impl SharedLog {
@@ -169,9 +235,11 @@ impl SharedLog {
         Self {
             log: Mutex::new(OutputLog::new(capacity)),
             head: AtomicU64::new(0),
+            start: AtomicU64::new(0),
             followers: AtomicUsize::new(0),
             grew: tokio::sync::Notify::new(),
             capacity,
+            cursors: Arc::default(),
         }
     }
 
@@ -186,10 +254,12 @@ impl SharedLog {
         log.start = log.head - log.chunks.iter().map(|c| c.bytes.len() as u64).sum::<u64>();
         Self {
             head: AtomicU64::new(log.head),
+            start: AtomicU64::new(log.start),
             log: Mutex::new(log),
             followers: AtomicUsize::new(0),
             grew: tokio::sync::Notify::new(),
             capacity,
+            cursors: Arc::default(),
         }
     }
 
@@ -201,6 +271,7 @@ impl SharedLog {
         // Published under the lock, so a reader that sees the head can read up to it. SeqCst
         // with the followers' count: a follower that registers after this load sees the head.
         self.head.store(head, Ordering::SeqCst);
+        self.start.store(log.start(), Ordering::Release);
         drop(log);
         if self.followers.load(Ordering::SeqCst) > 0 {
             self.grew.notify_waiters();
@@ -267,10 +338,117 @@ impl SharedLog {
         self.lock().start()
     }
 
+    /// Bytes held now (read without the lock: for deciding whether to look closer).
+    pub fn held(&self) -> u64 {
+        let start = self.start.load(Ordering::Acquire);
+        self.head.load(Ordering::Acquire).saturating_sub(start)
+    }
+
+    /// See [`OutputLog::release_before`].
+    pub fn release_before(&self, floor: u64) -> u64 {
+        let mut log = self.lock();
+        let gone = log.release_before(floor);
+        self.start.store(log.start(), Ordering::Release);
+        gone
+    }
+
+    /// A reader's position at `at`, kept by the log until the reader lets go of it.
+    pub fn cursor(&self, at: u64) -> Cursor {
+        let cursor = Arc::new(AtomicU64::new(at));
+        let mut cursors = self.cursors.lock().unwrap_or_else(|e| e.into_inner());
+        cursors.push(cursor.clone());
+        Cursor {
+            at: cursor,
+            cursors: self.cursors.clone(),
+        }
+    }
+
+    /// The lowest position of a [`Cursor`] (`u64::MAX` without any).
+    pub fn lowest_cursor(&self) -> u64 {
+        let cursors = self.cursors.lock().unwrap_or_else(|e| e.into_inner());
+        cursors
+            .iter()
+            .map(|c| c.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// See [`OutputLog::last_append`].
+    pub fn last_append(&self) -> Option<Instant> {
+        self.lock().last_append()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, OutputLog> {
         // A panic while holding this lock cannot leave the log inconsistent (each method
         // completes its updates before anything can panic), so a poisoned lock is still usable.
         self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How long a session's output must have stopped before its log lets go of what its readers
+/// have taken: a burst's short pauses keep the window, and a flood's memory is back within
+/// seconds of its end (issue 39's target: within 10% of idle 10 s after).
+pub const RELEASE_AFTER: Duration = Duration::from_secs(2);
+/// How long the log waits to look again while a reader is still behind once the session is
+/// quiet (a stalled viewer): rarely enough to cost an idle session nothing to speak of.
+pub const RELEASE_RETRY: Duration = Duration::from_secs(5);
+/// Least the log keeps when it lets go: a joiner's snapshot may stand a held-back escape
+/// sequence behind the head, and the scrollback endpoint, a log stream's `tail` and a live
+/// upgrade read the newest bytes.
+pub const RELEASE_KEEP_MIN: usize = 64 * 1024;
+
+/// When a session's log lets go of its window (see the module's head): the actor's side. It
+/// costs the actor one atomic load per output chunk while the log holds no more than it keeps,
+/// and one timer per quiet spell after more.
+#[derive(Debug)]
+pub struct Release {
+    /// Bytes kept when letting go: the scrollback endpoint's, at least [`RELEASE_KEEP_MIN`],
+    /// at most the window.
+    keep: u64,
+    /// When to look next; `None` while there is nothing to let go.
+    due: Option<tokio::time::Instant>,
+}
+
+impl Release {
+    /// For a log of `capacity` bytes whose scrollback endpoint returns `scrollback_api_bytes`.
+    pub fn new(capacity: usize, scrollback_api_bytes: usize) -> Self {
+        let keep = scrollback_api_bytes.max(RELEASE_KEEP_MIN).min(capacity);
+        Self {
+            keep: u64::try_from(keep).unwrap_or(u64::MAX),
+            due: None,
+        }
+    }
+
+    /// Output was appended to `log`: a look is due once the session has been quiet.
+    pub fn appended(&mut self, log: &SharedLog) {
+        if self.due.is_none() && log.held() > self.keep {
+            self.due = Some(tokio::time::Instant::now() + RELEASE_AFTER);
+        }
+    }
+
+    /// When to call [`Release::release`] next, if at all.
+    pub fn due(&self) -> Option<tokio::time::Instant> {
+        self.due
+    }
+
+    /// The look is due: once the session has been quiet for [`RELEASE_AFTER`], lets go of
+    /// `log`'s output before `readers` (the lowest offset the session's readers still need:
+    /// the viewers', the recorder's) and its cursors', keeping the newest `keep` bytes.
+    /// Returns the bytes let go.
+    pub fn release(&mut self, log: &SharedLog, readers: u64) -> u64 {
+        let now = tokio::time::Instant::now();
+        let quiet = log.last_append().map_or(RELEASE_AFTER, |at| at.elapsed());
+        if quiet < RELEASE_AFTER {
+            self.due = Some(now + (RELEASE_AFTER - quiet));
+            return 0;
+        }
+        let readers = readers.min(log.lowest_cursor());
+        let wanted = log.head().saturating_sub(self.keep);
+        let gone = log.release_before(wanted.min(readers));
+        // A reader still behind: look again later. Otherwise nothing more to do until more
+        // output (a newest chunk larger than `keep`, a live upgrade's tail, stays as it is).
+        self.due = (readers < wanted).then(|| now + RELEASE_RETRY);
+        gone
     }
 }
 
@@ -280,7 +458,9 @@ mod tests {
 
     use bytes::Bytes;
 
-    use super::{FellBehind, OutputLog, SharedLog};
+    use super::{
+        FellBehind, OutputLog, Release, SharedLog, RELEASE_AFTER, RELEASE_KEEP_MIN, RELEASE_RETRY,
+    };
 
     fn read_all(log: &OutputLog, from: u64) -> Result<(Vec<u8>, u64), FellBehind> {
         let mut out = Vec::new();
@@ -383,6 +563,97 @@ mod tests {
         let shared = SharedLog::new(1024);
         shared.append(Bytes::from_static(b"hello"));
         assert_eq!(shared.tail(3), b"llo");
+    }
+
+    /// A flood's worth of 4 KiB chunks into `log`, appended `ago`.
+    fn flood(log: &SharedLog, bytes: usize, ago: std::time::Duration) {
+        let at = Instant::now() - ago;
+        for _ in 0..bytes / 4096 {
+            let mut inner = log.lock();
+            inner.append_at(Bytes::from(vec![b'x'; 4096]), at);
+            log.head
+                .store(inner.head(), std::sync::atomic::Ordering::SeqCst);
+            log.start
+                .store(inner.start(), std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn letting_go_gives_back_the_chunks_and_their_room() {
+        let log = SharedLog::new(4 << 20);
+        flood(&log, 4 << 20, std::time::Duration::ZERO);
+        let head = log.head();
+        assert_eq!(log.held(), 4 << 20);
+        assert!(log.lock().entries_capacity() >= 1024);
+        assert_eq!(log.release_before(head - 65536), (4 << 20) - 65536);
+        assert_eq!((log.start(), log.held()), (head - 65536, 65536));
+        assert!(
+            log.lock().entries_capacity() < 64,
+            "the entries' room is given back too"
+        );
+        let mut out = Vec::new();
+        assert_eq!(log.read(head - 65536, usize::MAX, &mut out), Ok(head));
+        assert_eq!(out.len(), 65536, "what is kept reads whole");
+        assert_eq!(log.read(head - 65537, 1, &mut out), Err(FellBehind));
+        // Only whole chunks go, and never the newest.
+        assert_eq!(log.release_before(head - 100), 65536 - 4096);
+        assert_eq!(log.release_before(u64::MAX), 0);
+        assert_eq!(log.held(), 4096);
+    }
+
+    #[tokio::test]
+    async fn the_log_lets_go_once_quiet_and_taken_by_every_reader() {
+        let keep = RELEASE_KEEP_MIN as u64;
+        let log = SharedLog::new(4 << 20);
+        let mut release = Release::new(4 << 20, 1024);
+        release.appended(&log);
+        assert_eq!(release.due(), None, "nothing held: nothing to look at");
+
+        // Output just now: not yet quiet; the look moves to when it will be.
+        flood(&log, 1 << 20, std::time::Duration::ZERO);
+        release.appended(&log);
+        assert!(release.due().is_some());
+        assert_eq!(release.release(&log, u64::MAX), 0);
+        assert!(release
+            .due()
+            .is_some_and(|at| at <= tokio::time::Instant::now() + RELEASE_AFTER));
+        assert_eq!(log.held(), 1 << 20);
+
+        // Quiet, but a viewer is 512 KiB behind: only what it has taken goes, and the log
+        // looks again later.
+        let log = SharedLog::new(4 << 20);
+        flood(&log, 1 << 20, RELEASE_AFTER * 2);
+        let behind = log.head() - (512 << 10);
+        assert_eq!(release.release(&log, behind), 512 << 10);
+        assert_eq!(log.start(), behind);
+        assert!(release
+            .due()
+            .is_some_and(|at| at > tokio::time::Instant::now()
+                && at <= tokio::time::Instant::now() + RELEASE_RETRY));
+        // It caught up: all but the newest `keep` bytes go, and nothing more is due.
+        assert_eq!(release.release(&log, log.head()), (512 << 10) - keep);
+        assert_eq!(log.held(), keep);
+        assert_eq!(release.due(), None);
+
+        // A log stream's cursor holds what it has still to read, until it goes.
+        let log = SharedLog::new(4 << 20);
+        flood(&log, 1 << 20, RELEASE_AFTER * 2);
+        let cursor = log.cursor(4096);
+        assert_eq!(release.release(&log, u64::MAX), 4096);
+        assert!(release.due().is_some());
+        cursor.set(8192);
+        assert_eq!(release.release(&log, u64::MAX), 4096);
+        drop(cursor);
+        assert_eq!(log.lowest_cursor(), u64::MAX);
+        assert_eq!(release.release(&log, u64::MAX), (1 << 20) - 8192 - keep);
+
+        // The scrollback endpoint's bytes are kept when more than the least, and never more
+        // than the window.
+        let log = SharedLog::new(4 << 20);
+        flood(&log, 1 << 20, RELEASE_AFTER * 2);
+        let mut release = Release::new(4 << 20, 256 << 10);
+        assert_eq!(release.release(&log, u64::MAX), (1 << 20) - (256 << 10));
+        assert_eq!(Release::new(65536, 1 << 20).keep, 65536);
     }
 
     #[test]

@@ -200,6 +200,12 @@ impl RecorderFeed {
         self.sender.as_mut()?.pace.behind(head)
     }
 
+    /// The log offset the recorder has taken output up to (`u64::MAX` without one: it needs
+    /// nothing kept).
+    pub(super) fn taken(&self) -> u64 {
+        self.sender.as_ref().map_or(u64::MAX, |s| s.pace.taken())
+    }
+
     /// Resolves when the recorder may have taken more (pending without one).
     pub(super) async fn took(&self) {
         match &self.sender {

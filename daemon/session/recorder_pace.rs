@@ -87,6 +87,11 @@ impl Pace {
         }
     }
 
+    /// The log offset the recorder has taken output up to (`u64::MAX` once it is gone).
+    pub(super) fn taken(&self) -> u64 {
+        self.shared.taken.load(Ordering::SeqCst)
+    }
+
     /// Resolves when the recorder may have taken more (or gone).
     pub(super) async fn took(&self) {
         self.shared.took.notified().await;

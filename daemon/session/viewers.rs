@@ -301,6 +301,16 @@ impl Viewers {
         fanout::push_to_typist(self.typist, &self.members, start, chunk)
     }
 
+    /// The lowest log offset a viewer still needs (0 when one's cannot be told now;
+    /// `u64::MAX` without viewers).
+    pub(super) fn lowest_offset(&self) -> u64 {
+        self.members
+            .values()
+            .map(|m| m.live.offset().unwrap_or(0))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Queues `chunk`, just published at log offset `start`, for everyone but `typist`.
     pub(super) fn queue_output(&mut self, start: u64, chunk: Bytes, typist: Option<ViewerId>) {
         self.fanout.queue(&mut self.members, start, chunk, typist);

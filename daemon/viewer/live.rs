@@ -164,6 +164,12 @@ impl LiveOutput for Live {
     fn wake(&self) {
         self.notify.notify_one();
     }
+
+    fn offset(&self) -> Option<u64> {
+        // Asked only when the session is quiet; the writer task holds the lock for moments,
+        // and a position that cannot be told now keeps the log's window (asked again later).
+        self.state.try_lock().ok().map(|st| st.offset)
+    }
 }
 
 /// Appends terminal output as binary messages of transport `T`, cut by dialect `D`'s rules
