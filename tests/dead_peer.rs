@@ -267,18 +267,7 @@ fn daemon_on(net: &Net) -> Daemon {
 }
 
 async fn metric(d: &Daemon, name: &str) -> u64 {
-    let text = reqwest::Client::new()
-        .get(d.http("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
+    d.metric_as(Some(TOKEN), name).await
 }
 
 /// Waits (bounded by `TIMEOUT`) until the metric reads `want`.

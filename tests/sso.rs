@@ -123,19 +123,8 @@ async fn terminal(nginx: &Nginx, id: &str, user: &str) -> Client {
 
 /// `ptyhub_user_header_ignored_total`, asked with the token (`/metrics` is an admin's).
 async fn ignored(d: &Daemon) -> u64 {
-    let text = common::http()
-        .get(d.http("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
+    d.metric_as(Some(TOKEN), "ptyhub_user_header_ignored_total")
         .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find_map(|l| l.strip_prefix("ptyhub_user_header_ignored_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no ptyhub_user_header_ignored_total in\n{text}"))
 }
 
 /// Presence's viewers, as (user, role).

@@ -201,7 +201,16 @@ impl Daemon {
 
     /// `GET /metrics`: the whole exposition text.
     pub async fn metrics_text(&self) -> String {
-        reqwest::get(self.http("/metrics"))
+        self.metrics_text_as(None).await
+    }
+
+    /// `GET /metrics` with `token` (a daemon that wants one: `/metrics` is an admin's).
+    pub async fn metrics_text_as(&self, token: Option<&str>) -> String {
+        let mut req = http().get(self.http("/metrics"));
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        req.send()
             .await
             .expect("GET /metrics")
             .text()
@@ -211,7 +220,12 @@ impl Daemon {
 
     /// The unlabelled sample `name` of `/metrics`; panics if it is missing.
     pub async fn metric(&self, name: &str) -> u64 {
-        let text = self.metrics_text().await;
+        self.metric_as(None, name).await
+    }
+
+    /// [`Daemon::metric`], asked with `token`.
+    pub async fn metric_as(&self, token: Option<&str>, name: &str) -> u64 {
+        let text = self.metrics_text_as(token).await;
         text.lines()
             .find_map(|l| {
                 let (key, value) = l.split_once(' ')?;
