@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{Daemon, KillOnDrop, TIMEOUT};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const TOKEN: &str = "dead-peer-test-token-7f3a9c1e5b";
 
@@ -330,17 +330,7 @@ async fn clients_whose_network_vanished_are_let_go_and_their_execs_ended() {
     });
 
     // A viewer of a session (raw dialect), which the session's idle shell sends nothing.
-    let created: Value = reqwest::Client::new()
-        .post(d.http("/api/sessions"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"assistant": "shell"}))
-        .send()
-        .await
-        .expect("POST /api/sessions")
-        .json()
-        .await
-        .expect("session JSON");
-    let id = created["id"].as_str().expect("session id").to_owned();
+    let id = d.create_session(TOKEN, json!({"assistant": "shell"})).await;
     let mut py = net.command("python3");
     py.args([
         "-c",
