@@ -3,8 +3,9 @@
 //! at its file, line and column, and compiled for matching when a session first reads a screen
 //! with them) and `state_hooks`, how ptyhub wires the agent's own hooks to tell it its state.
 
+use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use regex::{Regex, RegexBuilder};
 use serde::de::{self, Deserializer, Visitor};
@@ -13,6 +14,12 @@ use serde::Deserialize;
 /// Largest compiled pattern (1 MiB of automaton): a pattern that needs more is surely a
 /// mistake, and matching it on every screen change would cost the screen thread.
 const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
+/// Most sources remembered as already checked (the default config has a few dozen).
+const CHECKED_MAX: usize = 512;
+
+/// The sources that compiled in this process ([`check`]).
+static CHECKED: Mutex<BTreeSet<Box<str>>> = Mutex::new(BTreeSet::new());
 
 /// The screen patterns of one assistant: a screen whose bottom rows match a `waiting` pattern
 /// needs its user; else one matching a `working` pattern is busy (docs: README, "Attention").
@@ -154,12 +161,30 @@ impl<'de> Deserialize<'de> for Pattern {
                 f.write_str("a regular expression string")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
-                compile(s).map_err(E::custom)?;
+                check(s).map_err(E::custom)?;
                 Ok(Pattern(s.into()))
             }
         }
         d.deserialize_any(V)
     }
+}
+
+/// Whether `source` compiles, remembering the sources that did: every read of a config reads
+/// the embedded default too, and compiling its patterns to check them was nine tenths of the
+/// time (a reload, the fuzz target `config_toml`). Only successes are remembered, and only so
+/// many, so a source is never taken for good without having compiled in this process.
+fn check(source: &str) -> Result<(), String> {
+    // A panic elsewhere while the set was held leaves it whole (an insert is all or nothing).
+    let checked = || CHECKED.lock().unwrap_or_else(PoisonError::into_inner);
+    if checked().contains(source) {
+        return Ok(());
+    }
+    compile(source)?;
+    let mut set = checked();
+    if set.len() < CHECKED_MAX {
+        set.insert(source.into());
+    }
+    Ok(())
 }
 
 /// `source` compiled, or why not, in one line.
@@ -214,6 +239,19 @@ mod tests {
         assert!(compile(r"(?m)^\s*Do you want to proceed\?").is_ok());
         // Look-around is not Rust regex syntax.
         assert!(compile("(?=x)").unwrap_err().contains("look-around"));
+    }
+
+    #[test]
+    fn a_pattern_checked_once_is_not_compiled_again_and_a_bad_one_is_always_refused() {
+        let good = r"(?m)^\s*a pattern only this test uses\?";
+        assert!(check(good).is_ok());
+        assert!(CHECKED.lock().unwrap().contains(good), "remembered");
+        assert!(check(good).is_ok());
+        for _ in 0..2 {
+            let e = check("(only this test's").unwrap_err();
+            assert!(e.contains("unclosed group"), "{e}");
+        }
+        assert!(!CHECKED.lock().unwrap().contains("(only this test's"));
     }
 
     #[test]
