@@ -81,9 +81,8 @@ export function closeMeaning({ code, reason }, { exited, lastError, daemonAway =
     return { fatal: [title, createFailedText(message, daemonAway)], gone };
   }
   if (code === CLOSE.RESTARTING) return { retry: true, now: true, why: 'ptyhub is restarting…', away: true };
-  // A link's connection may be closed as revoked (1008) rather than ended (4003) when its
-  // session is removed: the daemon forgets the session's links as it goes. After the program's
-  // exit, that is the session's end, not a revocation.
+  // A revocation that comes after the program's exit is the session's end, not news about
+  // the link (an ended session's links now go without closing anything: its 4003 says it).
   if (code === CLOSE.UNAUTHORISED && exited && /share link revoked/i.test(reason)) return { ended: true };
   if (code === CLOSE.UNAUTHORISED) {
     // Also a revoked or expired share link, which the reason says.

@@ -418,6 +418,40 @@ async fn revoking_a_share_closes_its_connections() {
     assert_eq!(c.until_closed().await.0, 1008);
 }
 
+/// A link's viewers of a session that is ended are told it ended (4003), as every viewer is,
+/// not that their link was revoked: the page then offers the output instead of an error. The
+/// links went with the session and used to be cancelled as it ended, which raced the close.
+#[tokio::test]
+async fn a_links_viewers_are_told_their_session_ended_not_that_the_link_was_revoked() {
+    let d = secured("");
+    for round in 0..3 {
+        let id = create(&d).await;
+        let mut viewers = Vec::new();
+        for role in ["writer", "viewer", "writer"] {
+            let s = share(&d, id, role, None).await;
+            let token = s["token"].as_str().unwrap();
+            let mut c = Client::connect(&d.ws(id, &format!("?token={token}"))).await;
+            c.wait_json("ready").await;
+            viewers.push(c);
+        }
+        let r = no_redirect()
+            .delete(d.http(&format!("/api/sessions/{id}")))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+        for (n, mut c) in viewers.into_iter().enumerate() {
+            let (code, reason) = c.until_closed().await;
+            assert_eq!(
+                (code, reason.as_str()),
+                (4003, "session ended"),
+                "round {round}, link viewer {n}"
+            );
+        }
+    }
+}
+
 /// An ended session's links end with it: listing them is "no such session", not an empty
 /// list that says the session is there (found by Schemathesis's stateful phase).
 #[tokio::test]

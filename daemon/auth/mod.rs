@@ -497,15 +497,13 @@ impl Auth {
     }
 
     /// Forgets every share and the capability token of an ended session.
+    ///
+    /// The links stop working, but their connections are not closed as revoked: the session's
+    /// own end closes them, with 4003 `session ended`. Cancelling here raced that close, so a
+    /// link's page could be told "share link revoked" for a session that was ended.
     pub fn forget_session(&self, session: Uuid) {
         lock(&self.state_tokens).retain(|(id, _)| *id != session);
-        lock(&self.shares).retain(|s| {
-            let hit = s.session == session;
-            if hit {
-                s.revoked.cancel();
-            }
-            !hit
-        });
+        lock(&self.shares).retain(|s| s.session != session);
     }
 }
 
@@ -593,11 +591,21 @@ mod tests {
         assert!(Access::User(auth.owner().clone()).may_report(other));
         let share = Access::Share(auth.create_share(mine, Role::Writer, None, true, "alice"));
         assert!(!share.may_report(mine));
+        let Access::Share(link) = share else {
+            panic!("a share link's access")
+        };
         auth.forget_session(mine);
         assert_eq!(
             auth.authenticate(Some(&token), None, ip()).unwrap_err(),
             Denied::Invalid
         );
+        // The link no longer works, but its connections are left to the session's own end.
+        assert_eq!(
+            auth.authenticate(Some(link.token()), None, ip())
+                .unwrap_err(),
+            Denied::Invalid
+        );
+        assert!(!link.revoked.is_cancelled());
     }
 
     #[test]
