@@ -50,6 +50,17 @@ async fn share(d: &Daemon, id: Uuid, role: &str, ttl: Option<u64>) -> Value {
     resp.json().await.unwrap()
 }
 
+/// Ends the session `id` as the owner would, and checks it was.
+async fn delete(d: &Daemon, id: Uuid) {
+    let r = no_redirect()
+        .delete(d.http(&format!("/api/sessions/{id}")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+}
+
 /// Status of a GET with this bearer token.
 async fn get_as(http: &reqwest::Client, url: impl reqwest::IntoUrl, token: &str) -> StatusCode {
     http.get(url)
@@ -434,13 +445,7 @@ async fn a_links_viewers_are_told_their_session_ended_not_that_the_link_was_revo
             c.wait_json("ready").await;
             viewers.push(c);
         }
-        let r = no_redirect()
-            .delete(d.http(&format!("/api/sessions/{id}")))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 204);
+        delete(&d, id).await;
         for (n, mut c) in viewers.into_iter().enumerate() {
             let (code, reason) = c.until_closed().await;
             assert_eq!(
@@ -461,13 +466,7 @@ async fn a_deleted_sessions_links_are_no_longer_listed() {
     share(&d, id, "viewer", None).await;
     let list = d.http(&format!("/api/sessions/{id}/share"));
     assert_eq!(get_as(&no_redirect(), &list, TOKEN).await, 200);
-    let r = no_redirect()
-        .delete(d.http(&format!("/api/sessions/{id}")))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    delete(&d, id).await;
     assert_eq!(get_as(&no_redirect(), &list, TOKEN).await, 404);
     let never = d.http(&format!("/api/sessions/{}/share", Uuid::new_v4()));
     assert_eq!(get_as(&no_redirect(), &never, TOKEN).await, 404);
