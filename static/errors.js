@@ -81,8 +81,9 @@ export function closeMeaning({ code, reason }, { exited, lastError, daemonAway =
     return { fatal: [title, createFailedText(message, daemonAway)], gone };
   }
   if (code === CLOSE.RESTARTING) return { retry: true, now: true, why: 'ptyhub is restarting…', away: true };
-  // A revocation that comes after the program's exit is the session's end, not news about
-  // the link (an ended session's links now go without closing anything: its 4003 says it).
+  // A link revoked after the program exited: nothing more would come through it anyway, so
+  // the page shows the end (with the output), not a revocation. (A session that ends closes
+  // its links' connections with 4003 itself.)
   if (code === CLOSE.UNAUTHORISED && exited && /share link revoked/i.test(reason)) return { ended: true };
   if (code === CLOSE.UNAUTHORISED) {
     // Also a revoked or expired share link, which the reason says.

@@ -17,7 +17,7 @@ fi
 # Node.js, npm and the packages of the lock file (playwright-core brings no browser).
 "$here/install.sh"
 
-say "cargo build"
+say "cargo test --no-run (the binary)"
 cd "$root"
 # daemon/build.rs rebuilds the binary whenever anything under static/ changes. Built as
 # `cargo test` builds it: a plain `cargo build` resolves the dependencies' features without the
