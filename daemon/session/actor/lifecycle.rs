@@ -146,18 +146,20 @@ impl Session {
         }
     }
 
-    /// The session is over: its leftovers are killed, its viewers told, the registry and
-    /// everyone waiting for the end told.
+    /// The session is over: its leftovers are killed, the registry told, then its viewers and
+    /// everyone waiting for the end.
     fn complete_end(&mut self, ending: Ending) {
         self.program.end();
         self.identity.wiring().clean_up();
-        self.viewers.close_all(ending.reason);
-        // The recorder sees the end once it has read what was queued.
-        self.recorder.end();
         let id = self.identity.id();
+        // Out of the registry before any viewer hears of the end: a client told 4003 that asks
+        // the API at once finds no session (404), never the one it was just told had ended.
         if let Some(on_end) = self.on_end.take() {
             on_end(id);
         }
+        self.viewers.close_all(ending.reason);
+        // The recorder sees the end once it has read what was queued.
+        self.recorder.end();
         self.ended.cancel();
         info!(session = %id, "session ended");
         for waiter in ending.waiters {
