@@ -33,8 +33,8 @@
 //! - [`upgrade`]: live upgrade: the session image, handing it to a new image of the binary
 //!   with `execve`, and adopting it there.
 //! - [`systemd`]: telling systemd the daemon is ready, reloading or stopping.
-//! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor, and
-//!   descriptors inherited from a previous image.
+//! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor,
+//!   descriptors inherited from a previous image, a socket option.
 
 // Denied everywhere but in `sys`, which states why each block is sound.
 #![deny(unsafe_code)]

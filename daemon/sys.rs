@@ -1,6 +1,7 @@
 //! The crate's only `unsafe` code: registering an owned file descriptor (a PTY master, a
-//! pidfd) with tokio's reactor, taking over the descriptors a live upgrade hands down, and
-//! clearing the signal mask and the ignored signals in a child before it runs its program.
+//! pidfd) with tokio's reactor, taking over the descriptors a live upgrade hands down,
+//! clearing the signal mask and the ignored signals in a child before it runs its program,
+//! and the one socket option no safe crate here names (`TCP_NOTSENT_LOWAT`).
 //!
 //! tokio asks for `unsafe` there because an arbitrary `AsRawFd` type could close or swap its
 //! descriptor behind the reactor's back. An [`OwnedFd`] cannot: it owns its descriptor and
@@ -8,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
 
@@ -28,7 +29,7 @@ pub fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
 /// else in this process owns inherited descriptors: the standard streams are 0 to 2 and the
 /// image never names them.
 pub fn adopt_inherited(raw: std::os::fd::RawFd) -> io::Result<OwnedFd> {
-    use std::os::fd::{BorrowedFd, FromRawFd};
+    use std::os::fd::FromRawFd;
     if raw <= 2 {
         return Err(io::Error::other(format!(
             "descriptor {raw} is a standard stream"
@@ -92,5 +93,48 @@ pub fn clean_mask(cmd: &mut tokio::process::Command) {
     // SAFETY: as in `clean_mask_pty`.
     unsafe {
         cmd.pre_exec(clean_signal_mask);
+    }
+}
+
+/// Sets `TCP_NOTSENT_LOWAT` on `socket`: a write waits once `bytes` are queued unsent.
+pub fn set_notsent_lowat(socket: BorrowedFd<'_>, bytes: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor is borrowed for the call; the option's value is a c_int that
+    // outlives it, passed with its size.
+    let done = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            std::ptr::from_ref(&value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The `TCP_NOTSENT_LOWAT` of `socket`, as the kernel reports it.
+pub fn notsent_lowat(socket: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the descriptor is borrowed for the call; `value` and `len` are live and `len`
+    // holds `value`'s size, which the kernel writes at most.
+    let done = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            std::ptr::from_mut(&mut value).cast(),
+            &mut len,
+        )
+    };
+    if done == 0 {
+        Ok(u32::try_from(value).unwrap_or(0))
+    } else {
+        Err(io::Error::last_os_error())
     }
 }

@@ -360,3 +360,103 @@ async fn a_share_link_may_not_create_share_links() {
     assert_eq!(r.status(), 403);
     assert!(r.json::<Value>().await.expect("json")["error"].is_string());
 }
+
+/// The daemon's side of the connection from `client`: its line in /proc/net/tcp, split.
+fn daemon_socket_line(
+    daemon: std::net::SocketAddr,
+    client: std::net::SocketAddr,
+) -> Option<Vec<String>> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    // Little-endian IPv4 and a big-endian port, as the kernel prints them: 127.0.0.1:1977 is
+    // 0100007F:07B9.
+    let hex = |a: std::net::SocketAddr| match a.ip() {
+        std::net::IpAddr::V4(ip) => {
+            format!("{:08X}:{:04X}", u32::from_le_bytes(ip.octets()), a.port())
+        }
+        std::net::IpAddr::V6(_) => String::new(),
+    };
+    let (local, remote) = (hex(daemon), hex(client));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+        (f.get(1) == Some(&local) && f.get(2) == Some(&remote)).then_some(f)
+    })
+}
+
+/// The bytes the kernel holds unsent or unacknowledged on the daemon's side of the
+/// connection from `client` (the `tx_queue` of /proc/net/tcp).
+fn daemon_send_queue(daemon: std::net::SocketAddr, client: std::net::SocketAddr) -> Option<u64> {
+    let line = daemon_socket_line(daemon, client)?;
+    u64::from_str_radix(line.get(4)?.split(':').next()?, 16).ok()
+}
+
+/// The daemon's own descriptor of its side of the connection from `client`, duplicated into
+/// this process (`pidfd_getfd`: the daemon is this test's child).
+fn daemon_socket(d: &Daemon, client: std::net::SocketAddr) -> std::os::fd::OwnedFd {
+    let line = daemon_socket_line(d.addr, client).expect("the connection in /proc/net/tcp");
+    let inode = format!("socket:[{}]", line[9]);
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", d.pid())).expect("the daemon's fds");
+    let fd = fds
+        .flatten()
+        .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == inode.as_str()))
+        .and_then(|e| e.file_name().to_str()?.parse().ok())
+        .expect("the daemon's descriptor of the connection");
+    let pid = rustix::process::Pid::from_raw(d.pid() as i32).expect("a pid");
+    let pidfd =
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).expect("pidfd_open");
+    rustix::process::pidfd_getfd(&pidfd, fd, rustix::process::PidfdGetfdFlags::empty())
+        .expect("pidfd_getfd")
+}
+
+/// A viewer that reads slowly during a flood (a phone, a busy tab): what waits for it waits in
+/// the daemon, which can replace it with a fresh screen, not in a kernel send queue grown to
+/// megabytes that the viewer would have to read, stale, before anything newer
+/// (`http/send_queue.rs`). The daemon's socket carries the low-water mark, and the kernel's
+/// queue for the viewer stays within it throughout the flood.
+#[tokio::test]
+async fn output_for_a_slow_viewer_waits_in_the_daemon_not_the_kernel() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut owner = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    owner.wait_json("ready").await;
+    let mut slow = common::raw_ws(&d, id).await;
+    let client = slow.local_addr().expect("local address");
+    let socket = daemon_socket(&d, client);
+    assert_eq!(
+        ptyhub::sys::notsent_lowat(std::os::fd::AsFd::as_fd(&socket)).expect("getsockopt"),
+        64 * 1024,
+        "the daemon's socket for the viewer has no low-water mark"
+    );
+    drop(socket);
+    // 2.5 MB/s in reads of up to 256 KiB, reading on until the test ends.
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 256 * 1024];
+        while let Ok(n) = slow.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    owner
+        .type_str("head -c 15000000 /dev/zero | base64; echo FLOOD-$((6*7))-DONE\r")
+        .await;
+    let mut most = 0;
+    let sampling = async {
+        loop {
+            most = most.max(daemon_send_queue(d.addr, client).unwrap_or(0));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::select! {
+        () = owner.wait_screen("FLOOD-42-DONE") => {}
+        () = sampling => {}
+    }
+    reader.abort();
+    // The low-water mark, at most a segment more the kernel took before it checked, and what
+    // was in flight unacknowledged.
+    assert!(
+        most <= 256 * 1024,
+        "the kernel held {most} bytes for the slow viewer"
+    );
+    owner.run("echo still-$((6*7))", "still-42").await;
+}

@@ -20,6 +20,7 @@ mod reply;
 mod rest;
 mod router;
 pub mod routes;
+mod send_queue;
 mod sse;
 mod state;
 pub mod tls;

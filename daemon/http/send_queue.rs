@@ -1,0 +1,42 @@
+//! How much of a connection's output the kernel may hold unsent: `TCP_NOTSENT_LOWAT` on every
+//! accepted socket, so that what waits for a client that reads slowly waits in the daemon,
+//! where a fresher screen can replace it, and not in a socket buffer nobody can recall.
+//!
+//! Without it Linux grows a loopback socket's send buffer to megabytes: a viewer reading a
+//! flood at a browser's pace (1-4 MB/s) then had seconds of stale output queued ahead of the
+//! snapshot that would have brought it up to date, and the daemon, whose writes never waited,
+//! could not tell that it was behind. With it a write waits once this much is unsent: the
+//! viewer's writer falls back to the output log, and the usual rules (a backlog costlier than
+//! a snapshot is replaced by one) apply to what the client has not read. A client that keeps
+//! up empties the queue faster than it fills and is streamed every byte as before.
+
+use std::os::fd::AsFd;
+
+/// Unsent bytes the kernel holds for a connection before a write waits. 64 KiB: with it the
+/// load generator's slow readers (100 viewers at 1-4 MB/s, a 20 MiB flood) had their last
+/// final screen at about 2.2 × a bare PTY's time instead of 4.5 × (16 and 32 KiB did no better,
+/// 128 and 256 KiB worse), and floods to fast viewers took no longer (benches/RESULTS.md).
+pub const NOTSENT_LOWAT: u32 = 64 * 1024;
+
+/// Sets [`NOTSENT_LOWAT`] on `socket`; the reason it could not, for the log.
+pub fn limit(socket: impl AsFd) -> std::io::Result<()> {
+    crate::sys::set_notsent_lowat(socket.as_fd(), NOTSENT_LOWAT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The option is on the socket, as the kernel reports it back.
+    #[test]
+    fn the_low_water_mark_is_set() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        limit(&accepted).unwrap();
+        assert_eq!(
+            crate::sys::notsent_lowat(accepted.as_fd()).unwrap(),
+            NOTSENT_LOWAT
+        );
+    }
+}
