@@ -240,6 +240,10 @@ impl Daemon {
     pub async fn run(mut self, mut signals: Signals, exe: &Path) -> Result<(), DaemonError> {
         systemd::ready();
         systemd::start_watchdog();
+        tokio::spawn(crate::idle_pages::release_when_quiet(
+            self.state.shutdown.clone(),
+            self.state.metrics.clone(),
+        ));
         let args = upgrade::own_args();
         let which = loop {
             match signals.next().await {

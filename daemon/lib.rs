@@ -33,8 +33,9 @@
 //! - [`upgrade`]: live upgrade: the session image, handing it to a new image of the binary
 //!   with `execve`, and adopting it there.
 //! - [`systemd`]: telling systemd the daemon is ready, reloading or stopping.
+//! - [`idle_pages`]: the code pages a quiet daemon lets go of.
 //! - [`sys`]: the one module allowed `unsafe`: owned descriptors onto tokio's reactor,
-//!   descriptors inherited from a previous image, a socket option.
+//!   descriptors inherited from a previous image, a socket option, the read-only pages.
 
 // Denied everywhere but in `sys`, which states why each block is sound.
 #![deny(unsafe_code)]
@@ -50,6 +51,7 @@ pub mod config;
 pub mod daemon;
 pub mod exec;
 pub mod http;
+pub mod idle_pages;
 pub mod journal;
 pub mod lsp;
 pub mod metrics;

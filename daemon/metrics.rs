@@ -72,6 +72,8 @@ pub struct Metrics {
     /// Times a session printing a lot gave its worker back after a read, so that a key
     /// typed into another session went first.
     pub turns_given: Counter,
+    /// Times the idle daemon let go of its mapped code pages (`idle_pages.rs`).
+    pub idle_page_releases: Counter,
     /// Files saved by uploads.
     pub uploads: Counter,
     /// Uploads refused or failed.
@@ -287,6 +289,11 @@ impl Metrics {
                 "ptyhub_turns_given_total",
                 "Times a session printing a lot gave its worker back so a key typed elsewhere went first.",
                 &self.turns_given,
+            ),
+            (
+                "ptyhub_idle_page_releases_total",
+                "Times the daemon, quiet, let go of its mapped code pages.",
+                &self.idle_page_releases,
             ),
             (
                 "ptyhub_uploads_total",

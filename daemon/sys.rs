@@ -1,7 +1,8 @@
 //! The crate's only `unsafe` code: registering an owned file descriptor (a PTY master, a
 //! pidfd) with tokio's reactor, taking over the descriptors a live upgrade hands down,
 //! clearing the signal mask and the ignored signals in a child before it runs its program,
-//! and the one socket option no safe crate here names (`TCP_NOTSENT_LOWAT`).
+//! the one socket option no safe crate here names (`TCP_NOTSENT_LOWAT`), and finding and
+//! dropping the pages of the process's read-only code and data (`idle_pages.rs`).
 //!
 //! tokio asks for `unsafe` there because an arbitrary `AsRawFd` type could close or swap its
 //! descriptor behind the reactor's back. An [`OwnedFd`] cannot: it owns its descriptor and
@@ -134,6 +135,93 @@ pub fn notsent_lowat(socket: BorrowedFd<'_>) -> io::Result<u32> {
     };
     if done == 0 {
         Ok(u32::try_from(value).unwrap_or(0))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// An address range of pages, `[start, end)`, page-aligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pages {
+    /// The first byte of the first page.
+    pub start: usize,
+    /// One past the last byte of the last page.
+    pub end: usize,
+}
+
+/// The pages of every segment the program and its shared libraries were loaded with that has
+/// no write permission (code, read-only data, unwind tables): mapped from their files and
+/// never written, since lld refuses text relocations and `GNU_RELRO` data (written once, by
+/// the dynamic linker, before `main`) lies in writable segments. Each range is the pages wholly
+/// inside one such segment, so none holds a byte of a writable one. The vDSO, which is no file,
+/// is left out.
+pub fn read_only_segments() -> Vec<Pages> {
+    let page = rustix::param::page_size();
+    let mut found: Vec<Pages> = Vec::new();
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: glibc calls this with a valid `info` for the duration of the call, and
+        // `data` is the `(&mut Vec<Pages>, usize)` passed to `dl_iterate_phdr` below, which
+        // outlives the iteration and is used by nothing else meanwhile.
+        let (info, (found, page)) =
+            unsafe { (&*info, &mut *data.cast::<(&mut Vec<Pages>, usize)>()) };
+        // The program itself has an empty name; a library its path; the vDSO a bare name.
+        let name: &[u8] = if info.dlpi_name.is_null() {
+            b""
+        } else {
+            // SAFETY: a non-null `dlpi_name` is a NUL-terminated string glibc keeps for the
+            // object's lifetime.
+            unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes()
+        };
+        if !(name.is_empty() || name.starts_with(b"/")) || info.dlpi_phdr.is_null() {
+            return 0;
+        }
+        // SAFETY: `dlpi_phdr` points at `dlpi_phnum` program headers of the loaded object.
+        let headers =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+        for h in headers {
+            if h.p_type != libc::PT_LOAD || h.p_flags & libc::PF_W != 0 {
+                continue;
+            }
+            let from = info.dlpi_addr as usize + h.p_vaddr as usize;
+            let to = from + h.p_memsz as usize;
+            // Inward: a page shared with a neighbouring segment is left alone.
+            let (start, end) = (from.next_multiple_of(*page), to / *page * *page);
+            if start < end {
+                found.push(Pages { start, end });
+            }
+        }
+        0
+    }
+    let mut data = (&mut found, page);
+    // SAFETY: `each` is the callback glibc expects; it only reads what glibc hands it and
+    // writes only into `data`, which lives across the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), std::ptr::from_mut(&mut data).cast()) };
+    found
+}
+
+/// Drops this process's mapping of `pages`, one of [`read_only_segments`]: their contents are
+/// their file's, so the next access maps the same bytes again from the page cache (or reads
+/// them from the file). Only the process's own page tables change; the page cache keeps them
+/// for as long as the kernel sees fit. (A debugger's breakpoints, private copies of such
+/// pages, would be dropped with them.)
+pub fn drop_read_only(pages: Pages) -> io::Result<()> {
+    // SAFETY: `pages` is wholly inside a loaded segment without write permission (see
+    // `read_only_segments`): no byte of it was ever written in this process, so dropping its
+    // pages loses nothing, and no Rust reference can observe a change: the bytes read after
+    // the next fault are the same.
+    let done = unsafe {
+        libc::madvise(
+            pages.start as *mut libc::c_void,
+            pages.end - pages.start,
+            libc::MADV_DONTNEED,
+        )
+    };
+    if done == 0 {
+        Ok(())
     } else {
         Err(io::Error::last_os_error())
     }

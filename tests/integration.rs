@@ -16,6 +16,7 @@ mod dead_peer;
 mod docs;
 mod exec;
 mod faults;
+mod footprint;
 mod lsp;
 mod mux;
 mod names;

@@ -1,0 +1,56 @@
+//! The daemon's memory at rest: once quiet it lets go of the code pages it mapped, and runs on
+//! as before (`daemon/idle_pages.rs`).
+
+use crate::common;
+
+use common::{Client, Daemon};
+use uuid::Uuid;
+
+/// KiB of the daemon's own executable mapped from its file (the file-backed part of its
+/// mappings' RSS: code, read-only data; not the relocated data, which is anonymous).
+fn mapped_code_kib(pid: u32) -> u64 {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("the daemon's executable");
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut ours, mut kib) = (false, 0);
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.first() {
+            // A mapping's head: "start-end perms offset dev inode [path]".
+            Some(first) if first.contains('-') && fields.len() >= 5 => {
+                ours = fields.get(5).is_some_and(|p| std::path::Path::new(p) == exe);
+            }
+            Some(&"Rss:") if ours => kib += fields[1].parse::<u64>().unwrap_or(0),
+            Some(&"Anonymous:") if ours => kib -= fields[1].parse::<u64>().unwrap_or(0),
+            _ => {}
+        }
+    }
+    kib
+}
+
+/// A session and a viewer map much of the daemon's code; quiet, it lets go of nearly all of
+/// it, and what comes next (typing, a new viewer) works as before, mapping back what it runs.
+#[tokio::test]
+async fn a_quiet_daemon_lets_go_of_its_code_and_runs_on() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut owner = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    owner.wait_json("ready").await;
+    owner.run("echo mapped-$((6*7))", "mapped-42").await;
+    let working = mapped_code_kib(d.pid());
+    assert!(working > 1024, "only {working} KiB of code mapped after a session's start");
+
+    // Nothing asks the daemon anything meanwhile: /proc is read, not the daemon.
+    let mut at_rest = working;
+    common::eventually("the quiet daemon's code let go of", || {
+        at_rest = mapped_code_kib(d.pid());
+        at_rest < working / 4
+    })
+    .await;
+    assert!(d.metric("ptyhub_idle_page_releases_total").await >= 1);
+
+    owner.run("echo after-$((6*7))", "after-42").await;
+    let mut joiner = Client::connect(&d.ws(id, "")).await;
+    joiner.wait_screen("after-42").await;
+    common::assert_same_screen(&owner, &joiner, "a viewer joining after the release");
+    eprintln!("code mapped: {working} KiB working, {at_rest} KiB at rest");
+}
