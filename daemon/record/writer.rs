@@ -33,6 +33,10 @@ const FLUSH_BYTES: usize = 1 << 20;
 const BATCH_DELAY: Duration = Duration::from_millis(100);
 /// Capacity an idle recorder keeps of each of its buffers.
 const IDLE_BYTES: usize = 4 * 1024;
+/// After a flood's last large write, how long without more output before the buffers shrink
+/// to [`IDLE_BYTES`] (a flood that ends on a large write leaves no small one to shrink them,
+/// and they had grown to megabytes).
+const SHRINK_AFTER: Duration = Duration::from_secs(1);
 /// Room kept under the size cap for the marker that says the cap was reached.
 const CAP_RESERVE: u64 = 256;
 /// Once output arrives, how long the recorder lets more gather before reading it: a flood is
@@ -95,6 +99,8 @@ struct Recording {
     written: u64,
     /// When the oldest unwritten byte was encoded.
     dirty_since: Option<tokio::time::Instant>,
+    /// When the buffers shrink unless more is written first (set by a large write).
+    shrink_at: Option<tokio::time::Instant>,
     max_bytes: u64,
     /// The clock's origin.
     start: Instant,
@@ -176,6 +182,13 @@ impl Recording {
         result
     }
 
+    /// Gives back what the buffers grew to beyond [`IDLE_BYTES`].
+    fn shrink(&mut self) {
+        self.shrink_at = None;
+        self.buf.shrink_to(IDLE_BYTES);
+        self.pending.shrink_to(IDLE_BYTES);
+    }
+
     /// Writes what is encoded, on a blocking thread.
     async fn flush(&mut self) -> Result<(), Stop> {
         self.dirty_since = None;
@@ -201,15 +214,16 @@ impl Recording {
         })
         .await;
         match done {
-            Ok((file, mut buf, len, result)) => {
+            Ok((file, buf, len, result)) => {
                 // A batch under the flush size was written by the timer: output has slowed
                 // down, and an idle recorder keeps little. During a flood the buffers are kept
                 // (shrinking and growing them again for every batch showed in profiles).
-                if len < FLUSH_BYTES {
-                    buf.shrink_to(IDLE_BYTES);
-                    self.pending.shrink_to(IDLE_BYTES);
-                }
                 self.buf = buf;
+                if len < FLUSH_BYTES {
+                    self.shrink();
+                } else {
+                    self.shrink_at = Some(tokio::time::Instant::now() + SHRINK_AFTER);
+                }
                 if !result.map_err(Stop::Io)? {
                     self.stopped = true;
                     return Err(Stop::Deleted);
@@ -345,6 +359,7 @@ async fn record(
         buf: Vec::new(),
         written: 0,
         dirty_since: None,
+        shrink_at: None,
         max_bytes: job.max_bytes,
         start,
         last_time,
@@ -383,6 +398,11 @@ async fn record(
                 drain(&mut rec, &job.log, &mut at, u64::MAX)
             }
             _ = sleep_until(flush_at) => rec.flush().await,
+            // Quiet since a large write: nothing else would shrink the buffers.
+            _ = sleep_until(rec.shrink_at), if rec.dirty_since.is_none() => {
+                rec.shrink();
+                Ok(())
+            }
         };
         let step = step.and_then(|()| {
             let lost = job.feed.take_lost();
