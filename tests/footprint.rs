@@ -17,7 +17,9 @@ fn mapped_code_kib(pid: u32) -> u64 {
         match fields.first() {
             // A mapping's head: "start-end perms offset dev inode [path]".
             Some(first) if first.contains('-') && fields.len() >= 5 => {
-                ours = fields.get(5).is_some_and(|p| std::path::Path::new(p) == exe);
+                ours = fields
+                    .get(5)
+                    .is_some_and(|p| std::path::Path::new(p) == exe);
             }
             Some(&"Rss:") if ours => kib += fields[1].parse::<u64>().unwrap_or(0),
             Some(&"Anonymous:") if ours => kib -= fields[1].parse::<u64>().unwrap_or(0),
@@ -37,7 +39,10 @@ async fn a_quiet_daemon_lets_go_of_its_code_and_runs_on() {
     owner.wait_json("ready").await;
     owner.run("echo mapped-$((6*7))", "mapped-42").await;
     let working = mapped_code_kib(d.pid());
-    assert!(working > 1024, "only {working} KiB of code mapped after a session's start");
+    assert!(
+        working > 1024,
+        "only {working} KiB of code mapped after a session's start"
+    );
 
     // Nothing asks the daemon anything meanwhile: /proc is read, not the daemon.
     let mut at_rest = working;
