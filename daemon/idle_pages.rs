@@ -11,61 +11,116 @@
 //! next request's minor faults as its code is mapped back: about 120 for a key typed into a
 //! shell, a few hundred microseconds once (benches/RESULTS.md).
 //!
-//! Quiet means the process used less than [`QUIET_CPU`] of CPU time over one check's
-//! interval, so a session that prints, a viewer that types or a client that polls keeps the
-//! pages mapped. Checks start [`FIRST_CHECK`] apart and double while nothing happens, up to
-//! [`LONGEST_CHECK`], so an idle daemon wakes for this once a minute.
+//! When: the runtime tells [`woke`] each time a worker thread wakes up (and so does a screen
+//! thread when it parks its model, which no worker wakes for); the first
+//! wake after a release starts a watch of the process's CPU time, every [`INTERVAL`], and
+//! [`QUIET_INTERVALS`] in a row in which it used less than [`QUIET_CPU`] each (a session that
+//! prints, a viewer that types or a client that polls uses more) end it with a release, if
+//! there is enough to let go of ([`WORTH_MAPPED`], [`WORTH_CPU`]). So the pages go four to six
+//! seconds after the work stops, and a daemon with nothing to do is never woken for this. After a watch that
+//! found nothing worth letting go (a timer that fired, a health check), the next waits
+//! [`RESPITE`], so a daemon woken often for little is not watched over and over.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::metrics::Metrics;
 use crate::sys::{drop_read_only, read_only_segments};
 
-/// Less CPU than this over a check's interval is quiet.
+/// Less CPU than this over an interval is quiet.
 const QUIET_CPU: Duration = Duration::from_millis(2);
 
-/// The interval after the daemon was seen working.
-const FIRST_CHECK: Duration = Duration::from_secs(2);
+/// How often the CPU time is read while watching.
+const INTERVAL: Duration = Duration::from_secs(2);
 
-/// The longest interval, reached after a minute of quiet: code mapped by work that follows is
-/// let go of within about a minute of the work's end.
-const LONGEST_CHECK: Duration = Duration::from_secs(60);
+/// Quiet intervals in a row before a release: at least 2 s after the work's end, when what
+/// the work leaves behind has been let go of too (a parked screen after 1 s, the output log's
+/// window after 2 s, the recorder's buffers after 1 s), so the allocator can return it.
+const QUIET_INTERVALS: u32 = 2;
 
-/// Checks the daemon's CPU time until `shutdown`; after work followed by a quiet interval, lets
-/// go of the read-only pages, counted in `metrics`.
+/// What makes a release worth it: this much mapped from files since the last one (code a few
+/// keystrokes ran maps megabytes, 64 KiB at a time), or this much CPU used (a flood, whose
+/// freed memory the allocator holds).
+const WORTH_MAPPED: u64 = 256 * 1024;
+const WORTH_CPU: Duration = Duration::from_millis(50);
+
+/// After a watch that let nothing go, the least time before the next.
+const RESPITE: Duration = Duration::from_secs(30);
+
+/// What else a release lets go of: the allocator's free pages, set by the binary (whose
+/// allocator it is) before the daemon starts.
+static ALLOCATOR_RELEASE: OnceLock<fn()> = OnceLock::new();
+
+/// Whether a worker woke since the last watch ended (start-up counts).
+static WOKE: AtomicBool = AtomicBool::new(true);
+
+/// Wakes the watch when [`WOKE`] is set.
+static WAKE: Notify = Notify::const_new();
+
+/// Has each release also call `release`, which gives the allocator's free pages back to the
+/// system (the binary's allocator keeps them a while for reuse, which an idle daemon has none
+/// of). Only the first call counts.
+pub fn also_release(release: fn()) {
+    let _ = ALLOCATOR_RELEASE.set(release);
+}
+
+/// A thread of the daemon woke up to work: the runtime's workers (`on_thread_unpark`), and the
+/// daemon's own threads for work no worker wakes for (a screen thread parking its model). One
+/// relaxed load once the watch knows (every wake but the first after a release).
+pub fn woke() {
+    if !WOKE.load(Ordering::Relaxed) && !WOKE.swap(true, Ordering::Relaxed) {
+        WAKE.notify_one();
+    }
+}
+
+/// Until `shutdown`: after work, once an interval is quiet, lets go of the read-only pages
+/// (and the allocator's free ones), counted in `metrics`.
 pub async fn release_when_quiet(shutdown: CancellationToken, metrics: Arc<Metrics>) {
     let segments = read_only_segments();
-    let mut last = cpu_time();
-    let mut interval = FIRST_CHECK;
-    // Start-up mapped its code: the first quiet interval lets it go.
-    let mut worked = true;
+    // What the daemon had used and mapped after the last release (none yet: start-up's).
+    let mut released = Usage::default();
     loop {
+        while !WOKE.load(Ordering::Relaxed) {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = WAKE.notified() => {}
+            }
+        }
+        let (mut last, mut quiet) = (cpu_time(), 0);
+        while quiet < QUIET_INTERVALS {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(INTERVAL) => {}
+            }
+            let now = cpu_time();
+            quiet = match Quiet::after(now.saturating_sub(last)) {
+                Quiet::Yes => quiet + 1,
+                Quiet::No => 0,
+            };
+            last = now;
+        }
+        if Usage::now().worth_releasing_since(&released) {
+            // Wakes from here on start the next watch.
+            WOKE.store(false, Ordering::Relaxed);
+            release(&segments);
+            metrics.idle_page_releases.inc();
+            // The release's own work is not the daemon's.
+            released = Usage::now();
+            continue;
+        }
+        // Too little to let go of: rest (this task's own timer wakes a worker too), then
+        // watch again at once if the daemon worked meanwhile, else at the next wake.
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(RESPITE) => {}
         }
-        let now = cpu_time();
-        let used = now.saturating_sub(last);
-        last = now;
-        match Quiet::after(used) {
-            Quiet::No => {
-                worked = true;
-                interval = FIRST_CHECK;
-            }
-            Quiet::Yes => {
-                if std::mem::take(&mut worked) {
-                    release(&segments);
-                    metrics.idle_page_releases.inc();
-                    // The release's own work is not the daemon's.
-                    last = cpu_time();
-                }
-                interval = (interval * 2).min(LONGEST_CHECK);
-            }
-        }
+        let worked = Usage::now().worth_releasing_since(&released);
+        WOKE.store(worked, Ordering::Relaxed);
     }
 }
 
@@ -86,13 +141,57 @@ impl Quiet {
     }
 }
 
-/// Lets go of every segment's pages; one the kernel refuses is skipped (and logged).
+/// Lets go of every segment's pages (one the kernel refuses is skipped, and logged), then of
+/// the allocator's free pages.
 fn release(segments: &[crate::sys::Pages]) {
     for &pages in segments {
         if let Err(e) = drop_read_only(pages) {
             debug!(?pages, "read-only pages kept: {e}");
         }
     }
+    release_allocator();
+}
+
+/// Gives the allocator's free pages back to the system now (nothing until the binary has said
+/// how, [`also_release`]): for a part that has just freed much at rest (a parked screen).
+pub fn release_allocator() {
+    if let Some(release) = ALLOCATOR_RELEASE.get() {
+        release();
+    }
+}
+
+/// The process's CPU time and its memory mapped from files, at one moment.
+#[derive(Debug, Default)]
+struct Usage {
+    cpu: Duration,
+    mapped: u64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        Usage {
+            cpu: cpu_time(),
+            mapped: mapped_from_files(),
+        }
+    }
+
+    /// Whether enough was used or mapped since `then` to make a release worth it.
+    fn worth_releasing_since(&self, then: &Usage) -> bool {
+        self.mapped.saturating_sub(then.mapped) >= WORTH_MAPPED
+            || self.cpu.saturating_sub(then.cpu) >= WORTH_CPU
+    }
+}
+
+/// Bytes of the process's memory mapped from files (the `shared` pages of /proc/self/statm):
+/// its code, constants and libraries as far as they are mapped; 0 if it cannot be read.
+fn mapped_from_files() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(2)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * rustix::param::page_size() as u64
 }
 
 /// The process's CPU time so far, all threads.
@@ -131,6 +230,29 @@ mod tests {
         release(&segments);
         assert_eq!(std::hint::black_box(&CONSTANT), b"ptyhub read-only");
         assert_eq!(format!("{}", 6 * 7), "42");
+    }
+
+    #[test]
+    fn a_release_is_worth_it_after_mapping_or_working_enough() {
+        let then = Usage {
+            cpu: Duration::from_secs(1),
+            mapped: 4 << 20,
+        };
+        let mut now = Usage {
+            cpu: then.cpu + WORTH_CPU / 2,
+            mapped: then.mapped + WORTH_MAPPED / 2,
+        };
+        assert!(!now.worth_releasing_since(&then));
+        now.mapped = then.mapped + WORTH_MAPPED;
+        assert!(now.worth_releasing_since(&then));
+        now.mapped = then.mapped;
+        now.cpu = then.cpu + WORTH_CPU;
+        assert!(now.worth_releasing_since(&then));
+        // Less mapped than before (a release since) is not more.
+        now.cpu = then.cpu;
+        now.mapped = 0;
+        assert!(!now.worth_releasing_since(&then));
+        assert!(mapped_from_files() > 0);
     }
 
     #[test]

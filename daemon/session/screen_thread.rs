@@ -57,8 +57,9 @@ const LINGER: Duration = Duration::from_secs(1);
 
 /// Least time between bringing a parked model back and parking it again: a session that prints
 /// every second or two keeps its model (and its thread) rather than rendering and parsing its
-/// screen each time; one quiet for longer keeps only the snapshot.
-const PARK_EVERY: Duration = Duration::from_secs(10);
+/// screen each time; one quiet for longer keeps only the snapshot. 5 s: a flood's model (2.6 MB
+/// for 1000 lines of 80 columns) is given back within seconds of its end.
+const PARK_EVERY: Duration = Duration::from_secs(5);
 
 /// Snapshots kept for reuse while the model is unchanged: one per form in use.
 const MAX_CACHED_FORMS: usize = 4;
@@ -394,7 +395,12 @@ fn work(shared: &Shared) {
     if let Some(parked) = state.model.park() {
         state.model = ScreenModel::new(1, 1, 0);
         state.parked = Some(ParkedScreen::new(parked, shared.metrics.clone()));
+        // A model with its scrollback holds megabytes of cells (32 bytes each): the allocator
+        // would keep them a while for reuse, which a quiet session has none of.
+        crate::idle_pages::release_allocator();
     }
+    // Parking ran code no worker woke for: the daemon's idle watch hears of it.
+    crate::idle_pages::woke();
 }
 
 /// How long to wait for another job before the thread ends: `LINGER`, or until parking is
