@@ -70,6 +70,22 @@ impl MemoryRow {
         self.with_sessions.rss_kib.saturating_sub(self.idle.rss_kib) as f64 / self.sessions as f64
     }
 
+    /// Per session in anonymous memory (heap and stacks): unlike RSS, not moved by the
+    /// daemon letting go of its code pages once quiet (which may fall between two readings).
+    fn per_session_anon_kib(&self) -> f64 {
+        self.with_sessions
+            .anon_kib
+            .saturating_sub(self.idle.anon_kib) as f64
+            / self.sessions as f64
+    }
+
+    fn per_stream_anon_kib(&self) -> f64 {
+        self.with_streams
+            .anon_kib
+            .saturating_sub(self.before_streams.anon_kib) as f64
+            / self.streams.max(1) as f64
+    }
+
     fn per_viewer_kib(&self) -> f64 {
         self.with_viewers
             .rss_kib
@@ -259,11 +275,12 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
          in one idle session, joined {CONNECT_CONCURRENCY} at a time"
     );
     println!(
-        "{:>9} {:>8} {:>10} {:>11} {:>8} {:>10} {:>11} {:>16} {:>9} {:>7}",
+        "{:>9} {:>8} {:>10} {:>11} {:>17} {:>8} {:>10} {:>11} {:>16} {:>9} {:>7}",
         "idle_kib",
         "sessions",
         "total_kib",
         "per_session",
+        "per_session_anon",
         "viewers",
         "total_kib",
         "per_viewer",
@@ -272,11 +289,12 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
         "threads"
     );
     println!(
-        "{:>9} {:>8} {:>10} {:>11.1} {:>8} {:>10} {:>11.1} {:>16.1} {:>9.2} {:>7}",
+        "{:>9} {:>8} {:>10} {:>11.1} {:>17.1} {:>8} {:>10} {:>11.1} {:>16.1} {:>9.2} {:>7}",
         m.idle.rss_kib,
         m.sessions,
         m.with_sessions.rss_kib,
         m.per_session_kib(),
+        m.per_session_anon_kib(),
         m.viewers,
         m.with_viewers.rss_kib,
         m.per_viewer_kib(),
@@ -289,9 +307,10 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
         m.sessions, m.with_sessions.threads, m.idle.threads, m.idle_wakeups_per_s
     );
     println!(
-        "idle follow=1 log streams: {}, {:.1} KiB each",
+        "idle follow=1 log streams: {}, {:.1} KiB each ({:.1} KiB anonymous)",
         m.streams,
-        m.per_stream_kib()
+        m.per_stream_kib(),
+        m.per_stream_anon_kib()
     );
     out.insert(
         "memory".into(),
@@ -301,6 +320,7 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
             "sessions": m.sessions,
             "sessions_rss_kib": m.with_sessions.rss_kib,
             "per_session_kib": (m.per_session_kib() * 10.0).round() / 10.0,
+            "per_session_anon_kib": (m.per_session_anon_kib() * 10.0).round() / 10.0,
             "viewers": m.viewers,
             "viewers_base_rss_kib": m.before_viewers.rss_kib,
             "viewers_rss_kib": m.with_viewers.rss_kib,
@@ -308,6 +328,7 @@ pub(crate) fn print(m: &MemoryRow, out: &mut Map<String, Value>) {
             "per_viewer_anon_kib": (m.per_viewer_anon_kib() * 10.0).round() / 10.0,
             "log_streams": m.streams,
             "per_log_stream_kib": (m.per_stream_kib() * 10.0).round() / 10.0,
+            "per_log_stream_anon_kib": (m.per_stream_anon_kib() * 10.0).round() / 10.0,
             "viewers_connect_seconds": round3(m.connect_seconds),
             "threads": {
                 "idle": m.idle.threads,
