@@ -410,8 +410,10 @@ fn daemon_socket(d: &Daemon, client: std::net::SocketAddr) -> std::os::fd::Owned
 /// A viewer that reads slowly during a flood (a phone, a busy tab): what waits for it waits in
 /// the daemon, which can replace it with a fresh screen, not in a kernel send queue grown to
 /// megabytes that the viewer would have to read, stale, before anything newer
-/// (`http/send_queue.rs`). The daemon's socket carries the low-water mark, and the kernel's
-/// queue for the viewer stays within it throughout the flood.
+/// (`http/send_queue.rs`). The daemon's socket carries the low-water mark (what fails
+/// without it: in a run this short the kernel's queue grows to megabytes only with many
+/// viewers, as in the load generator's `slow` scenario), and the kernel's queue for the viewer
+/// stays within it throughout the flood.
 #[tokio::test]
 async fn output_for_a_slow_viewer_waits_in_the_daemon_not_the_kernel() {
     let d = Daemon::start();
@@ -453,9 +455,9 @@ async fn output_for_a_slow_viewer_waits_in_the_daemon_not_the_kernel() {
     }
     reader.abort();
     // The low-water mark, at most a segment more the kernel took before it checked, and what
-    // was in flight unacknowledged.
+    // was in flight unacknowledged (twice that: a busy host acknowledges late).
     assert!(
-        most <= 256 * 1024,
+        most <= 512 * 1024,
         "the kernel held {most} bytes for the slow viewer"
     );
     owner.run("echo still-$((6*7))", "still-42").await;

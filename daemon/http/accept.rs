@@ -37,8 +37,10 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
             },
         };
         let _ = stream.set_nodelay(true);
-        if let Err(e) = super::send_queue::limit(&stream) {
-            debug!(%peer, "send queue's low-water mark not set: {e}");
+        if tls.is_none() {
+            if let Err(e) = super::send_queue::limit(&stream) {
+                debug!(%peer, "send queue's low-water mark not set: {e}");
+            }
         }
         if let Err(e) =
             super::dead_peer::watch(&stream, peer.ip(), state.cfg.limits.dead_peer_timeout)

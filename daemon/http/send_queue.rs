@@ -9,6 +9,11 @@
 //! viewer's writer falls back to the output log, and the usual rules (a backlog costlier than
 //! a snapshot is replaced by one) apply to what the client has not read. A client that keeps
 //! up empties the queue faster than it fills and is streamed every byte as before.
+//!
+//! Plain connections only. A TLS viewer has no direct path from the session: its backlog says
+//! it is slow only when its socket made a write wait (`Subscription::slower_than_output`), and
+//! with this mark a 64 KiB batch makes nearly every write wait, so a TLS viewer that keeps
+//! up would be resynced through a flood instead of streamed (`tests/tls.rs` failed so).
 
 use std::os::fd::AsFd;
 
