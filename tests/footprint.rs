@@ -1,5 +1,6 @@
 //! The daemon's memory at rest: once quiet it lets go of the code pages it mapped, and runs on
-//! as before (`daemon/idle_pages.rs`).
+//! as before (`daemon/idle_pages.rs`); after a flood it gives back what the flood took, in the
+//! session and in each viewer.
 
 use crate::common;
 
@@ -70,6 +71,24 @@ fn anon_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The daemon's anonymous memory once at rest: two readings half a second apart agree.
+async fn settled_anon_kib(pid: u32) -> u64 {
+    let (mut idle, deadline) = (anon_kib(pid), std::time::Instant::now() + common::TIMEOUT);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = anon_kib(pid);
+        let settled = now.abs_diff(idle) < 128;
+        idle = now;
+        if settled {
+            return idle;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon's memory never settled"
+        );
+    }
+}
+
 /// A flood of tens of megabytes through a recorded session takes memory (the output log's
 /// window, the recorder's buffers, the viewer's writes); once the session is quiet the daemon
 /// gives it back: the recorder's buffers shrink, the log lets go of its window, the allocator
@@ -81,24 +100,7 @@ async fn after_a_flood_the_daemon_gives_its_memory_back() {
     let mut owner = Client::connect(&d.ws(id, "?assistant=shell")).await;
     owner.wait_json("ready").await;
     owner.run("echo warm-$((6*7))", "warm-42").await;
-    // At rest: two readings a moment apart agree.
-    let (mut idle, deadline) = (
-        anon_kib(d.pid()),
-        std::time::Instant::now() + common::TIMEOUT,
-    );
-    loop {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        let now = anon_kib(d.pid());
-        let settled = now.abs_diff(idle) < 128;
-        idle = now;
-        if settled {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon's memory never settled"
-        );
-    }
+    let idle = settled_anon_kib(d.pid()).await;
 
     owner
         .type_str("head -c 30000000 /dev/zero | base64; echo FLOOD-$((6*7))-DONE\r")
@@ -115,4 +117,62 @@ async fn after_a_flood_the_daemon_gives_its_memory_back() {
         "anonymous memory: {idle} KiB at rest, {peak} KiB after the flood, {after} KiB later"
     );
     owner.run("echo still-$((6*7))", "still-42").await;
+}
+
+/// Each viewer of a flood grows buffers for it (a batch read from the output log and its
+/// frames, 128 KiB; the session's frame buffer for it): once the viewer is quiet it gives
+/// them back, so viewers that saw a flood cost what idle ones do.
+#[tokio::test]
+async fn viewers_give_back_what_a_flood_grew() {
+    use futures_util::StreamExt;
+    const VIEWERS: usize = 24;
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut owner = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    owner.wait_json("ready").await;
+    // Raw-dialect viewers that read everything and keep nothing.
+    let mut readers = Vec::new();
+    for _ in 0..VIEWERS {
+        let (mut ws, _) = tokio_tungstenite::connect_async(d.ws_raw(id, ""))
+            .await
+            .expect("a raw viewer connects");
+        readers.push(tokio::spawn(async move {
+            while let Some(Ok(_)) = ws.next().await {}
+        }));
+    }
+    owner.run("echo warm-$((6*7))", "warm-42").await;
+    let idle = settled_anon_kib(d.pid()).await;
+
+    owner
+        .type_str("head -c 6000000 /dev/zero | base64; echo FLOOD-$((6*7))-DONE\r")
+        .await;
+    owner.wait_screen("FLOOD-42-DONE").await;
+    let peak = anon_kib(d.pid());
+    // Kept, the viewers' buffers would be 64 KiB or more each (about 2.8 MiB in all here);
+    // given back, what is left is the session's (its parked screen, the log's window).
+    let bound = idle + 1536;
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    let after = loop {
+        let now = anon_kib(d.pid());
+        if now <= bound || std::time::Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert!(
+        after <= bound,
+        "with {VIEWERS} viewers the daemon still holds {} KiB more than at rest ({idle} KiB; \
+         {peak} KiB at the flood's end)",
+        after - idle
+    );
+    eprintln!(
+        "anonymous memory with {VIEWERS} viewers: {idle} KiB at rest, {peak} KiB after the flood, {after} KiB later"
+    );
+    assert!(
+        readers.iter().all(|r| !r.is_finished()),
+        "a viewer was dropped"
+    );
+    for r in readers {
+        r.abort();
+    }
 }

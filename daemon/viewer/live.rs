@@ -110,6 +110,24 @@ impl Live {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the actor's frame buffer for this viewer holds more than an idle viewer keeps
+    /// (a flood's chunks grow it).
+    pub fn holds_large_buffer(&self) -> bool {
+        self.lock().scratch.capacity() > super::subscription::KEEP_WHEN_IDLE
+    }
+
+    /// Gives back the actor's frame buffer if it grew past what an idle viewer keeps: it
+    /// grows again with the next large chunk.
+    pub fn release_large_buffer(&self) {
+        let mut st = self.lock();
+        if st.scratch.capacity() > super::subscription::KEEP_WHEN_IDLE {
+            st.scratch = Vec::new();
+        }
+        if st.leftover.is_empty() {
+            st.leftover = Vec::new();
+        }
+    }
+
     /// Resolves when the actor has woken the writer task (or already had, since it last waited).
     pub async fn woken(&self) {
         self.notify.notified().await;

@@ -33,7 +33,7 @@ use crate::ws::reader::{read_loop, Local, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
 use apply::SessionMessages;
 use live::Live;
-use subscription::{Framing, Pumped, Scratch, Subscription};
+use subscription::{Framing, Pumped, Scratch, Subscription, RELEASE_AFTER};
 use transport::{MessageKind, Sink, Transport, WriteResult};
 
 /// How this viewer connected.
@@ -262,6 +262,8 @@ enum Woke {
     Event(Option<ViewerEvent>),
     Output,
     AccessEnd(Closing<'static>),
+    /// Quiet for [`RELEASE_AFTER`] with large buffers: time to give them back.
+    Quiet,
 }
 
 /// Whether the connection is done after a step.
@@ -380,11 +382,13 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
             }
             let live = self.sub.live().clone();
             let can_send = self.sub.budget_left() > 0;
+            let large = self.scratch.is_large() || live.holds_large_buffer();
             let woke = tokio::select! {
                 l = local.recv() => Woke::Local(l),
                 ev = events.recv() => Woke::Event(ev),
                 _ = live.woken(), if can_send => Woke::Output,
                 why = self.share_end.wait() => Woke::AccessEnd(why),
+                () = tokio::time::sleep(RELEASE_AFTER), if large => Woke::Quiet,
             };
             self.claim().await?;
             match woke {
@@ -402,6 +406,10 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 Woke::Event(None) => return self.close(Closing::Ended(EndReason::Deleted)).await,
                 Woke::Output => {}
                 Woke::AccessEnd(why) => return self.close(why).await,
+                Woke::Quiet => {
+                    self.scratch.release_if_large();
+                    live.release_large_buffer();
+                }
             }
         }
     }

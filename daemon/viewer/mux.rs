@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use super::live::Live;
-use super::subscription::{self, Framing, Pumped, Scratch, Subscription};
+use super::subscription::{self, Framing, Pumped, Scratch, Subscription, RELEASE_AFTER};
 use super::transport::{self, MessageKind, Sink, Transport, WriteResult};
 use super::AccessEnd;
 use crate::config::Config;
@@ -286,6 +286,8 @@ enum Woke {
     Created(Result<Uuid, broadcast::error::RecvError>),
     Output,
     AccessEnd(Closing<'static>),
+    /// Quiet for [`RELEASE_AFTER`] with the scratch buffers a flood grew.
+    Quiet,
 }
 
 impl<T: Transport> MuxWriter<T> {
@@ -328,6 +330,7 @@ impl<T: Transport> MuxWriter<T> {
                 id = created.recv() => Woke::Created(id),
                 _ = self.wake.notified() => Woke::Output,
                 why = share_end.wait() => Woke::AccessEnd(why),
+                () = tokio::time::sleep(RELEASE_AFTER), if self.scratch.is_large() => Woke::Quiet,
             };
             match woke {
                 Woke::Local(Some(l)) => {
@@ -356,6 +359,7 @@ impl<T: Transport> MuxWriter<T> {
                     created = broadcast::channel(1).1;
                 }
                 Woke::Output => {}
+                Woke::Quiet => self.scratch.release_if_large(),
                 Woke::AccessEnd(why) => {
                     let (code, why) = mux::close(why);
                     return self.sink.close(code, why).await;

@@ -60,7 +60,9 @@ pub enum Pumped {
 }
 
 /// Scratch buffers a driver lends its subscriptions, so that a connection carrying many
-/// sessions holds one batch's worth, not one per session.
+/// sessions holds one batch's worth, not one per session. They grow to what a batch needs
+/// (a flood's: 128 KiB) and are given back once the connection is quiet
+/// ([`Scratch::release_if_large`]), so an idle viewer holds none of it.
 #[derive(Default)]
 pub struct Scratch {
     /// Output copied from the log.
@@ -69,12 +71,28 @@ pub struct Scratch {
     out: Vec<u8>,
 }
 
+/// Buffer capacity an idle connection keeps: typing and ordinary output fit in it.
+pub const KEEP_WHEN_IDLE: usize = 16 * 1024;
+
+/// How long a connection is quiet before it gives back the buffers a flood grew (a flood that
+/// goes on keeps them).
+pub const RELEASE_AFTER: Duration = Duration::from_secs(1);
+
 impl Scratch {
-    /// Buffers sized for one batch.
+    /// Empty buffers: they grow with the first batches.
     pub fn new() -> Self {
-        Scratch {
-            buf: Vec::with_capacity(BATCH_BYTES),
-            out: Vec::with_capacity(BATCH_BYTES + BATCH_BYTES / 512),
+        Scratch::default()
+    }
+
+    /// Whether the buffers hold more than an idle connection keeps.
+    pub fn is_large(&self) -> bool {
+        self.buf.capacity() + self.out.capacity() > KEEP_WHEN_IDLE
+    }
+
+    /// Gives back buffers grown past what an idle connection keeps.
+    pub fn release_if_large(&mut self) {
+        if self.is_large() {
+            *self = Scratch::default();
         }
     }
 }
@@ -204,6 +222,8 @@ impl Subscription {
             return Ok(Pumped::Idle);
         }
         scratch.buf.clear();
+        // Grown here, not under the log's lock.
+        scratch.buf.reserve(limit);
         let next = match log.read(offset, limit, &mut scratch.buf) {
             Ok(next) => next,
             Err(FellBehind) => {
