@@ -270,7 +270,17 @@ async fn every_operation_answers_as_the_document_says() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
-    // A state report (the daemon token may make one too), and a bad one.
+    // A state report (the daemon token may make one too), and a bad one; made once the shell
+    // is idle, so that its prompt, drawn late on a busy host, cannot follow the report.
+    let start = std::time::Instant::now();
+    loop {
+        let (_, now) = c.call(Method::GET, "/api/sessions/{id}", &one, None).await;
+        if now["state"] == "idle" {
+            break;
+        }
+        assert!(start.elapsed() < common::TIMEOUT, "never idle: {now}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let state = format!("{one}/state");
     let (status, _) = c
         .call(
