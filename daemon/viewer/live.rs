@@ -52,6 +52,12 @@ pub struct LiveState {
 }
 
 impl LiveState {
+    /// Whether the actor's frame buffer for this viewer holds more than an idle viewer keeps
+    /// (a flood's chunks grow it).
+    pub fn holds_large_buffer(&self) -> bool {
+        self.scratch.capacity() > super::subscription::KEEP_WHEN_IDLE
+    }
+
     /// Bytes that may still be sent before an acknowledgement (unbounded without flow=ack).
     pub fn budget_left(&self, live: &Live) -> u64 {
         if live.flow_ack {
@@ -110,17 +116,11 @@ impl Live {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether the actor's frame buffer for this viewer holds more than an idle viewer keeps
-    /// (a flood's chunks grow it).
-    pub fn holds_large_buffer(&self) -> bool {
-        self.lock().scratch.capacity() > super::subscription::KEEP_WHEN_IDLE
-    }
-
     /// Gives back the actor's frame buffer if it grew past what an idle viewer keeps: it
     /// grows again with the next large chunk.
     pub fn release_large_buffer(&self) {
         let mut st = self.lock();
-        if st.scratch.capacity() > super::subscription::KEEP_WHEN_IDLE {
+        if st.holds_large_buffer() {
             st.scratch = Vec::new();
         }
         if st.leftover.is_empty() {

@@ -318,14 +318,16 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
         Ok(())
     }
 
-    /// Hands the socket to the actor unless output is already waiting; true when it did.
-    fn release(&self) -> bool {
+    /// Hands the socket to the actor unless output is already waiting: `None` when output
+    /// waits, else whether the actor's frame buffer for this viewer has grown large (read
+    /// under the same lock).
+    fn release(&self) -> Option<bool> {
         let live = self.sub.live();
         let head = self.session().log().head();
         let mut st = live.lock();
         let waiting = head > st.offset && st.budget_left(live) > 0;
         st.busy = waiting;
-        !waiting
+        (!waiting).then(|| st.holds_large_buffer())
     }
 
     /// What a pump or resync means for the connection: a session that is gone closes it.
@@ -377,12 +379,12 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 }
                 continue;
             }
-            if !self.release() {
+            let Some(large_frames) = self.release() else {
                 continue;
-            }
+            };
             let live = self.sub.live().clone();
             let can_send = self.sub.budget_left() > 0;
-            let large = self.scratch.is_large() || live.holds_large_buffer();
+            let large = large_frames || self.scratch.is_large();
             let woke = tokio::select! {
                 l = local.recv() => Woke::Local(l),
                 ev = events.recv() => Woke::Event(ev),
