@@ -89,6 +89,19 @@ async fn settled_anon_kib(pid: u32) -> u64 {
     }
 }
 
+/// The daemon's anonymous memory once it is at most `bound` KiB, or when the wait's time is
+/// up: the last reading either way, for the caller's assertion to report.
+async fn anon_falls_to(pid: u32, bound: u64) -> u64 {
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    loop {
+        let now = anon_kib(pid);
+        if now <= bound || std::time::Instant::now() > deadline {
+            return now;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// A flood of tens of megabytes through a recorded session takes memory (the output log's
 /// window, the recorder's buffers, the viewer's writes); once the session is quiet the daemon
 /// gives it back: the recorder's buffers shrink, the log lets go of its window, the allocator
@@ -107,12 +120,13 @@ async fn after_a_flood_the_daemon_gives_its_memory_back() {
         .await;
     owner.wait_screen("FLOOD-42-DONE").await;
     let peak = anon_kib(d.pid());
-    let mut after = peak;
-    common::eventually("the flood's memory given back", || {
-        after = anon_kib(d.pid());
-        after <= idle + 2 * 1024
-    })
-    .await;
+    let after = anon_falls_to(d.pid(), idle + 2 * 1024).await;
+    assert!(
+        after <= idle + 2 * 1024,
+        "the daemon still holds {} KiB more than at rest ({idle} KiB; {peak} KiB at the \
+         flood's end)",
+        after - idle
+    );
     eprintln!(
         "anonymous memory: {idle} KiB at rest, {peak} KiB after the flood, {after} KiB later"
     );
@@ -151,14 +165,7 @@ async fn viewers_give_back_what_a_flood_grew() {
     // Kept, the viewers' buffers would be 64 KiB or more each (about 2.8 MiB in all here);
     // given back, what is left is the session's (its parked screen, the log's window).
     let bound = idle + 1536;
-    let deadline = std::time::Instant::now() + common::TIMEOUT;
-    let after = loop {
-        let now = anon_kib(d.pid());
-        if now <= bound || std::time::Instant::now() > deadline {
-            break now;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
+    let after = anon_falls_to(d.pid(), bound).await;
     assert!(
         after <= bound,
         "with {VIEWERS} viewers the daemon still holds {} KiB more than at rest ({idle} KiB; \

@@ -67,45 +67,55 @@ pub(crate) struct MemoryRow {
 
 impl MemoryRow {
     fn per_session_kib(&self) -> f64 {
-        self.with_sessions.rss_kib.saturating_sub(self.idle.rss_kib) as f64 / self.sessions as f64
+        per_kib(self.with_sessions.rss_kib, self.idle.rss_kib, self.sessions)
     }
 
     /// Per session in anonymous memory (heap and stacks): unlike RSS, not moved by the
     /// daemon letting go of its code pages once quiet (which may fall between two readings).
     fn per_session_anon_kib(&self) -> f64 {
-        self.with_sessions
-            .anon_kib
-            .saturating_sub(self.idle.anon_kib) as f64
-            / self.sessions as f64
+        per_kib(
+            self.with_sessions.anon_kib,
+            self.idle.anon_kib,
+            self.sessions,
+        )
     }
 
     fn per_stream_anon_kib(&self) -> f64 {
-        self.with_streams
-            .anon_kib
-            .saturating_sub(self.before_streams.anon_kib) as f64
-            / self.streams.max(1) as f64
+        per_kib(
+            self.with_streams.anon_kib,
+            self.before_streams.anon_kib,
+            self.streams.max(1),
+        )
     }
 
     fn per_viewer_kib(&self) -> f64 {
-        self.with_viewers
-            .rss_kib
-            .saturating_sub(self.before_viewers.rss_kib) as f64
-            / self.viewers as f64
+        per_kib(
+            self.with_viewers.rss_kib,
+            self.before_viewers.rss_kib,
+            self.viewers,
+        )
     }
 
     fn per_stream_kib(&self) -> f64 {
-        self.with_streams
-            .rss_kib
-            .saturating_sub(self.before_streams.rss_kib) as f64
-            / self.streams.max(1) as f64
+        per_kib(
+            self.with_streams.rss_kib,
+            self.before_streams.rss_kib,
+            self.streams.max(1),
+        )
     }
 
     fn per_viewer_anon_kib(&self) -> f64 {
-        self.with_viewers
-            .anon_kib
-            .saturating_sub(self.before_viewers.anon_kib) as f64
-            / self.viewers as f64
+        per_kib(
+            self.with_viewers.anon_kib,
+            self.before_viewers.anon_kib,
+            self.viewers,
+        )
     }
+}
+
+/// What each of `n` added, from KiB `before` and `after` them (none if it fell).
+fn per_kib(after: u64, before: u64, n: usize) -> f64 {
+    after.saturating_sub(before) as f64 / n as f64
 }
 
 /// The daemon's RSS idle, with `sessions` idle sessions, and with `viewers` idle viewers of one
