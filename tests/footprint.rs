@@ -54,9 +54,10 @@ async fn a_quiet_daemon_lets_go_of_its_code_and_runs_on() {
     .await;
     assert!(d.metric("ptyhub_idle_page_releases_total").await >= 1);
 
-    owner.run("echo after-$((6*7))", "after-42").await;
+    // Up to the prompt after it, so that the two screens are compared at rest.
+    owner.run("echo after-$((6*7))", "after-42\n$").await;
     let mut joiner = Client::connect(&d.ws(id, "")).await;
-    joiner.wait_screen("after-42").await;
+    joiner.wait_screen("after-42\n$").await;
     common::assert_same_screen(&owner, &joiner, "a viewer joining after the release");
     eprintln!("code mapped: {working} KiB working, {at_rest} KiB at rest");
 }
