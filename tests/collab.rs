@@ -302,6 +302,7 @@ yolo = ["bash", "-c", "echo stubborn-yolo; exec cat"]
 [assistants.interactive]
 name = "Interactive"
 command = ["bash", "--norc", "--noprofile", "-i"]
+env = { HISTFILE = "/dev/null" }
 yolo = ["bash", "-c", "echo interactive-yolo; exec cat"]
 "#,
     )
@@ -373,7 +374,12 @@ async fn a_stubborn_agent_is_killed_and_toggles_during_a_restart_are_refused() {
 /// would, and it goes at once (before, it waited out the grace period for SIGKILL).
 #[tokio::test]
 async fn a_restart_hangs_up_an_interactive_bash() {
-    let d = Daemon::start_with(&agent_config());
+    // A long grace: its SIGHUP share (10 s, not 1 s) covers a busy host's delays (a CI run
+    // found the trap not run, most likely so), while without the SIGHUP bash would still wait
+    // for the SIGKILL and skip its trap.
+    let config = agent_config().replace(r#"kill_grace = "2s""#, r#"kill_grace = "20s""#);
+    assert!(config.contains("20s"));
+    let d = Daemon::start_with(&config);
     let (_id, mut a, _b) = pair(&d, "interactive").await;
     let got = std::env::temp_dir().join(format!("ptyhub-hup-{}", Uuid::new_v4()));
     // Its exit trap runs when it exits by itself (as a SIGHUP makes it), never at a SIGKILL.
@@ -421,11 +427,12 @@ yolo = ["no-such-program-ptyhub-yolo"]
 #[tokio::test]
 async fn signal_interrupts_the_foreground_job() {
     let d = Daemon::start();
-    let (_id, mut a, _b) = pair(&d, "shell").await;
+    let (id, mut a, _b) = pair(&d, "shell").await;
     a.wait_screen("$ ").await;
     a.type_str("sleep 1000\r").await;
+    // This session's sleep: another test's would not make this one's SIGINT land.
     common::eventually("sleep to start", || {
-        common::session_processes().iter().any(|pid| {
+        common::processes_of(id).iter().any(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
         })
     })
