@@ -26,6 +26,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// - no thread caches (`tcache:false`): each worker's cache kept megabytes freed by a flood
 ///   (nothing flushes an idle thread's), and every session a share of them; without them an
 ///   idle session costs about 16 KiB less, with no difference seen in CPU per MB printed;
+/// - one arena (`narenas:1`) rather than one per thread up to eight: each arena's metadata
+///   and part-used pages are paid again, about 530 KiB in an idle daemon; with thread
+///   caches off the arena's per-size locks are taken anyway, and floods, slow readers and
+///   echoes measured no slower;
 /// - and once the daemon is quiet, [`release_allocator_pages`] purges at once: jemalloc's
 ///   decay alone still held the pages a flood freed 10 s later.
 ///
@@ -35,7 +39,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 // SAFETY: the pointer is a C string literal's, valid and unchanging for the whole program.
 pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(unsafe { &*MALLOC_CONF.as_ptr() });
 const MALLOC_CONF: &std::ffi::CStr =
-    c"background_thread:true,max_background_threads:1,tcache:false,dirty_decay_ms:1000,muzzy_decay_ms:0";
+    c"background_thread:true,max_background_threads:1,narenas:1,tcache:false,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 /// Gives the allocator's free pages back to the system, every arena's, at once
 /// (`idle_pages.rs` calls it once the daemon is quiet; while it works, jemalloc keeps freed
