@@ -251,7 +251,7 @@ impl Session {
     /// Each command to the method that does it.
     fn handle(&mut self, cmd: Command) {
         match cmd {
-            Command::Join(join) => self.join(join),
+            Command::Join(join) => self.join(*join),
             Command::Leave { viewer } => self.leave(viewer),
             Command::Input {
                 viewer,
@@ -277,11 +277,11 @@ impl Session {
                 name,
                 reply,
             } => self.rename(viewer, name, reply),
-            Command::Upload(upload) => self.upload(upload),
+            Command::Upload(upload) => self.upload(*upload),
             Command::ToggleYolo { viewer } => self.toggle_yolo(viewer),
             Command::Signal { viewer, signal } => self.signal(viewer, &signal),
             Command::End { reason, done } => self.begin_end(reason, Some(done)),
-            Command::FeedRecorder { feed } => self.connect_recorder(feed),
+            Command::FeedRecorder { feed } => self.connect_recorder(*feed),
             Command::RecordingFailed { message } => self.recording_failed(message),
             Command::Detach => self.detach_viewers(),
             Command::HandOver { reply } => self.hand_over_when_settled(reply),
@@ -358,7 +358,10 @@ impl Session {
         self.publish_info();
         let info = self.status();
         let offset = self.log.head();
-        self.broadcast(ViewerEvent::Status { info, offset });
+        self.broadcast(ViewerEvent::Status {
+            info: Box::new(info),
+            offset,
+        });
     }
 
     /// The session may have been quiet long enough: the log lets go of the output every
@@ -372,7 +375,7 @@ impl Session {
     fn connect_recorder(&mut self, feed: FeedSender) {
         let head = self.log.head();
         let status = ViewerEvent::Status {
-            info: self.status(),
+            info: Box::new(self.status()),
             offset: head,
         };
         self.recorder

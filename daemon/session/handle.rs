@@ -52,8 +52,10 @@ pub(super) struct UploadRequest {
 }
 
 /// What the actor is asked to do, by its handles (and by itself, for work it finishes later).
+/// The large requests are boxed: the queue reserves room for 32 commands at the session's
+/// start, each as large as the largest.
 pub(super) enum Command {
-    Join(JoinRequest),
+    Join(Box<JoinRequest>),
     Leave {
         viewer: ViewerId,
     },
@@ -99,7 +101,7 @@ pub(super) enum Command {
         name: String,
         reply: oneshot::Sender<Result<SessionInfo, RenameError>>,
     },
-    Upload(UploadRequest),
+    Upload(Box<UploadRequest>),
     ToggleYolo {
         viewer: ViewerId,
     },
@@ -113,7 +115,7 @@ pub(super) enum Command {
     },
     /// A recorder is connected: it is fed a copy of what every viewer is told.
     FeedRecorder {
-        feed: FeedSender,
+        feed: Box<FeedSender>,
     },
     RecordingFailed {
         message: String,
@@ -270,7 +272,7 @@ impl SessionHandle {
     ) -> Result<(Membership, JoinReply), JoinError> {
         let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Join(JoinRequest {
+        self.send(Command::Join(Box::new(JoinRequest {
             viewer,
             role,
             who,
@@ -278,7 +280,7 @@ impl SessionHandle {
             live,
             form,
             reply,
-        }))
+        })))
         .await?;
         // From here on the session may have registered it: leaving is the guard's job, even if
         // this future is dropped before the reply.
@@ -416,12 +418,12 @@ impl SessionHandle {
         data: Bytes,
     ) -> Result<Uploaded, UploadFailed> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Upload(UploadRequest {
+        self.send(Command::Upload(Box::new(UploadRequest {
             viewer,
             name,
             data,
             reply,
-        }))
+        })))
         .await?;
         rx.await.map_err(|_| SessionGone)?
     }
@@ -442,7 +444,9 @@ impl SessionHandle {
     pub fn feed_recorder(&self, input: bool) -> Result<FeedReceiver, SessionGone> {
         let (feed, receiver) = recorder_feed::channel(input);
         self.commands
-            .try_send(Command::FeedRecorder { feed })
+            .try_send(Command::FeedRecorder {
+                feed: Box::new(feed),
+            })
             .map_err(|_| SessionGone)?;
         Ok(receiver)
     }

@@ -230,7 +230,7 @@ async fn room(thread: &Option<ScreenThread>) {
 
 async fn recv_reading(readings: &mut Option<Readings>) -> Option<Reading> {
     match readings {
-        Some(rx) => rx.recv().await,
+        Some(rx) => rx.recv().await.map(|r| *r),
         None => std::future::pending().await,
     }
 }

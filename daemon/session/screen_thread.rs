@@ -77,8 +77,9 @@ pub struct ScreenReader {
     pub rows: usize,
 }
 
-/// Readings of the screen, in order, each different from the one before.
-pub type Readings = mpsc::UnboundedReceiver<Reading>;
+/// Readings of the screen, in order, each different from the one before (boxed: the channel
+/// reserves room for 32 at the session's start).
+pub type Readings = mpsc::UnboundedReceiver<Box<Reading>>;
 
 /// Called with a snapshot and the log offset it belongs to, or with why there is none.
 pub type SnapshotFn = Box<dyn FnOnce(Result<(EncodedSnapshot, u64), ScreenFailed>) + Send>;
@@ -153,7 +154,7 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// How the screen is read for attention, if it is.
     reader: Option<ScreenReader>,
-    readings: mpsc::UnboundedSender<Reading>,
+    readings: mpsc::UnboundedSender<Box<Reading>>,
     /// The screen's latest text.
     slot: Arc<ScreenSlot>,
 }
@@ -483,7 +484,7 @@ fn read_screen(state: &mut State, shared: &Shared) {
     if rows_changed {
         let reading = screen::read(&text, &reader.patterns, reader.rows, now);
         // The actor gone: nobody to tell.
-        let _ = shared.readings.send(reading);
+        let _ = shared.readings.send(Box::new(reading));
     }
     shared.slot.put(text);
 }

@@ -210,7 +210,7 @@ impl Session {
                     timestamp: rfc3339(SystemTime::now()),
                 };
                 self.chat.add(&line);
-                self.broadcast(ViewerEvent::Chat(line));
+                self.broadcast(ViewerEvent::Chat(Box::new(line)));
             }
             Err(message) => self.viewers.refuse(viewer, Refusal::InvalidChat(message)),
         }
