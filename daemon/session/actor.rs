@@ -155,7 +155,9 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
             gate: session.gate.clone(),
         },
     );
-    tokio::spawn(session.run(rx));
+    // Boxed: the task's future held the 2 KiB session twice otherwise (as the call's argument
+    // and as the running body's), 2 KiB more for every session.
+    tokio::spawn(Box::new(session).run(rx));
     handle
 }
 
@@ -176,7 +178,7 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 impl Session {
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+    async fn run(mut self: Box<Self>, mut commands: mpsc::Receiver<Command>) {
         loop {
             let viewers_gone = self.viewers.is_empty();
             let reap_at = self
