@@ -53,26 +53,28 @@ impl HeldInput {
     }
 
     /// The item for the new program's writer task, counted in `queued`.
-    pub(super) fn into_pty_input(self, queued: &Arc<AtomicUsize>) -> PtyInput {
+    pub(super) fn into_pty_input(self, queued: &Arc<AtomicUsize>) -> Box<PtyInput> {
         PtyInput::new(self.data, self.permit, None, queued)
     }
 }
 
 impl PtyInput {
     /// An item for the writer task, counted in `queued` until it is written or dropped.
+    /// Boxed: the writer's channel reserves room for 32 items at the program's start, and
+    /// most programs never have one queued (a key goes straight to the PTY).
     pub(super) fn new(
         data: Bytes,
         permit: InputPermit,
         answer: Option<Arc<AtomicUsize>>,
         queued: &Arc<AtomicUsize>,
-    ) -> Self {
+    ) -> Box<Self> {
         queued.fetch_add(1, Ordering::AcqRel);
-        PtyInput {
+        Box::new(PtyInput {
             data,
             _permit: permit,
             answer,
             queued: queued.clone(),
-        }
+        })
     }
 
     /// Marks the first `n` bytes written.
@@ -101,10 +103,10 @@ impl Drop for PtyInput {
 /// unbounded as a channel but bounded in bytes by the permits and counters its items hold.
 pub(super) async fn pty_writer(
     pty: PtyMaster,
-    mut input: mpsc::UnboundedReceiver<PtyInput>,
+    mut input: mpsc::UnboundedReceiver<Box<PtyInput>>,
     stop: CancellationToken,
 ) -> Vec<u8> {
-    let mut pending: Option<PtyInput> = None;
+    let mut pending: Option<Box<PtyInput>> = None;
     loop {
         let writing = pending.as_ref().map(|p| p.data.clone()).unwrap_or_default();
         tokio::select! {

@@ -60,7 +60,7 @@ struct Proc {
     pid: i32,
     /// The PTY master, for reading; gone at EOF.
     reader: Option<PtyMaster>,
-    input: Option<mpsc::UnboundedSender<PtyInput>>,
+    input: Option<mpsc::UnboundedSender<Box<PtyInput>>>,
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     answers_queued: Arc<AtomicUsize>,
     /// Items sent to the writer task and not yet written whole: while there are any, input
