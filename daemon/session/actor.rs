@@ -23,7 +23,9 @@ use tracing::{info, warn};
 use super::attention::Attention;
 use super::chat::Chat;
 use super::events::{EndReason, SessionInfo, StatusInfo, ViewerEvent, ViewerId};
-use super::handle::{command_queue, Command, HandleParts, OnEnd, SessionHandle, WeakSessionHandle};
+use super::handle::{
+    command_queue, Command, HandleParts, OnEnd, Queued, SessionHandle, WeakSessionHandle,
+};
 use super::handoff::SessionHandoff;
 use super::identity::{placeholder_info, Identity};
 use super::input::INPUT_QUEUE_BYTES;
@@ -178,7 +180,7 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 impl Session {
-    async fn run(mut self: Box<Self>, mut commands: mpsc::Receiver<Command>) {
+    async fn run(mut self: Box<Self>, mut commands: mpsc::Receiver<Queued>) {
         loop {
             let viewers_gone = self.viewers.is_empty();
             let reap_at = self
@@ -201,7 +203,7 @@ impl Session {
             tokio::select! {
                 biased;
                 cmd = commands.recv() => match cmd {
-                    Some(cmd) => self.handle(cmd),
+                    Some(cmd) => self.handle(*cmd),
                     // Every handle is gone: nobody can reach this session any more.
                     None => self.begin_end(EndReason::Deleted, None),
                 },
@@ -253,7 +255,7 @@ impl Session {
     /// Each command to the method that does it.
     fn handle(&mut self, cmd: Command) {
         match cmd {
-            Command::Join(join) => self.join(*join),
+            Command::Join(join) => self.join(join),
             Command::Leave { viewer } => self.leave(viewer),
             Command::Input {
                 viewer,
@@ -279,11 +281,11 @@ impl Session {
                 name,
                 reply,
             } => self.rename(viewer, name, reply),
-            Command::Upload(upload) => self.upload(*upload),
+            Command::Upload(upload) => self.upload(upload),
             Command::ToggleYolo { viewer } => self.toggle_yolo(viewer),
             Command::Signal { viewer, signal } => self.signal(viewer, &signal),
             Command::End { reason, done } => self.begin_end(reason, Some(done)),
-            Command::FeedRecorder { feed } => self.connect_recorder(*feed),
+            Command::FeedRecorder { feed } => self.connect_recorder(feed),
             Command::RecordingFailed { message } => self.recording_failed(message),
             Command::Detach => self.detach_viewers(),
             Command::HandOver { reply } => self.hand_over_when_settled(reply),

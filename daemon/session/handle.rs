@@ -52,10 +52,8 @@ pub(super) struct UploadRequest {
 }
 
 /// What the actor is asked to do, by its handles (and by itself, for work it finishes later).
-/// The large requests are boxed: the queue reserves room for 32 commands at the session's
-/// start, each as large as the largest.
 pub(super) enum Command {
-    Join(Box<JoinRequest>),
+    Join(JoinRequest),
     Leave {
         viewer: ViewerId,
     },
@@ -101,7 +99,7 @@ pub(super) enum Command {
         name: String,
         reply: oneshot::Sender<Result<SessionInfo, RenameError>>,
     },
-    Upload(Box<UploadRequest>),
+    Upload(UploadRequest),
     ToggleYolo {
         viewer: ViewerId,
     },
@@ -115,7 +113,7 @@ pub(super) enum Command {
     },
     /// A recorder is connected: it is fed a copy of what every viewer is told.
     FeedRecorder {
-        feed: Box<FeedSender>,
+        feed: FeedSender,
     },
     RecordingFailed {
         message: String,
@@ -141,8 +139,12 @@ pub(super) enum Command {
     },
 }
 
+/// A command as it travels: boxed, so that the queue reserves room for 32 pointers at the
+/// session's start rather than for 32 of the largest command.
+pub(super) type Queued = Box<Command>;
+
 /// A channel for commands to a new session: the handles' end and the actor's.
-pub(super) fn command_queue() -> (mpsc::Sender<Command>, mpsc::Receiver<Command>) {
+pub(super) fn command_queue() -> (mpsc::Sender<Queued>, mpsc::Receiver<Queued>) {
     mpsc::channel(COMMAND_QUEUE)
 }
 
@@ -150,7 +152,7 @@ pub(super) fn command_queue() -> (mpsc::Sender<Command>, mpsc::Receiver<Command>
 #[derive(Clone)]
 pub struct SessionHandle {
     id: Uuid,
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::Sender<Queued>,
     /// Input bytes that may be in flight to the PTY, shared by every writer of the session.
     input_budget: Arc<Semaphore>,
     log: Arc<SharedLog>,
@@ -178,7 +180,7 @@ pub(super) struct HandleParts {
 
 impl SessionHandle {
     /// The handle of a session just launched.
-    pub(super) fn new(id: Uuid, commands: mpsc::Sender<Command>, parts: HandleParts) -> Self {
+    pub(super) fn new(id: Uuid, commands: mpsc::Sender<Queued>, parts: HandleParts) -> Self {
         let HandleParts {
             input_budget,
             log,
@@ -256,7 +258,10 @@ impl SessionHandle {
     }
 
     async fn send(&self, cmd: Command) -> Result<(), SessionGone> {
-        self.commands.send(cmd).await.map_err(|_| SessionGone)
+        self.commands
+            .send(Box::new(cmd))
+            .await
+            .map_err(|_| SessionGone)
     }
 
     /// Adds a viewer with `role`; `events` receives everything addressed to it, `live` its
@@ -272,7 +277,7 @@ impl SessionHandle {
     ) -> Result<(Membership, JoinReply), JoinError> {
         let viewer = NEXT_VIEWER.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Join(Box::new(JoinRequest {
+        self.send(Command::Join(JoinRequest {
             viewer,
             role,
             who,
@@ -280,7 +285,7 @@ impl SessionHandle {
             live,
             form,
             reply,
-        })))
+        }))
         .await?;
         // From here on the session may have registered it: leaving is the guard's job, even if
         // this future is dropped before the reply.
@@ -418,12 +423,12 @@ impl SessionHandle {
         data: Bytes,
     ) -> Result<Uploaded, UploadFailed> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Upload(Box::new(UploadRequest {
+        self.send(Command::Upload(UploadRequest {
             viewer,
             name,
             data,
             reply,
-        })))
+        }))
         .await?;
         rx.await.map_err(|_| SessionGone)?
     }
@@ -444,9 +449,7 @@ impl SessionHandle {
     pub fn feed_recorder(&self, input: bool) -> Result<FeedReceiver, SessionGone> {
         let (feed, receiver) = recorder_feed::channel(input);
         self.commands
-            .try_send(Command::FeedRecorder {
-                feed: Box::new(feed),
-            })
+            .try_send(Box::new(Command::FeedRecorder { feed }))
             .map_err(|_| SessionGone)?;
         Ok(receiver)
     }
@@ -477,14 +480,14 @@ impl SessionHandle {
 /// later (an upload's typed path, the recorder's failure).
 #[derive(Clone)]
 pub struct WeakSessionHandle {
-    commands: mpsc::WeakSender<Command>,
+    commands: mpsc::WeakSender<Queued>,
     /// The session's input budget (see [`SessionHandle::input`]).
     input_budget: Arc<Semaphore>,
 }
 
 impl WeakSessionHandle {
     /// The actor's own reference: `commands` is its queue, `input_budget` its handles'.
-    pub(super) fn new(commands: &mpsc::Sender<Command>, input_budget: Arc<Semaphore>) -> Self {
+    pub(super) fn new(commands: &mpsc::Sender<Queued>, input_budget: Arc<Semaphore>) -> Self {
         Self {
             commands: commands.downgrade(),
             input_budget,
@@ -507,14 +510,16 @@ impl WeakSessionHandle {
             data,
             permit: Some(permit),
         };
-        session.send(input).await.map_err(|_| SessionGone)
+        session.send(Box::new(input)).await.map_err(|_| SessionGone)
     }
 
     /// Tells the session's writers (those connected and those who join later, each once)
     /// that its recorder failed: the recording stopped, and why.
     pub async fn report_recording_failure(&self, message: String) {
         if let Some(session) = self.commands.upgrade() {
-            let _ = session.send(Command::RecordingFailed { message }).await;
+            let _ = session
+                .send(Box::new(Command::RecordingFailed { message }))
+                .await;
         }
     }
 }
@@ -538,9 +543,9 @@ impl Membership {
 
 impl Drop for Membership {
     fn drop(&mut self) {
-        let leave = Command::Leave {
+        let leave = Box::new(Command::Leave {
             viewer: self.viewer,
-        };
+        });
         match self.handle.commands.try_send(leave) {
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
             // The queue is full for a moment: leave from a task (the session is still running,
