@@ -309,7 +309,7 @@ pub(super) async fn run(mut job: Job) {
         Err(e) => return fail(&job, Stop::Io(e)).await,
     };
     let at = job.log.start();
-    record(job, file, start, 0.0, meta, *first, at).await;
+    record(job, file, start, 0.0, meta, first, at).await;
 }
 
 /// Goes on with a recording the previous image of the daemon began (a live upgrade): appends
@@ -339,7 +339,7 @@ async fn resume(mut job: Job) {
     let start = Instant::now()
         .checked_sub(since_start)
         .unwrap_or_else(Instant::now);
-    record(job, file, start, last_time, meta, *first, from).await;
+    record(job, file, start, last_time, meta, first, from).await;
 }
 
 /// Records into `file` (the header written) from log offset `at` until the session ends, is
@@ -572,7 +572,7 @@ fn on_feed_item(
                 let mode = if info.yolo_mode { "ON" } else { "OFF" };
                 rec.event(now, Code::Marker, &format!("restart: YOLO {mode}"))?;
             }
-            *last = *info;
+            *last = info;
         }
         FeedItem::Event(ViewerEvent::Chat(line)) => {
             drain(rec, log, at, u64::MAX)?;

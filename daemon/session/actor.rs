@@ -362,10 +362,7 @@ impl Session {
         self.publish_info();
         let info = self.status();
         let offset = self.log.head();
-        self.broadcast(ViewerEvent::Status {
-            info: Box::new(info),
-            offset,
-        });
+        self.broadcast(ViewerEvent::Status { info, offset });
     }
 
     /// The session may have been quiet long enough: the log lets go of the output every
@@ -379,7 +376,7 @@ impl Session {
     fn connect_recorder(&mut self, feed: FeedSender) {
         let head = self.log.head();
         let status = ViewerEvent::Status {
-            info: Box::new(self.status()),
+            info: self.status(),
             offset: head,
         };
         self.recorder

@@ -36,15 +36,14 @@ pub trait LiveOutput: Send + Sync {
     }
 }
 
-/// What a viewer is told by its session. The large payloads are boxed: every session's
-/// recorder feed reserves room for 32 events at its start, whatever they hold.
+/// What a viewer is told by its session.
 #[derive(Debug, Clone)]
 pub enum ViewerEvent {
     /// The session's metadata changed (or the viewer just joined); output before `offset`
     /// was produced before the change (at the old size) and is sent first.
     Status {
         /// The metadata.
-        info: Box<StatusInfo>,
+        info: StatusInfo,
         /// Log offset of the change.
         offset: u64,
     },
@@ -56,7 +55,7 @@ pub enum ViewerEvent {
         offset: u64,
     },
     /// A chat line, to every viewer.
-    Chat(Box<ChatLine>),
+    Chat(ChatLine),
     /// Who is here (and who typed), to every viewer.
     Presence(std::sync::Arc<PresenceInfo>),
     /// Something this viewer asked was refused.

@@ -50,7 +50,9 @@ pub enum FeedItem {
 /// The session's end.
 #[derive(Debug)]
 pub struct FeedSender {
-    tx: mpsc::Sender<FeedItem>,
+    /// Items travel boxed: the queue reserves room for 32 at the session's start, and
+    /// most are small beside the largest (an event every viewer was sent).
+    tx: mpsc::Sender<Box<FeedItem>>,
     shared: Arc<Shared>,
     /// Whether input is copied.
     input: bool,
@@ -61,7 +63,7 @@ pub struct FeedSender {
 /// The reader's end.
 #[derive(Debug)]
 pub struct FeedReceiver {
-    rx: mpsc::Receiver<FeedItem>,
+    rx: mpsc::Receiver<Box<FeedItem>>,
     shared: Arc<Shared>,
     pace: PaceReport,
 }
@@ -95,7 +97,11 @@ pub(super) fn channel(input: bool) -> (FeedSender, FeedReceiver) {
 impl FeedSender {
     /// Copies an event, without waiting.
     fn event(&self, event: &ViewerEvent) {
-        if self.tx.try_send(FeedItem::Event(event.clone())).is_err() {
+        if self
+            .tx
+            .try_send(Box::new(FeedItem::Event(event.clone())))
+            .is_err()
+        {
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -104,7 +110,7 @@ impl FeedSender {
     fn marker(&self, label: String, offset: u64) {
         if self
             .tx
-            .try_send(FeedItem::Marker { label, offset })
+            .try_send(Box::new(FeedItem::Marker { label, offset }))
             .is_err()
         {
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +119,7 @@ impl FeedSender {
 
     /// The session is handed over in a live upgrade (the last item).
     fn suspend(&self) {
-        if self.tx.try_send(FeedItem::Suspended).is_err() {
+        if self.tx.try_send(Box::new(FeedItem::Suspended)).is_err() {
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -131,12 +137,12 @@ impl FeedSender {
         self.shared
             .input_bytes
             .fetch_add(data.len(), Ordering::Relaxed);
-        let item = FeedItem::Input {
+        let item = Box::new(FeedItem::Input {
             data: data.clone(),
             offset,
-        };
+        });
         if let Err(e) = self.tx.try_send(item) {
-            if let FeedItem::Input { data, .. } = e.into_inner() {
+            if let FeedItem::Input { data, .. } = *e.into_inner() {
                 self.shared
                     .input_bytes
                     .fetch_sub(data.len(), Ordering::Relaxed);
@@ -150,7 +156,7 @@ impl FeedReceiver {
     /// The next item; `None` once the session has ended and everything was read.
     /// Cancel-safe.
     pub async fn recv(&mut self) -> Option<FeedItem> {
-        let item = self.rx.recv().await?;
+        let item = *self.rx.recv().await?;
         if let FeedItem::Input { data, .. } = &item {
             self.shared
                 .input_bytes

@@ -170,12 +170,12 @@ mod tests {
     use crate::session::events::{EndReason, StatusInfo, ViewerEvent};
 
     fn chat(len: usize) -> ViewerEvent {
-        ViewerEvent::Chat(Box::new(ChatLine {
+        ViewerEvent::Chat(ChatLine {
             user_name: "a".into(),
             guest: false,
             text: "x".repeat(len),
             timestamp: String::new(),
-        }))
+        })
     }
 
     #[tokio::test]
@@ -206,7 +206,7 @@ mod tests {
 
     fn status(viewers: usize, rows: u16, offset: u64) -> ViewerEvent {
         ViewerEvent::Status {
-            info: Box::new(StatusInfo {
+            info: StatusInfo {
                 viewers,
                 rows,
                 cols: 80,
@@ -219,7 +219,7 @@ mod tests {
                 restarting: false,
                 state: crate::attention::SessionState::starting("starting"),
                 sized_by: Vec::new(),
-            }),
+            },
             offset,
         }
     }

@@ -210,7 +210,7 @@ impl Session {
                     timestamp: rfc3339(SystemTime::now()),
                 };
                 self.chat.add(&line);
-                self.broadcast(ViewerEvent::Chat(Box::new(line)));
+                self.broadcast(ViewerEvent::Chat(line));
             }
             Err(message) => self.viewers.refuse(viewer, Refusal::InvalidChat(message)),
         }
