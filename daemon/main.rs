@@ -30,10 +30,14 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///   and part-used pages are paid again, about 530 KiB in an idle daemon. The price is the
 ///   workers sharing its locks: a flood to 100 viewers took 0-9% more time and CPU (well
 ///   within its target); slow readers and echoes measured no slower;
-/// - slabs of one page for every size class up to 4 KiB (`slab_sizes`) rather than of up to
+/// - slabs of one page for the size classes up to 4 KiB (`slab_sizes`) rather than of up to
 ///   several: a slab stays resident while one object in it lives, so a session's few
 ///   long-lived objects held whole multi-page slabs (an idle session 58.6 -> 51.6 KiB, the
-///   idle daemon 0.3 MiB less; no cost seen to floods or slow readers);
+///   idle daemon 0.3 MiB less; no cost seen to floods or slow readers). Two classes keep
+///   slabs of several pages: 2560 B (a screen row of 80 cells: 8 to 5 pages, where a page
+///   holds one and wastes 1.5 KiB) and 4096 B (a PTY read: 4 to 4 pages). A flood has a
+///   thousand of each alive; every slab has 128 B of metadata that jemalloc never gives back,
+///   which held 440 KiB after a 50 MiB flood, 115 KiB with these two;
 /// - and once the daemon is quiet, [`release_allocator_pages`] purges at once: jemalloc's
 ///   decay alone still held the pages a flood freed 10 s later.
 ///
@@ -43,7 +47,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 // SAFETY: the pointer is a C string literal's, valid and unchanging for the whole program.
 pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(unsafe { &*MALLOC_CONF.as_ptr() });
 const MALLOC_CONF: &std::ffi::CStr =
-    c"background_thread:true,max_background_threads:1,narenas:1,slab_sizes:1-4096:1,tcache:false,dirty_decay_ms:1000,muzzy_decay_ms:0";
+    c"background_thread:true,max_background_threads:1,narenas:1,slab_sizes:1-4096:1|2560-2560:5|4096-4096:4,tcache:false,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 /// Gives the allocator's free pages back to the system, every arena's, at once
 /// (`idle_pages.rs` calls it once the daemon is quiet; while it works, jemalloc keeps freed
