@@ -16,7 +16,7 @@
 //! wake after a release starts a watch of the process's CPU time, every [`INTERVAL`], and
 //! [`QUIET_INTERVALS`] in a row in which it used less than [`QUIET_CPU`] each (a session that
 //! prints, a viewer that types or a client that polls uses more) end it with a release, if
-//! there is enough to let go of ([`WORTH_MAPPED`], [`WORTH_CPU`]). So the pages go four to six
+//! there is enough to let go of ([`WORTH_MAPPED`], [`WORTH_CPU`]). So the pages go two to three
 //! seconds after the work stops, and a daemon with nothing to do is never woken for this. After a watch that
 //! found nothing worth letting go (a timer that fired, a health check), the next waits
 //! [`RESPITE`], so a daemon woken often for little is not watched over and over.
@@ -35,12 +35,15 @@ use crate::sys::{drop_read_only, read_only_segments};
 /// Less CPU than this over an interval is quiet.
 const QUIET_CPU: Duration = Duration::from_millis(2);
 
-/// How often the CPU time is read while watching.
-const INTERVAL: Duration = Duration::from_secs(2);
+/// How often the CPU time is read while watching (a wake-up a second, only between the work's
+/// end and the release).
+const INTERVAL: Duration = Duration::from_secs(1);
 
-/// Quiet intervals in a row before a release: at least 2 s after the work's end, when what
-/// the work leaves behind has been let go of too (a parked screen after 1 s, the output log's
-/// window after 2 s, the recorder's buffers after 1 s), so the allocator can return it.
+/// Quiet intervals in a row before a release: 2-3 s after the work's end, when what the work
+/// leaves behind has been let go of too (a parked screen after 1 s, the output log's window
+/// after 2 s, the recorder's buffers after 1 s), so the allocator can return it (what is let
+/// go of later, jemalloc's background thread returns within `dirty_decay_ms`). Two of 1 s
+/// rather than two of 2 s: a flood's memory is back sooner (issue 39: 10 s after its end).
 const QUIET_INTERVALS: u32 = 2;
 
 /// What makes a release worth it: this much mapped from files since the last one (code a few
@@ -49,8 +52,11 @@ const QUIET_INTERVALS: u32 = 2;
 const WORTH_MAPPED: u64 = 256 * 1024;
 const WORTH_CPU: Duration = Duration::from_millis(50);
 
-/// After a watch that let nothing go, the least time before the next.
-const RESPITE: Duration = Duration::from_secs(30);
+/// After a watch that let nothing go, the least time before the next. Short: the timers a
+/// release leaves behind (a log letting go of its window 2 s after the output) end such a
+/// watch, and work that comes during the respite waits for its end to be let go of (with
+/// 30 s, a flood's memory was still held 10 s after it in one run of six).
+const RESPITE: Duration = Duration::from_secs(5);
 
 /// What else a release lets go of: the allocator's free pages, set by the binary (whose
 /// allocator it is) before the daemon starts.
