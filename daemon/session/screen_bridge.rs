@@ -167,7 +167,8 @@ impl ScreenBridge {
     }
 
     /// Renders a snapshot of the screen as it stands after the output published so far to
-    /// `log`, off the actor (on the screen thread), and hands it to `done` with the exact log
+    /// `log`, off the actor (on the screen thread; or takes the one it rendered already, when
+    /// nothing changed since), and hands it to `done` with the exact log
     /// offset it belongs to: the model has consumed every byte before it (bytes it holds
     /// back, an incomplete escape sequence, are streamed instead). `done` is always called,
     /// with [`ScreenFailed`] when the screen thread could not render it; without a model,
@@ -179,13 +180,17 @@ impl ScreenBridge {
         done: impl FnOnce(Result<(Option<EncodedSnapshot>, u64), ScreenFailed>) + Send + 'static,
     ) {
         match &self.thread {
-            Some(thread) => thread.snapshot(
-                log.head(),
-                form,
-                Box::new(move |drawn| {
-                    done(drawn.map(|(snapshot, offset)| (Some(snapshot), offset)))
-                }),
-            ),
+            // Rendered already, and nothing changed since: no job, no thread woken.
+            Some(thread) => match thread.served(form) {
+                Some((snapshot, offset)) => done(Ok((Some(snapshot), offset))),
+                None => thread.snapshot(
+                    log.head(),
+                    form,
+                    Box::new(move |drawn| {
+                        done(drawn.map(|(snapshot, offset)| (Some(snapshot), offset)))
+                    }),
+                ),
+            },
             None => done(Ok((None, log.start()))),
         }
     }

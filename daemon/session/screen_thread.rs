@@ -9,10 +9,11 @@
 //! when the log's head was `h` runs after every byte before `h` was parsed, so the snapshot
 //! and its offset still match exactly. The backlog is bounded in bytes: past it the actor
 //! stops reading the PTY until the parser catches up, so memory stays bounded and nothing is
-//! lost. The last snapshot is kept until output or a resize changes the model, so viewers
-//! joining an unchanged screen (a reconnect storm) cost one render between them, and requests
-//! queued together (viewers resynced during a flood) are served by one render at the last of
-//! their offsets.
+//! lost. The last snapshot is kept until output or a resize changes the model, where the actor
+//! finds it too ([`ScreenThread::served`]): viewers joining an unchanged screen (a reconnect
+//! storm, a crowd) cost one render between them and wake no thread, and requests queued
+//! together (viewers resynced during a flood) are served by one render at the last of their
+//! offsets.
 //!
 //! Every snapshot request is answered: with the snapshot, or with [`ScreenFailed`] when the
 //! thread panicked while it was queued (the model is then replaced by a blank one of the same
@@ -25,7 +26,7 @@
 //! readers take without waking the thread.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -157,6 +158,50 @@ struct Shared {
     readings: mpsc::UnboundedSender<Box<Reading>>,
     /// The screen's latest text.
     slot: Arc<ScreenSlot>,
+    /// The snapshots rendered of the model as it is.
+    served: Mutex<Served>,
+}
+
+/// The last snapshot of each form and its offset, and which model they show: the count of
+/// model-changing jobs (output chunks, resizes) it had taken. The actor counts the same jobs
+/// as it sends them, so it can answer a join from here while nothing changed, without a job
+/// (browser and raw joiners ask for different forms; neither evicts the other). Emptied when
+/// the model changes and when the thread ends: an idle session keeps no rendering.
+#[derive(Default)]
+struct Served {
+    version: u64,
+    snapshots: Vec<(SnapshotForm, EncodedSnapshot, u64)>,
+}
+
+impl Served {
+    /// The snapshot in `form` of the model at `version`, and its offset, if rendered.
+    fn get(&self, version: u64, form: SnapshotForm) -> Option<(EncodedSnapshot, u64)> {
+        self.snapshots
+            .iter()
+            .find(|(f, ..)| self.version == version && *f == form)
+            .map(|(_, snapshot, offset)| (snapshot.clone(), *offset))
+    }
+
+    fn put(&mut self, version: u64, form: SnapshotForm, snapshot: EncodedSnapshot, offset: u64) {
+        if self.version != version {
+            self.snapshots.clear();
+            self.version = version;
+        }
+        if self.snapshots.len() == MAX_CACHED_FORMS {
+            self.snapshots.remove(0);
+        }
+        self.snapshots.push((form, snapshot, offset));
+    }
+
+    fn clear(&mut self) {
+        self.snapshots = Vec::new();
+    }
+}
+
+impl Shared {
+    fn served(&self) -> std::sync::MutexGuard<'_, Served> {
+        self.served.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// What the thread works on, kept across runs of the thread.
@@ -168,10 +213,9 @@ struct State {
     /// When the model was last brought back from `parked`.
     thawed_at: Option<Instant>,
     jobs: std_mpsc::Receiver<Job>,
-    /// The last snapshot of each form and its offset, while the model has not changed since
-    /// (browser and raw joiners ask for different forms; neither evicts the other). Dropped
-    /// when the thread ends: an idle session keeps no rendering.
-    last: Vec<(EncodedSnapshot, (u64, SnapshotForm))>,
+    /// Model-changing jobs (output chunks, resizes) the model has taken: the version of
+    /// [`Served`].
+    applied: u64,
     /// Jobs taken from the queue ahead of their turn, to run next, in order.
     ahead: VecDeque<Job>,
     /// When the screen was last read for attention.
@@ -203,6 +247,9 @@ impl Drop for ParkedScreen {
 pub struct ScreenThread {
     jobs: std_mpsc::Sender<Job>,
     shared: Arc<Shared>,
+    /// Model-changing jobs sent: once the thread has taken them all, its snapshots show the
+    /// model as the actor left it.
+    sent: AtomicU64,
 }
 
 /// Answers the model computed for queries met while parsing, in stream order.
@@ -257,7 +304,7 @@ impl ScreenThread {
                 parked: None,
                 thawed_at: None,
                 jobs: rx,
-                last: Vec::new(),
+                applied: 0,
                 ahead: VecDeque::new(),
                 read_at: None,
                 unread: false,
@@ -269,8 +316,14 @@ impl ScreenThread {
             reader,
             readings: readings_tx,
             slot,
+            served: Mutex::default(),
         });
-        (ScreenThread { jobs, shared }, answers, readings)
+        let thread = ScreenThread {
+            jobs,
+            shared,
+            sent: AtomicU64::new(0),
+        };
+        (thread, answers, readings)
     }
 
     /// The screen's latest text, as the last reading found it.
@@ -283,12 +336,22 @@ impl ScreenThread {
         self.shared
             .backlog
             .fetch_add(chunk.len(), Ordering::Relaxed);
+        self.sent.fetch_add(1, Ordering::Relaxed);
         self.send(Job::Output(chunk));
     }
 
     /// Resizes the model after the output queued so far.
     pub fn resize(&self, rows: u16, cols: u16) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
         self.send(Job::Resize(rows, cols));
+    }
+
+    /// The snapshot in `form` of the model after every job sent so far, and its offset, when
+    /// the thread has rendered it already: what a [`ScreenThread::snapshot`] request would be
+    /// answered, without the request (nothing to wake).
+    pub fn served(&self, form: SnapshotForm) -> Option<(EncodedSnapshot, u64)> {
+        let version = self.sent.load(Ordering::Relaxed);
+        self.shared.served().get(version, form)
     }
 
     /// Renders a snapshot once the model has parsed everything before `head`, and hands it to
@@ -389,10 +452,9 @@ fn work(shared: &Shared) {
         error!(thread = %shared.name, "screen model panicked ({why}): its snapshots were refused and the screen starts blank");
         let (rows, cols) = state.model.size();
         state.model = ScreenModel::new(rows, cols, shared.max_scrollback);
-        state.last.clear();
+        shared.served().clear();
     }
-    state.last.clear();
-    state.last.shrink_to_fit();
+    shared.served().clear();
     if let Some(parked) = state.model.park() {
         state.model = ScreenModel::new(1, 1, 0);
         state.parked = Some(ParkedScreen::new(parked, shared.metrics.clone()));
@@ -519,13 +581,14 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
     let State {
         model,
         jobs,
-        last,
+        applied,
         ahead,
         ..
     } = state;
     match job {
         Job::Output(chunk) => {
-            last.clear();
+            shared.served().clear();
+            *applied += 1;
             // Parse the output queued up to the next other job as one run, so the part of
             // a long flood of text and colours that scrolls away unseen is skipped. Text
             // with no sequence but pen ones (so no terminal query to answer) waits a moment
@@ -550,6 +613,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                 };
                 match more {
                     Some(Job::Output(more)) => {
+                        *applied += 1;
                         if batch.is_empty() {
                             batch.extend_from_slice(&chunk);
                         }
@@ -571,7 +635,8 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
             parse(model, shared, run, len);
         }
         Job::Resize(rows, cols) => {
-            last.clear();
+            shared.served().clear();
+            *applied += 1;
             model.resize(rows, cols);
         }
         Job::Snapshot { head, form, take } => {
@@ -594,14 +659,17 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                 let mut batch = Vec::new();
                 for job in ahead.drain(..=upto) {
                     match job {
-                        Job::Output(chunk) => batch.extend_from_slice(&chunk),
+                        Job::Output(chunk) => {
+                            *applied += 1;
+                            batch.extend_from_slice(&chunk);
+                        }
                         Job::Resize(rows, cols) => {
                             if !batch.is_empty() {
-                                last.clear();
                                 parse(model, shared, &batch, batch.len());
                                 batch.clear();
                             }
-                            last.clear();
+                            *applied += 1;
+                            shared.served().clear();
                             model.resize(rows, cols);
                         }
                         Job::Snapshot {
@@ -615,20 +683,20 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                     }
                 }
                 if !batch.is_empty() {
-                    last.clear();
+                    shared.served().clear();
                     parse(model, shared, &batch, batch.len());
                 }
             }
             let offset = head - model.pending_len() as u64;
             for (form, take) in waiting {
-                let snapshot = match last.iter().find(|(_, at)| *at == (offset, form)) {
-                    Some((snapshot, _)) => snapshot.clone(),
+                let served = shared.served().get(*applied, form);
+                let snapshot = match served {
+                    Some((snapshot, _)) => snapshot,
                     None => {
                         let snapshot = snapshot::encode_as(model, shared.max_scrollback, form);
-                        if last.len() == MAX_CACHED_FORMS {
-                            last.remove(0);
-                        }
-                        last.push((snapshot.clone(), (offset, form)));
+                        shared
+                            .served()
+                            .put(*applied, form, snapshot.clone(), offset);
                         snapshot
                     }
                 };
@@ -726,6 +794,52 @@ mod tests {
         assert!(now.contains("hello") && now.contains("world"), "{now:?}");
         assert_eq!(metrics.screens_parked.get(), 0);
         assert_eq!(metrics.screens_parked_bytes.get(), 0);
+    }
+
+    /// A snapshot rendered of the model as it is can be taken without a job, in the form it
+    /// was rendered in, until output or a resize changes the model or the thread ends.
+    #[test]
+    fn a_rendered_snapshot_is_served_until_the_model_changes() {
+        const NAME: &str = "screen-served";
+        let (screen, _answers) = ScreenThread::start(
+            ScreenModel::new(24, 80, 100),
+            100,
+            1 << 20,
+            NAME.into(),
+            metrics(),
+        );
+        let (plain, gzip) = (SnapshotForm::plain(1 << 20), SnapshotForm::gzip(1 << 20));
+        screen.output(Bytes::from_static(b"served\r\n"));
+        assert!(screen.served(plain).is_none(), "nothing rendered yet");
+        assert!(contents(&screen, 8).contains("served"));
+        let (snapshot, offset) = screen.served(plain).expect("served without a job");
+        assert_eq!(offset, 8);
+        let mut vt = vt100::Parser::new(non_zero(24), non_zero(80), 0);
+        vt.process(&snapshot.bytes);
+        assert!(vt.screen().contents().contains("served"));
+        assert!(
+            screen.served(gzip).is_none(),
+            "another form is rendered on request"
+        );
+
+        screen.resize(10, 40);
+        assert!(screen.served(plain).is_none(), "a resize changes the model");
+        assert!(contents(&screen, 8).contains("served"));
+        assert!(screen.served(plain).is_some());
+        screen.output(Bytes::from_static(b"more"));
+        assert!(screen.served(plain).is_none(), "output changes the model");
+        assert!(contents(&screen, 12).contains("more"));
+        assert!(screen.served(plain).is_some());
+
+        let gone_by = Instant::now() + LINGER + Duration::from_secs(20);
+        while threads_named(NAME) > 0 || screen.shared.running.load(Ordering::SeqCst) {
+            assert!(Instant::now() < gone_by, "the idle thread did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            screen.served(plain).is_none(),
+            "an idle session keeps no rendering"
+        );
     }
 
     /// A model brought back lately is kept (with its thread) until `PARK_EVERY` after that.
