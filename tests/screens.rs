@@ -32,6 +32,16 @@ printf '\e[?1002l\e[?1006l\e[?2004l\e[?1l\e>\e[?1049l'
 printf 'LEFT-%s-ALT\n' THE
 "#;
 
+/// Waits until `c` shows FULLSCREEN's whole first frame: its last line, and the cursor where
+/// the script then puts it (the move can come in a later read of the PTY than the line, so
+/// the line alone can leave a client a chunk short of the screen).
+async fn wait_drawn(c: &mut Client) {
+    c.until("the full screen drawn, the cursor moved", |c| {
+        c.screen_text().contains("FULL-SCREEN-DRAWN") && c.term.screen().cursor_position() == (4, 9)
+    })
+    .await;
+}
+
 async fn sized(d: &Daemon, id: Uuid, query: &str) -> Client {
     let mut c = Client::connect(&d.ws(id, query)).await;
     c.resize(24, 80).await;
@@ -82,9 +92,9 @@ async fn a_viewer_joining_a_full_screen_program_gets_both_screens() {
     let mut a = sized(&d, id, "?assistant=shell").await;
     a.wait_screen("$ ").await;
     a.type_str("bash full.sh\r").await;
-    a.wait_screen("FULL-SCREEN-DRAWN").await;
+    wait_drawn(&mut a).await;
     let mut b = sized(&d, id, "").await;
-    b.wait_screen("FULL-SCREEN-DRAWN").await;
+    wait_drawn(&mut b).await;
     assert!(b.term.screen().alternate_screen());
     assert_same_screen(&a, &b, "on the alternate screen");
 
@@ -354,7 +364,7 @@ async fn an_idle_sessions_parked_screen_comes_back_exactly() {
     a.wait_screen("$ ").await;
     a.run("bash flood.sh 300", "FLOOD-DONE-END").await;
     a.type_str("bash full.sh\r").await;
-    a.wait_screen("FULL-SCREEN-DRAWN").await;
+    wait_drawn(&mut a).await;
     // Quiet now: the screen thread ends after a second and parks the model.
     common::eventually_async("the idle model parked", || async {
         d.metric("ptyhub_screens_parked").await >= 1
@@ -364,7 +374,7 @@ async fn an_idle_sessions_parked_screen_comes_back_exactly() {
 
     let mut b = sized(&d, id, "").await;
     b.wait_json("ready").await;
-    b.wait_screen("FULL-SCREEN-DRAWN").await;
+    wait_drawn(&mut b).await;
     assert!(b.term.screen().alternate_screen());
     assert_same_screen(&a, &b, "joined a parked model, on the alternate screen");
 
