@@ -140,6 +140,26 @@ pub fn notsent_lowat(socket: BorrowedFd<'_>) -> io::Result<u32> {
     }
 }
 
+/// Bytes written to `socket` that the kernel has not sent yet (`SIOCOUTQNSD`): what
+/// `TCP_NOTSENT_LOWAT` bounds, whatever the peer has acknowledged.
+pub fn unsent_bytes(socket: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut value: libc::c_int = 0;
+    // SAFETY: the descriptor is borrowed for the call; SIOCOUTQNSD writes one int to the
+    // live `value`.
+    let done = unsafe {
+        libc::ioctl(
+            socket.as_raw_fd(),
+            libc::SIOCOUTQNSD,
+            std::ptr::from_mut(&mut value),
+        )
+    };
+    if done == 0 {
+        Ok(u32::try_from(value).unwrap_or(0))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// An address range of pages, `[start, end)`, page-aligned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pages {
