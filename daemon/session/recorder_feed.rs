@@ -97,31 +97,25 @@ pub(super) fn channel(input: bool) -> (FeedSender, FeedReceiver) {
 impl FeedSender {
     /// Copies an event, without waiting.
     fn event(&self, event: &ViewerEvent) {
-        if self
-            .tx
-            .try_send(Box::new(FeedItem::Event(event.clone())))
-            .is_err()
-        {
-            self.shared.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.offer(FeedItem::Event(event.clone()));
     }
 
     /// Sends a marker, without waiting.
     fn marker(&self, label: String, offset: u64) {
-        if self
-            .tx
-            .try_send(Box::new(FeedItem::Marker { label, offset }))
-            .is_err()
-        {
-            self.shared.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.offer(FeedItem::Marker { label, offset });
     }
 
     /// The session is handed over in a live upgrade (the last item).
     fn suspend(&self) {
-        if self.tx.try_send(Box::new(FeedItem::Suspended)).is_err() {
-            self.shared.lost.fetch_add(1, Ordering::Relaxed);
-        }
+        self.offer(FeedItem::Suspended);
+    }
+
+    /// Queues `item` without waiting; a full queue loses it, counted in `lost`. The item back
+    /// when it was lost.
+    fn offer(&self, item: FeedItem) -> Option<FeedItem> {
+        let lost = self.tx.try_send(Box::new(item)).err()?;
+        self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        Some(*lost.into_inner())
     }
 
     /// Copies input, when asked to, without waiting.
@@ -137,17 +131,14 @@ impl FeedSender {
         self.shared
             .input_bytes
             .fetch_add(data.len(), Ordering::Relaxed);
-        let item = Box::new(FeedItem::Input {
+        let item = FeedItem::Input {
             data: data.clone(),
             offset,
-        });
-        if let Err(e) = self.tx.try_send(item) {
-            if let FeedItem::Input { data, .. } = *e.into_inner() {
-                self.shared
-                    .input_bytes
-                    .fetch_sub(data.len(), Ordering::Relaxed);
-            }
-            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        };
+        if let Some(FeedItem::Input { data, .. }) = self.offer(item) {
+            self.shared
+                .input_bytes
+                .fetch_sub(data.len(), Ordering::Relaxed);
         }
     }
 }
