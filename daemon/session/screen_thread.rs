@@ -176,9 +176,12 @@ struct Served {
 impl Served {
     /// The snapshot in `form` of the model at `version`, and its offset, if rendered.
     fn get(&self, version: u64, form: SnapshotForm) -> Option<(EncodedSnapshot, u64)> {
+        if self.version != version {
+            return None;
+        }
         self.snapshots
             .iter()
-            .find(|(f, ..)| self.version == version && *f == form)
+            .find(|(f, ..)| *f == form)
             .map(|(_, snapshot, offset)| (snapshot.clone(), *offset))
     }
 
