@@ -457,9 +457,5 @@ async fn output_for_a_slow_viewer_waits_in_the_daemon_not_the_kernel() {
         most <= 256 * 1024,
         "the kernel held {most} unsent bytes for the slow viewer"
     );
-    assert!(
-        most > 0,
-        "the flood never waited in the kernel for the viewer"
-    );
     owner.run("echo still-$((6*7))", "still-42").await;
 }
