@@ -18,7 +18,7 @@ use crate::bare::bare_pty;
 use crate::client::{contains, is_snapshot_chunk, on_pool, Snapshots, Tasks, Ws};
 use crate::daemon::Daemon;
 use crate::flood::{make_flood_file, FloodFile, MarkerScan};
-use crate::procfs::CpuTimes;
+use crate::procfs::{process_cpu_seconds, CpuTimes};
 use crate::report::{fail, median_by, round3, spread, Report};
 use crate::{Ctx, Settings};
 
@@ -36,6 +36,8 @@ pub(crate) struct SlowRow {
     ratio: f64,
     ratios: Vec<f64>,
     daemon_cpu_s: f64,
+    /// The load generator's own CPU seconds meanwhile (its 100 readers share the cores).
+    gen_cpu_s: f64,
     busy: f64,
     /// Output bytes received, mean over the viewers (snapshots excluded).
     bytes_mean: u64,
@@ -61,8 +63,8 @@ pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
         match slow_run(s, ctx, &file).await {
             Ok(row) => {
                 eprintln!(
-                    "load:   {:.3} s, bare {:.3} s, ratio {:.2}, daemon CPU {:.2} s",
-                    row.seconds, row.bare_seconds, row.ratio, row.daemon_cpu_s
+                    "load:   {:.3} s, bare {:.3} s, ratio {:.2}, daemon CPU {:.2} s, generator CPU {:.2} s",
+                    row.seconds, row.bare_seconds, row.ratio, row.daemon_cpu_s, row.gen_cpu_s
                 );
                 runs.push(row);
             }
@@ -105,13 +107,13 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
             stream,
             MarkerScan::new(marker.clone()),
             pace,
-            expect.clone(),
             snapshots.clone(),
         ));
         tasks.0.push(task.abort_handle());
         readers.push(task);
     }
     let cpu_before = daemon.cpu_seconds()?;
+    let gen_cpu_before = process_cpu_seconds("self")?;
     let machine_before = CpuTimes::now()?;
     let start = Instant::now();
     sinks[0]
@@ -119,12 +121,13 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
         .await
         .context("typing the flood command")?;
     let deadline = start + limit;
-    let (mut last, mut bytes) = (start, 0);
+    let (mut last, mut bytes, mut screens) = (start, 0, Vec::with_capacity(viewers));
     for (v, reader) in readers.iter_mut().enumerate() {
         match timeout_at(deadline.into(), reader).await {
-            Ok(Ok(Ok((at, got)))) => {
-                last = last.max(at);
-                bytes += got;
+            Ok(Ok(Ok(end))) => {
+                last = last.max(end.at);
+                bytes += end.output;
+                screens.push(end.screen);
             }
             Ok(Ok(Err(e))) => bail!("viewer {v}: {e:#}"),
             Ok(Err(e)) => bail!("viewer {v}: reader task failed: {e}"),
@@ -134,6 +137,12 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
     let seconds = last.duration_since(start).as_secs_f64();
     let busy = CpuTimes::now()?.busy_since(&machine_before);
     let daemon_cpu_s = daemon.cpu_seconds()? - cpu_before;
+    let gen_cpu_s = process_cpu_seconds("self")? - gen_cpu_before;
+    for (v, screen) in screens.iter().enumerate() {
+        screen
+            .check(&expect)
+            .with_context(|| format!("viewer {v}"))?;
+    }
     drop(tasks);
     drop(sinks);
     daemon.finish("slow readers", &mut Vec::new());
@@ -147,6 +156,7 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
         ratio,
         ratios: vec![ratio],
         daemon_cpu_s,
+        gen_cpu_s,
         busy,
         bytes_mean: bytes / viewers as u64,
         snapshots: snapshots.load(Ordering::Relaxed),
@@ -164,15 +174,46 @@ fn command(file: &Path) -> (String, Vec<u8>) {
     )
 }
 
+/// What a viewer had when it saw the end marker: its last snapshot and the output after it.
+struct FinalScreen {
+    snapshot: Option<Vec<u8>>,
+    tail: Vec<u8>,
+}
+
+impl FinalScreen {
+    /// Checks that the screen drawn from it ends with `expect`.
+    fn check(&self, expect: &str) -> Result<()> {
+        let mut term = vt100::Parser::new(
+            std::num::NonZeroU16::new(50).context("rows")?,
+            std::num::NonZeroU16::new(200).context("cols")?,
+            0,
+        );
+        term.process(self.snapshot.as_deref().unwrap_or_default());
+        term.process(&self.tail);
+        let contents = term.screen().contents();
+        if !contents.contains(expect) {
+            bail!("wrong final screen:\n{contents}\nexpected it to contain:\n{expect}");
+        }
+        Ok(())
+    }
+}
+
+/// A viewer's end: when it saw the marker, the output bytes it got, and its screen then.
+struct ViewerEnd {
+    at: Instant,
+    output: u64,
+    screen: FinalScreen,
+}
+
 /// Reads one viewer's stream no faster than `pace` bytes a second (snapshots included) until
-/// the end marker; checks the screen it then shows. When, and the output bytes it got.
+/// the end marker. Its screen is checked once every viewer is done: drawing 100 screens as the
+/// viewers finish would take the cores the last ones still need.
 async fn paced_reader(
     mut stream: SplitStream<Ws>,
     mut scan: MarkerScan,
     pace: f64,
-    expect: String,
     snapshots: std::sync::Arc<AtomicUsize>,
-) -> Result<(Instant, u64)> {
+) -> Result<ViewerEnd> {
     let (mut snaps, mut last_snapshot, mut tail) = (Snapshots::default(), None, Vec::new());
     let (start, mut read, mut output) = (Instant::now(), 0u64, 0u64);
     while let Some(msg) = stream.next().await {
@@ -207,19 +248,14 @@ async fn paced_reader(
             _ => false,
         };
         if found {
-            let at = Instant::now();
-            let mut term = vt100::Parser::new(
-                std::num::NonZeroU16::new(50).context("rows")?,
-                std::num::NonZeroU16::new(200).context("cols")?,
-                0,
-            );
-            term.process(last_snapshot.as_deref().unwrap_or_default());
-            term.process(&tail);
-            let contents = term.screen().contents();
-            if !contents.contains(&expect) {
-                bail!("wrong final screen:\n{contents}\nexpected it to contain:\n{expect}");
-            }
-            return Ok((at, output));
+            return Ok(ViewerEnd {
+                at: Instant::now(),
+                output,
+                screen: FinalScreen {
+                    snapshot: last_snapshot,
+                    tail,
+                },
+            });
         }
         // A browser drawing at its pace: the next read waits until this one would be drawn.
         let due = start + Duration::from_secs_f64(read as f64 / pace);
@@ -238,23 +274,25 @@ pub(crate) fn print(s: &Settings, r: &SlowRow, out: &mut Map<String, Value>) {
     );
     let (lo, hi) = spread(&r.ratios);
     println!(
-        "{:>10} {:>8} {:>7} {:>13} {:>12} {:>6} {:>15} {:>9}",
+        "{:>10} {:>8} {:>7} {:>13} {:>12} {:>9} {:>6} {:>15} {:>9}",
         "last s",
         "bare s",
         "ratio",
         "ratio spread",
         "daemon CPU",
+        "gen CPU",
         "busy",
         "MiB per viewer",
         "snapshots"
     );
     println!(
-        "{:>10.3} {:>8.3} {:>7.2} {:>13} {:>12.2} {:>6.2} {:>15.2} {:>9}",
+        "{:>10.3} {:>8.3} {:>7.2} {:>13} {:>12.2} {:>9.2} {:>6.2} {:>15.2} {:>9}",
         r.seconds,
         r.bare_seconds,
         r.ratio,
         format!("{lo:.2}-{hi:.2}"),
         r.daemon_cpu_s,
+        r.gen_cpu_s,
         r.busy,
         r.bytes_mean as f64 / 1048576.0,
         r.snapshots
@@ -270,6 +308,7 @@ pub(crate) fn print(s: &Settings, r: &SlowRow, out: &mut Map<String, Value>) {
             "ratio": round3(r.ratio),
             "ratios": r.ratios.iter().map(|&x| round3(x)).collect::<Vec<_>>(),
             "daemon_cpu_s": round3(r.daemon_cpu_s),
+            "gen_cpu_s": round3(r.gen_cpu_s),
             "busy": round3(r.busy),
             "bytes_mean": r.bytes_mean,
             "snapshots": r.snapshots,
