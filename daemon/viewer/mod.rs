@@ -33,7 +33,7 @@ use crate::ws::reader::{read_loop, Local, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
 use apply::SessionMessages;
 use live::Live;
-use subscription::{Framing, Pumped, Scratch, Subscription, RELEASE_AFTER};
+use subscription::{BehindPause, Framing, Pumped, Scratch, Subscription, RELEASE_AFTER};
 use transport::{MessageKind, Sink, Transport, WriteResult};
 
 /// How this viewer connected.
@@ -261,6 +261,8 @@ enum Woke {
     Local(Option<Local>),
     Event(Option<ViewerEvent>),
     Output,
+    /// A pause after a resync for being behind is due to be looked at.
+    PauseCheck,
     AccessEnd(Closing<'static>),
     /// Quiet for [`RELEASE_AFTER`] with large buffers: time to give them back.
     Quiet,
@@ -346,6 +348,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
         events: &mut EventReceiver,
         local: &mut mpsc::Receiver<Local>,
     ) -> WriteResult {
+        let mut pause: Option<BehindPause> = None;
         loop {
             self.claim().await?;
             // Control traffic first, so a flood cannot starve it.
@@ -363,7 +366,7 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 let why = self.share_end.wait().await;
                 return self.close(why).await;
             }
-            if self.sub.has_work() {
+            if pause.is_none() && self.sub.has_work() {
                 let pumped = self
                     .sub
                     .pump(&mut self.sink, &self.framing, u64::MAX, &mut self.scratch)
@@ -371,24 +374,32 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 if self.after(pumped).await? {
                     return Ok(());
                 }
-                if let Some(until) = self.sub.take_behind_pause() {
-                    // Resynced for being behind: the next screen comes a moment later, not
-                    // the bytes in between (a viewer slower than a flood sees it at
-                    // `BEHIND_PAUSE` intervals, which costs the daemon screens, not the flood).
-                    tokio::time::sleep_until(until).await;
-                }
+                // Resynced for being behind: the next screen comes a moment later, not the
+                // bytes in between, or as soon as the output stops (a viewer slower than a
+                // flood sees it a few times a second and its last screen right after it).
+                // Control traffic is still served meanwhile.
+                pause = self.sub.take_behind_pause();
                 continue;
             }
-            let Some(large_frames) = self.release() else {
-                continue;
+            // Paused, the socket stays the writer's: the actor must not stream to it.
+            let large_frames = if pause.is_some() {
+                false
+            } else {
+                match self.release() {
+                    Some(large_frames) => large_frames,
+                    None => continue,
+                }
             };
             let live = self.sub.live().clone();
-            let can_send = self.sub.budget_left() > 0;
+            let can_send = pause.is_none() && self.sub.budget_left() > 0;
             let large = large_frames || self.scratch.is_large();
+            let check_at = pause.as_ref().map(BehindPause::next_check);
             let woke = tokio::select! {
                 l = local.recv() => Woke::Local(l),
                 ev = events.recv() => Woke::Event(ev),
                 _ = live.woken(), if can_send => Woke::Output,
+                () = tokio::time::sleep_until(check_at.unwrap_or_else(tokio::time::Instant::now)),
+                    if check_at.is_some() => Woke::PauseCheck,
                 why = self.share_end.wait() => Woke::AccessEnd(why),
                 () = tokio::time::sleep(RELEASE_AFTER), if large => Woke::Quiet,
             };
@@ -407,6 +418,12 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 }
                 Woke::Event(None) => return self.close(Closing::Ended(EndReason::Deleted)).await,
                 Woke::Output => {}
+                Woke::PauseCheck => {
+                    let head = self.session().log().head();
+                    if !pause.as_mut().is_some_and(|p| p.check(head)) {
+                        pause = None;
+                    }
+                }
                 Woke::AccessEnd(why) => return self.close(why).await,
                 Woke::Quiet => {
                     self.scratch.release_if_large();

@@ -7,7 +7,7 @@
 //! Every driver pumps output through this, whatever its dialect and transport: a browser or
 //! raw viewer has one subscription, a multiplexed connection one per session it carries.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,11 +30,68 @@ pub const BATCH_BYTES: usize = 64 * 1024;
 pub const RESYNC_BACKLOG_FLOOR: u64 = 256 * 1024;
 
 /// After a resync for being behind, how long a driver may wait before sending more: what it
-/// sends then is a fresh screen if the output ran on meanwhile, else the bytes.
+/// sends then is a fresh screen if the output ran on meanwhile, else the bytes. Each resync
+/// for being behind in a row doubles it, up to [`MAX_BEHIND_PAUSE`].
 pub const BEHIND_PAUSE: Duration = Duration::from_millis(50);
+
+/// The longest pause between two screens for a viewer slower than a flood: it still sees the
+/// flood move (4 screens a second), and each screen it is sent but cannot read yet is one more
+/// it must read before the one that matters.
+pub const MAX_BEHIND_PAUSE: Duration = Duration::from_millis(250);
+
+/// How often a pause checks whether the output has stopped: it ends at the first check that
+/// finds the log where the one before left it, so the final screen of a flood follows the flood
+/// by this much, not by the rest of the pause.
+pub const QUIET_STEP: Duration = Duration::from_millis(20);
 
 /// Why a viewer is resynced when its backlog costs more than the screen.
 const BEHIND: &str = "backlog costs more than the screen";
+
+/// A driver's pause after a resync for being behind: it sends nothing more until `until`, or
+/// until the output stops, whichever comes first.
+#[derive(Debug, Clone, Copy)]
+pub struct BehindPause {
+    until: Instant,
+    /// The log's head at the last check.
+    head: u64,
+    /// When to check again whether the output has stopped.
+    next_check: Instant,
+}
+
+impl BehindPause {
+    /// The pause after the `streak`th resync for being behind in a row, at `now`, with the
+    /// log's head at `head`.
+    fn after(streak: u32, head: u64, now: Instant) -> Self {
+        let pause = BEHIND_PAUSE
+            .saturating_mul(1 << streak.saturating_sub(1).min(8))
+            .min(MAX_BEHIND_PAUSE);
+        BehindPause {
+            until: now + pause,
+            head,
+            next_check: now + QUIET_STEP.min(pause),
+        }
+    }
+
+    /// When the driver should look at the pause again ([`BehindPause::check`]).
+    pub fn next_check(&self) -> Instant {
+        self.next_check
+    }
+
+    /// Looks again with the log's head at `head`: whether the pause goes on (it ends when it
+    /// is over, or when no output came since the last check).
+    pub fn check(&mut self, head: u64) -> bool {
+        self.check_at(head, Instant::now())
+    }
+
+    fn check_at(&mut self, head: u64, now: Instant) -> bool {
+        if now >= self.until || head == self.head {
+            return false;
+        }
+        self.head = head;
+        self.next_check = (now + QUIET_STEP).min(self.until);
+        true
+    }
+}
 
 /// How a connection frames what a subscription sends it.
 pub trait Framing: Send + Sync {
@@ -109,6 +166,8 @@ pub struct Subscription {
     behind_logged: AtomicBool,
     /// Set by a resync for being behind: the driver pauses before sending more.
     behind: AtomicBool,
+    /// Resyncs for being behind since output was last sent as bytes: how long the pause is.
+    behind_streak: AtomicU32,
     /// The daemon's counters: output sent, snapshots and resyncs.
     metrics: Arc<Metrics>,
 }
@@ -131,6 +190,7 @@ impl Subscription {
             snapshot_cost: AtomicU64::new(0),
             behind_logged: AtomicBool::new(false),
             behind: AtomicBool::new(false),
+            behind_streak: AtomicU32::new(0),
             metrics,
         }
     }
@@ -140,11 +200,20 @@ impl Subscription {
         self.snapshot_cost.store(bytes as u64, Ordering::Relaxed);
     }
 
-    /// When the last pump resynced for being behind: until when to wait before the next.
-    pub fn take_behind_pause(&self) -> Option<Instant> {
+    /// When the last pump resynced for being behind: the pause to keep before the next.
+    pub fn take_behind_pause(&self) -> Option<BehindPause> {
         self.behind
             .swap(false, Ordering::Relaxed)
-            .then(|| Instant::now() + BEHIND_PAUSE)
+            .then(|| self.behind_pause())
+    }
+
+    /// The pause after the latest of a streak of resyncs for being behind.
+    fn behind_pause(&self) -> BehindPause {
+        BehindPause::after(
+            self.behind_streak.load(Ordering::Relaxed),
+            self.session.log().head(),
+            Instant::now(),
+        )
     }
 
     /// The backlog past which sending the screen costs less than sending the backlog.
@@ -211,6 +280,9 @@ impl Subscription {
         {
             let pumped = self.resync(sink, framing, BEHIND).await?;
             self.behind.store(true, Ordering::Relaxed);
+            let streak = self.behind_streak.load(Ordering::Relaxed);
+            self.behind_streak
+                .store(streak.saturating_add(1), Ordering::Relaxed);
             return Ok(pumped);
         }
         let head = log.head().min(until);
@@ -238,6 +310,7 @@ impl Subscription {
         // One write for the whole batch: a syscall per batch, not per frame.
         sink.write(&scratch.out).await?;
         self.metrics.bytes_out.add(next - offset);
+        self.behind_streak.store(0, Ordering::Relaxed);
         {
             let mut st = self.live.lock();
             st.sent += next - offset;
@@ -317,4 +390,58 @@ pub async fn send_snapshot<T: Transport>(
     let mut out = Vec::with_capacity(packed.len() + packed.len() / 512 + 64);
     framing.snapshot::<T>(&mut out, packed);
     sink.write(&out).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each resync for being behind in a row doubles the pause, up to the longest.
+    #[test]
+    fn the_pause_grows_with_the_streak_up_to_the_longest() {
+        let now = Instant::now();
+        let lengths: Vec<Duration> = (1..=6)
+            .map(|streak| BehindPause::after(streak, 0, now).until - now)
+            .collect();
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(
+            lengths,
+            [ms(50), ms(100), ms(200), ms(250), ms(250), ms(250)]
+        );
+        assert_eq!(
+            BehindPause::after(u32::MAX, 0, now).until - now,
+            MAX_BEHIND_PAUSE
+        );
+    }
+
+    /// The pause ends at the first check that finds no new output (the flood is over: its
+    /// last screen goes at once), and at its end while output keeps coming.
+    #[test]
+    fn the_pause_ends_when_the_output_stops_or_at_its_end() {
+        let now = Instant::now();
+        let mut pause = BehindPause::after(4, 1000, now);
+        assert_eq!(pause.next_check(), now + QUIET_STEP);
+        let mut at = now;
+        let mut head = 1000;
+        while pause.check_at(head + 1, at + QUIET_STEP) {
+            at += QUIET_STEP;
+            head += 1;
+            assert!(at < now + MAX_BEHIND_PAUSE, "a pause outlasted its end");
+            assert_eq!(
+                pause.next_check(),
+                (at + QUIET_STEP).min(now + MAX_BEHIND_PAUSE)
+            );
+        }
+        assert!(at + QUIET_STEP >= now + MAX_BEHIND_PAUSE, "ended early");
+
+        let mut pause = BehindPause::after(4, 1000, now);
+        assert!(
+            pause.check_at(2000, now + QUIET_STEP),
+            "output came: it goes on"
+        );
+        assert!(
+            !pause.check_at(2000, now + 2 * QUIET_STEP),
+            "none came: it ends"
+        );
+    }
 }
