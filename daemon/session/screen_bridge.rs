@@ -172,11 +172,13 @@ impl ScreenBridge {
     /// offset it belongs to: the model has consumed every byte before it (bytes it holds
     /// back, an incomplete escape sequence, are streamed instead). `done` is always called,
     /// with [`ScreenFailed`] when the screen thread could not render it; without a model,
-    /// with no snapshot at the log's oldest byte.
+    /// with no snapshot at the log's oldest byte. A `patient` request (a resync) may be
+    /// served a moment later at a later offset ([`ScreenThread::snapshot`]).
     pub(super) fn snapshot_then(
         &self,
         log: &SharedLog,
         form: SnapshotForm,
+        patient: bool,
         done: impl FnOnce(Result<(Option<EncodedSnapshot>, u64), ScreenFailed>) + Send + 'static,
     ) {
         match &self.thread {
@@ -186,6 +188,7 @@ impl ScreenBridge {
                 None => thread.snapshot(
                     log.head(),
                     form,
+                    patient,
                     Box::new(move |drawn| {
                         done(drawn.map(|(snapshot, offset)| (Some(snapshot), offset)))
                     }),
@@ -212,6 +215,7 @@ impl ScreenBridge {
         thread.snapshot(
             head,
             SnapshotForm::plain(usize::MAX),
+            false,
             Box::new(move |drawn| {
                 let _ = tx.send(drawn.map(|(snapshot, offset)| (snapshot.bytes.to_vec(), offset)));
             }),

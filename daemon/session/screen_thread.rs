@@ -65,6 +65,14 @@ const PARK_EVERY: Duration = Duration::from_secs(5);
 /// Snapshots kept for reuse while the model is unchanged: one per form in use.
 const MAX_CACHED_FORMS: usize = 4;
 
+/// How long a patient snapshot request (a resync) waits for others while output keeps coming:
+/// viewers slower than a flood ask for screens all the time, and each render they share is
+/// one render less, and one cut less in the runs the parser skips through.
+pub const PATIENT_WAIT: Duration = Duration::from_millis(20);
+
+/// A patient request stops waiting once no job came for this long: the output has stopped.
+const PATIENT_QUIET: Duration = Duration::from_millis(2);
+
 /// Least time between two readings of the screen for attention while output keeps coming (the
 /// queue running empty reads it at once).
 const READ_EVERY: Duration = Duration::from_millis(100);
@@ -119,6 +127,8 @@ enum Job {
         head: u64,
         form: SnapshotForm,
         take: Waiter,
+        /// A resync's, which may wait a moment for others to share its render.
+        patient: bool,
     },
 }
 
@@ -359,12 +369,15 @@ impl ScreenThread {
 
     /// Renders a snapshot once the model has parsed everything before `head`, and hands it to
     /// `take` with the exact offset it belongs to (`head` less what the model holds back of an
-    /// unfinished sequence), packed as `form` asks.
-    pub fn snapshot(&self, head: u64, form: SnapshotForm, take: SnapshotFn) {
+    /// unfinished sequence), packed as `form` asks. A `patient` request (a viewer's resync)
+    /// may be served up to [`PATIENT_WAIT`] later, at a later offset, by a render it shares
+    /// with the requests made meanwhile.
+    pub fn snapshot(&self, head: u64, form: SnapshotForm, patient: bool, take: SnapshotFn) {
         self.send(Job::Snapshot {
             head,
             form,
             take: Waiter(Some(take)),
+            patient,
         });
     }
 
@@ -642,16 +655,39 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
             *applied += 1;
             model.resize(rows, cols);
         }
-        Job::Snapshot { head, form, take } => {
+        Job::Snapshot {
+            head,
+            form,
+            take,
+            patient,
+        } => {
             // Requests queued behind this one (many viewers resynced during a flood) are
             // served by one render at the last of them: a snapshot at a later exact offset
             // serves an earlier request as well, and the output between is parsed as one
             // run of at most `MAX_BATCH` bytes, so memory stays as bounded as a plain run.
+            // A patient one waits a moment for more to come while the output flows.
             let mut waiting = vec![(form, take)];
             let mut head = head;
             let mut queued: usize = ahead.iter().map(Job::output_len).sum();
+            let patient_until = Instant::now() + PATIENT_WAIT;
+            let mut patient = patient
+                && ahead
+                    .iter()
+                    .all(|j| !matches!(j, Job::Snapshot { patient: false, .. }));
             while queued < MAX_BATCH {
-                let Ok(job) = jobs.try_recv() else { break };
+                let job = match jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(std_mpsc::TryRecvError::Empty) if patient => {
+                        let left = patient_until.saturating_duration_since(Instant::now());
+                        match jobs.recv_timeout(left.min(PATIENT_QUIET)) {
+                            Ok(job) => job,
+                            Err(_) => break,
+                        }
+                    }
+                    Err(_) => break,
+                };
+                // Someone waits for this render now (a join): no more waiting.
+                patient &= !matches!(job, Job::Snapshot { patient: false, .. });
                 queued += job.output_len();
                 ahead.push_back(job);
             }
@@ -679,6 +715,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                             head: h,
                             form,
                             take,
+                            ..
                         } => {
                             head = h;
                             waiting.push((form, take));
@@ -748,6 +785,7 @@ mod tests {
         screen.snapshot(
             head,
             SnapshotForm::plain(1 << 20),
+            false,
             Box::new(move |drawn| {
                 let _ = tx.send(drawn.map(|(snap, _)| snap.bytes));
             }),
@@ -854,8 +892,9 @@ mod tests {
         assert_eq!(linger_after(long_ago), LINGER);
     }
 
-    /// Snapshot requests queued between outputs are each served at an offset at or after
-    /// their own, with a screen exactly that of a model fed everything before that offset.
+    /// Snapshot requests queued between outputs, patient or not, are each served at an offset
+    /// at or after their own, with a screen exactly that of a model fed everything before that
+    /// offset.
     #[test]
     fn queued_snapshots_are_served_exactly_at_a_later_offset() {
         let form = SnapshotForm::plain(1 << 20);
@@ -874,9 +913,11 @@ mod tests {
             screen.output(Bytes::from(chunk));
             if i % 3 == 0 {
                 let (tx, head) = (tx.clone(), fed.len() as u64);
+                // Resyncs (patient) and joins alike.
                 screen.snapshot(
                     head,
                     form,
+                    i % 2 == 0,
                     Box::new(move |drawn| {
                         if let Ok((snap, offset)) = drawn {
                             let _ = tx.send((head, offset, snap));
@@ -910,6 +951,7 @@ mod tests {
         screen.snapshot(
             head,
             SnapshotForm::plain(1 << 20),
+            false,
             Box::new(move |drawn| {
                 let _ = tx.send(drawn.map(|(_, offset)| offset));
             }),

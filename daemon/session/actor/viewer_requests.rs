@@ -82,16 +82,17 @@ impl Session {
             let _ = reply.send(Ok(join));
         } else if self.screen.drawn() {
             // Rendered on the screen thread once it has parsed up to here.
-            self.screen.snapshot_then(&self.log, form, move |drawn| {
-                let _ = reply.send(match drawn {
-                    Ok((snapshot, offset)) => {
-                        join.snapshot = snapshot;
-                        join.offset = offset;
-                        Ok(join)
-                    }
-                    Err(failed) => Err(JoinError::Screen(failed)),
+            self.screen
+                .snapshot_then(&self.log, form, false, move |drawn| {
+                    let _ = reply.send(match drawn {
+                        Ok((snapshot, offset)) => {
+                            join.snapshot = snapshot;
+                            join.offset = offset;
+                            Ok(join)
+                        }
+                        Err(failed) => Err(JoinError::Screen(failed)),
+                    });
                 });
-            });
         } else {
             let _ = reply.send(Ok(join));
         }
@@ -177,9 +178,10 @@ impl Session {
         form: SnapshotForm,
         reply: oneshot::Sender<Result<Resync, ScreenFailed>>,
     ) {
-        self.screen.snapshot_then(&self.log, form, move |drawn| {
-            let _ = reply.send(drawn.map(|(snapshot, offset)| Resync { snapshot, offset }));
-        });
+        self.screen
+            .snapshot_then(&self.log, form, true, move |drawn| {
+                let _ = reply.send(drawn.map(|(snapshot, offset)| Resync { snapshot, offset }));
+            });
     }
 
     /// A chat line from a viewer, for everyone (and the history). A user's line carries its
