@@ -1,7 +1,9 @@
 //! handshake: the WebSocket upgrade, from `connect` to the whole `101` head read, to a session's
 //! `/ws/{id}`, against the least an upgrade costs: a bare hyper server in this process that
 //! accepts and answers the same request with `101` (fastwebsockets' handshake), in the same run,
-//! in alternating rounds.
+//! in alternating rounds. The bare server runs twice: on a current-thread runtime (the least),
+//! and on a two-worker multi-thread runtime like the daemon's, which tells the scheduler's
+//! share of the gap (its wake-ups of the second worker) from the daemon's own work.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,8 @@ pub(crate) struct HandshakeRow {
     daemon: Vec<Duration>,
     /// Upgrades to the bare hyper server, sorted.
     bare: Vec<Duration>,
+    /// Upgrades to the same bare server on a two-worker multi-thread runtime, sorted.
+    bare_multi: Vec<Duration>,
 }
 
 pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
@@ -34,24 +38,32 @@ pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
 async fn handshakes(s: &Settings, ctx: &Ctx) -> Result<HandshakeRow> {
     let mut daemon = Daemon::start(ctx, "handshake")?;
     let id = daemon.create_session("shell").await?;
-    let bare = bare_server()?;
+    let bare = bare_server(Flavour::CurrentThread)?;
+    let bare_multi = bare_server(Flavour::MultiThread)?;
     let per_round = s.joins.div_ceil(ROUNDS);
-    let (mut d, mut b) = (Vec::new(), Vec::new());
+    let (mut d, mut b, mut m) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
         eprintln!("load: handshake, round {round} of {ROUNDS}");
-        for _ in 0..per_round {
-            d.push(upgrade(daemon.addr, &format!("/ws/{id}")).await?);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        for _ in 0..per_round {
-            b.push(upgrade(bare, "/ws/bare").await?);
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        for (addr, path, into) in [
+            (daemon.addr, format!("/ws/{id}"), &mut d),
+            (bare, "/ws/bare".to_owned(), &mut b),
+            (bare_multi, "/ws/bare".to_owned(), &mut m),
+        ] {
+            for _ in 0..per_round {
+                into.push(upgrade(addr, &path).await?);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
         }
     }
     d.sort();
     b.sort();
+    m.sort();
     daemon.finish("handshake", &mut Vec::new());
-    Ok(HandshakeRow { daemon: d, bare: b })
+    Ok(HandshakeRow {
+        daemon: d,
+        bare: b,
+        bare_multi: m,
+    })
 }
 
 /// One upgrade: connect, send the request, read the response head; the time it took.
@@ -84,19 +96,33 @@ async fn upgrade(addr: std::net::SocketAddr, path: &str) -> Result<Duration> {
         .context("no 101 within 10 s")?
 }
 
-/// The bare server on a thread of its own: accepts, answers each upgrade with `101`, and drops
-/// the upgraded connection. Its address; it lives until the generator exits.
-fn bare_server() -> Result<std::net::SocketAddr> {
+/// The runtime a bare server runs on.
+#[derive(Clone, Copy)]
+enum Flavour {
+    /// One thread, polling its own I/O: the least a tokio server costs.
+    CurrentThread,
+    /// Two workers, as the daemon has on this machine.
+    MultiThread,
+}
+
+/// The bare server on a runtime of its own: accepts, answers each upgrade with `101`, and
+/// drops the upgraded connection. Its address; it lives until the generator exits.
+fn bare_server(flavour: Flavour) -> Result<std::net::SocketAddr> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding")?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     std::thread::Builder::new()
         .name("load-bare-http".into())
         .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+            let mut builder = match flavour {
+                Flavour::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+                Flavour::MultiThread => {
+                    let mut b = tokio::runtime::Builder::new_multi_thread();
+                    b.worker_threads(2).thread_name("load-bare-multi");
+                    b
+                }
+            };
+            let Ok(rt) = builder.enable_all().build() else {
                 return;
             };
             rt.block_on(async move {
@@ -131,7 +157,11 @@ pub(crate) fn print(r: &HandshakeRow, out: &mut Map<String, Value>) {
         r.daemon.len()
     );
     println!("{:<26} {:>9} {:>9}", "to", "p50", "p99");
-    for (name, v) in [("ptyhub /ws/{id}", &r.daemon), ("bare hyper 101", &r.bare)] {
+    for (name, v) in [
+        ("ptyhub /ws/{id}", &r.daemon),
+        ("bare hyper 101", &r.bare),
+        ("bare hyper, 2 workers", &r.bare_multi),
+    ] {
         println!(
             "{:<26} {:>9} {:>9}",
             name,
@@ -146,6 +176,8 @@ pub(crate) fn print(r: &HandshakeRow, out: &mut Map<String, Value>) {
             "daemon_p99_us": pct_us(&r.daemon, 0.99),
             "bare_p50_us": pct_us(&r.bare, 0.50),
             "bare_p99_us": pct_us(&r.bare, 0.99),
+            "bare_multi_p50_us": pct_us(&r.bare_multi, 0.50),
+            "bare_multi_p99_us": pct_us(&r.bare_multi, 0.99),
         }),
     );
 }
