@@ -107,7 +107,10 @@ export class Board {
     } else if (msg.type === 'card') {
       const old = this.cards.get(msg.id);
       if (!old) {
-        if (Array.isArray(msg.rows)) this.put(msg, null);
+        // A session that appeared while the board is open is told of as any other, even when
+        // it is already waiting by its first card (an agent can ask before the board hears of
+        // it). Only the list the board opens with tells of nothing.
+        if (Array.isArray(msg.rows)) this.put(msg, { state: null });
       } else {
         const next = { ...old, ...msg, rows: old.rows };
         if (typeof msg.height === 'number') next.rows = next.rows.slice(0, msg.height).concat(Array(Math.max(0, msg.height - next.rows.length)).fill(''));
@@ -131,7 +134,7 @@ export class Board {
 
   // ---- cards ------------------------------------------------------------------------------------
 
-  /** Takes `card` in, telling of its change from `old` (none for a card just seen). */
+  /** Takes `card` in, telling of its change from `old` (none for a card in the opening list). */
   put(card, old) {
     delete card.type;
     this.cards.set(card.id, card);
