@@ -1,7 +1,8 @@
 //! The crate's only `unsafe` code: registering an owned file descriptor (a PTY master, a
 //! pidfd) with tokio's reactor, taking over the descriptors a live upgrade hands down,
 //! clearing the signal mask and the ignored signals in a child before it runs its program,
-//! the one socket option no safe crate here names (`TCP_NOTSENT_LOWAT`), and finding and
+//! the socket option and queue size no safe crate here names (`TCP_NOTSENT_LOWAT`,
+//! `SIOCOUTQNSD`), and finding and
 //! dropping the pages of the process's read-only code and data (`idle_pages.rs`).
 //!
 //! tokio asks for `unsafe` there because an arbitrary `AsRawFd` type could close or swap its

@@ -133,6 +133,12 @@ enum Job {
 }
 
 impl Job {
+    /// Whether someone waits for this job at once: a snapshot request that is not patient (a
+    /// join, a live upgrade's handoff).
+    fn is_impatient(&self) -> bool {
+        matches!(self, Job::Snapshot { patient: false, .. })
+    }
+
     /// Output bytes the job carries.
     fn output_len(&self) -> usize {
         match self {
@@ -670,10 +676,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
             let mut head = head;
             let mut queued: usize = ahead.iter().map(Job::output_len).sum();
             let patient_until = Instant::now() + PATIENT_WAIT;
-            let mut patient = patient
-                && ahead
-                    .iter()
-                    .all(|j| !matches!(j, Job::Snapshot { patient: false, .. }));
+            let mut patient = patient && !ahead.iter().any(Job::is_impatient);
             while queued < MAX_BATCH {
                 let job = match jobs.try_recv() {
                     Ok(job) => job,
@@ -687,7 +690,7 @@ fn run_job(state: &mut State, shared: &Shared, job: Job) {
                     Err(_) => break,
                 };
                 // Someone waits for this render now (a join): no more waiting.
-                patient &= !matches!(job, Job::Snapshot { patient: false, .. });
+                patient &= !job.is_impatient();
                 queued += job.output_len();
                 ahead.push_back(job);
             }

@@ -202,18 +202,13 @@ impl Subscription {
 
     /// When the last pump resynced for being behind: the pause to keep before the next.
     pub fn take_behind_pause(&self) -> Option<BehindPause> {
-        self.behind
-            .swap(false, Ordering::Relaxed)
-            .then(|| self.behind_pause())
-    }
-
-    /// The pause after the latest of a streak of resyncs for being behind.
-    fn behind_pause(&self) -> BehindPause {
-        BehindPause::after(
-            self.behind_streak.load(Ordering::Relaxed),
-            self.session.log().head(),
-            Instant::now(),
-        )
+        self.behind.swap(false, Ordering::Relaxed).then(|| {
+            BehindPause::after(
+                self.behind_streak.load(Ordering::Relaxed),
+                self.session.log().head(),
+                Instant::now(),
+            )
+        })
     }
 
     /// The backlog past which sending the screen costs less than sending the backlog.
