@@ -63,6 +63,27 @@ pub struct Daemon {
     pub log: PathBuf,
 }
 
+/// Lines of a daemon's log a failing test prints: the daemon's side of what went wrong, in
+/// the output of a run nobody can repeat (a fresh clone's intermittent failure).
+const LOG_TAIL_ON_FAILURE: usize = 150;
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = self.log_text();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
+        eprintln!(
+            "--- the daemon's log, last {} of {} lines ---\n{}\n--- end of the daemon's log ---",
+            tail.len(),
+            lines.len(),
+            tail.join("\n")
+        );
+    }
+}
+
 impl Daemon {
     pub fn start() -> Daemon {
         Self::start_with(&config(""))
