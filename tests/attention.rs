@@ -392,11 +392,16 @@ async fn a_fake_codex_reports_each_finished_turn() {
 /// someone types; then the screen decides again.
 #[tokio::test]
 async fn a_report_wins_over_the_screen_until_the_screen_changes() {
-    let script = concat!(
-        "printf 'Do you want to proceed?\\r\\n❯ 1. Yes\\r\\n  2. No\\r\\n'; sleep 3; ",
-        "printf '\\033[2J\\033[H✳ Brewing… (3s · esc to interrupt)\\r\\n'; exec sleep 600"
-    );
     let d = daemon("");
+    // The screen changes when the test says so (a file appears), not after a fixed time that
+    // a busy host could spend before the report is even made.
+    let go = d.dir.path().join("go");
+    let script = format!(
+        "printf 'Do you want to proceed?\\r\\n❯ 1. Yes\\r\\n  2. No\\r\\n'; \
+         while [ ! -e '{}' ]; do sleep 0.05; done; \
+         printf '\\033[2J\\033[H✳ Brewing… (3s · esc to interrupt)\\r\\n'; exec sleep 600",
+        go.display()
+    );
     let id = create(
         &d,
         json!({"assistant": "claude", "cmd": ["sh", "-c", script]}),
@@ -414,7 +419,8 @@ async fn a_report_wins_over_the_screen_until_the_screen_changes() {
     // The screen is unchanged: the report holds.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(session(&d, &id).await["state"], "idle");
-    // The screen changes (the spinner, about 3 s in): the screen decides again.
+    // The screen changes (the spinner): the screen decides again.
+    std::fs::write(&go, "").expect("the file that changes the screen");
     let working = until_state(&d, &id, "working").await;
     assert_eq!(working["stateSource"], "screen");
     // Keys end a report too.
