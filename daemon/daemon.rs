@@ -31,8 +31,12 @@ use crate::systemd;
 use crate::upgrade::{self, Handoff, Upgrades};
 use serde_json::json;
 
-/// How long open connections get to finish after every session has ended.
-const CONNECTION_DRAIN: Duration = Duration::from_secs(2);
+/// How long open connections get to finish after every session has ended: a viewer still
+/// reading drains for up to [`crate::ws::CLOSE_DRAIN`], then its reader waits
+/// [`crate::ws::CLOSE_GRACE`] for the client's close; one not reading is gone within
+/// `CLOSE_GRACE`.
+const CONNECTION_DRAIN: Duration =
+    Duration::from_secs(crate::ws::CLOSE_DRAIN.as_secs() + crate::ws::CLOSE_GRACE.as_secs());
 
 /// A running (or ready to run) ptyhub: its sessions, its auth, its connection tasks.
 pub struct Daemon {

@@ -30,7 +30,7 @@ use crate::protocol::{Closing, Dialect, Encoded, Notice, Outbound};
 use crate::session::viewer_queue::{self, EventReceiver};
 use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent, Who};
 use crate::ws::reader::{read_loop, Local, Replies};
-use crate::ws::{socket, Accepted, CLOSE_GRACE};
+use crate::ws::{socket, Accepted, CLOSE_DRAIN, CLOSE_GRACE};
 use apply::SessionMessages;
 use live::Live;
 use subscription::{BehindPause, Framing, Pumped, Scratch, Subscription, RELEASE_AFTER};
@@ -177,14 +177,18 @@ pub async fn run<D: Dialect>(
     let read_task = tokio::spawn(read_loop(halves.read, replies, max_message, messages));
 
     let ended = session.ended();
+    // A writer stuck on an unwritable socket cannot deliver the close frame: it is dropped.
+    // One whose writes still go through (a slow client reading a flood's backlog) gets its
+    // close, within reason.
+    let progress = writer.sink.progress();
+    let stuck = || progress.stalled(CLOSE_GRACE, CLOSE_DRAIN);
     let result = tokio::select! {
         r = async {
             writer.greet(join).await?;
             writer.write_loop(&mut events, &mut local).await
         } => r,
-        // A writer stuck on an unwritable socket cannot deliver the close frame: drop it.
-        _ = async { ended.cancelled().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
-        _ = async { share_end.wait().await; tokio::time::sleep(CLOSE_GRACE).await } => Ok(()),
+        _ = async { ended.cancelled().await; stuck().await } => Ok(()),
+        _ = async { share_end.wait().await; stuck().await } => Ok(()),
         _ = overrun.cancelled() => {
             info!(session = %session.id(), viewer, "closing a viewer that is not reading what it is sent");
             opts.metrics.error("not_reading");

@@ -14,6 +14,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -124,6 +125,28 @@ pub struct Sink<T> {
     mid_frame: bool,
     /// Whether the latest write had to wait for the socket.
     waited: bool,
+    /// Writes completed, for whoever decides whether the peer still reads.
+    progress: Progress,
+}
+
+/// A count of a sink's completed writes, shared with whoever waits for the peer to stop
+/// reading (a closing connection is dropped only once its writes stop going through).
+#[derive(Clone, Default)]
+pub struct Progress(Arc<AtomicU64>);
+
+impl Progress {
+    /// Resolves once no write completed for `grace`, or after `most` in any case.
+    pub async fn stalled(&self, grace: Duration, most: Duration) {
+        let end = tokio::time::Instant::now() + most;
+        loop {
+            let before = self.0.load(Ordering::Relaxed);
+            let check = (tokio::time::Instant::now() + grace).min(end);
+            tokio::time::sleep_until(check).await;
+            if check == end || self.0.load(Ordering::Relaxed) == before {
+                return;
+            }
+        }
+    }
 }
 
 /// Why writing stopped: the connection failed.
@@ -136,6 +159,7 @@ impl<T: Transport> Sink<T> {
             transport,
             mid_frame: false,
             waited: false,
+            progress: Progress::default(),
         }
     }
 
@@ -145,7 +169,13 @@ impl<T: Transport> Sink<T> {
         self.waited = true;
         self.waited = self.transport.write_all(framed).await?;
         self.mid_frame = false;
+        self.progress.0.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The count of this sink's completed writes.
+    pub fn progress(&self) -> Progress {
+        self.progress.clone()
     }
 
     /// Whether the latest write had to wait for the socket to take it (or failed): the peer
@@ -182,5 +212,52 @@ impl<T: Transport> Sink<T> {
         if !self.mid_frame {
             let _ = tokio::time::timeout(grace, self.close(code, reason)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every 10 ms a write goes through, `steps` times; the count of those done.
+    fn writes(progress: &Progress, steps: Option<u32>) -> Arc<AtomicU64> {
+        let done = Arc::new(AtomicU64::new(0));
+        let (progress, count) = (progress.clone(), done.clone());
+        tokio::spawn(async move {
+            while steps.is_none_or(|s| count.load(Ordering::Relaxed) < u64::from(s)) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                progress.0.fetch_add(1, Ordering::Relaxed);
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        done
+    }
+
+    /// A peer still reading is waited for; once its writes stop, the wait ends.
+    #[tokio::test]
+    async fn a_close_waits_while_writes_go_through() {
+        let progress = Progress::default();
+        let done = writes(&progress, Some(30));
+        progress
+            .stalled(Duration::from_secs(1), Duration::from_secs(60))
+            .await;
+        assert_eq!(
+            done.load(Ordering::Relaxed),
+            30,
+            "ended while writes went on"
+        );
+    }
+
+    /// Writes that never stop are waited for no longer than the most.
+    #[tokio::test]
+    async fn a_close_waits_no_longer_than_the_most() {
+        let progress = Progress::default();
+        let _done = writes(&progress, None);
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            progress.stalled(Duration::from_secs(1), Duration::from_millis(300)),
+        )
+        .await
+        .expect("the wait ends at the most");
     }
 }

@@ -22,3 +22,8 @@ pub type Accepted = fastwebsockets::WebSocket<TokioIo<Upgraded>>;
 /// How long a closing connection is given to deliver its close frame, or to finish sending
 /// once we have closed, before it is dropped.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The longest a viewer still reading gets to drain what was sent before its close frame (a
+/// flood in the kernel's buffers, read by a slow client) when its session ends: it is
+/// dropped sooner once no write went through for [`CLOSE_GRACE`].
+pub const CLOSE_DRAIN: Duration = Duration::from_secs(10);
