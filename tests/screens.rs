@@ -69,6 +69,9 @@ async fn a_viewer_joining_mid_flood_ends_on_the_same_screen() {
         })
         .await;
     }
+    for c in [&mut a, &mut b] {
+        c.with_history().await;
+    }
     let mut fresh = sized(&d, id, "").await;
     fresh.wait_json("ready").await;
     assert_same_screen(&a, &b, "mid-flood joiner vs. full-stream viewer");
@@ -163,6 +166,7 @@ async fn a_coloured_flood_skipped_unparsed_ends_on_the_exact_screen() {
             c.screen_text().contains("COLOUR-FLOOD-OVER\n$ ")
         })
         .await;
+    viewer.with_history().await;
     let mut fresh = sized(&d, id, "").await;
     fresh.wait_json("ready").await;
     assert_same_screen(&viewer, &fresh, "viewer vs. the daemon's model");
@@ -249,6 +253,9 @@ async fn a_stalled_viewer_costs_nothing_and_recovers_on_the_right_screen() {
             c.screen_text().contains("FLOOD-42-OVER\n$ ")
         })
         .await;
+    for c in [&mut healthy, &mut stalled] {
+        c.with_history().await;
+    }
     assert!(
         stalled.snapshots.len() >= 2,
         "the stalled viewer was resynced with a snapshot"
@@ -388,6 +395,9 @@ async fn an_idle_sessions_parked_screen_comes_back_exactly() {
         .await;
     }
     assert_same_screen(&a, &b, "back on the main screen");
+    for c in [&mut a, &mut b] {
+        c.with_history().await;
+    }
     let mut fresh = sized(&d, id, "").await;
     fresh.wait_json("ready").await;
     assert_same_screen(&a, &fresh, "the model after it was brought back");
@@ -405,4 +415,61 @@ async fn an_idle_sessions_parked_screen_comes_back_exactly() {
         fresh.term.screen().contents_formatted(),
         "model's scrollback"
     );
+}
+
+/// A viewer slower than a flood is sent the screen alone while the flood goes on (a few KB,
+/// where the screen with a flood's scrollback is tens), and the scrollback once it has caught
+/// up: it ends with what a joiner gets.
+#[tokio::test]
+async fn a_viewer_behind_a_flood_is_sent_screens_alone_then_the_scrollback() {
+    let d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut owner = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    owner.wait_screen("$ ").await;
+    let mut slow = Client::connect(&d.ws(id, "")).await;
+    slow.wait_json("ready").await;
+    let joined = slow.snapshots.len();
+    owner
+        .type_str("seq 1 4000000; echo FLOOD-$((6*7))-DONE\r")
+        .await;
+    // A message every 2 ms: at most 4 MB/s in the daemon's 8 KiB messages, a fraction of
+    // what seq prints (its last resync is the screen with the scrollback).
+    slow.until_within(
+        "the flood's end with its scrollback",
+        std::time::Duration::from_secs(120),
+        |c| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            c.screen_text().contains("FLOOD-42-DONE")
+                && c.snapshots.len() > joined
+                && c.snapshots
+                    .last()
+                    .is_some_and(|last| c.scrollback_drawn_by(last) > 0)
+        },
+    )
+    .await;
+    let during: Vec<usize> = slow.snapshots[joined..]
+        .iter()
+        .map(|ansi| slow.scrollback_drawn_by(ansi))
+        .collect();
+    assert!(
+        during.contains(&0),
+        "no resync sent the screen alone (scrollback lines of each: {during:?})"
+    );
+    let mut fresh = Client::connect(&d.ws(id, "")).await;
+    fresh.wait_json("ready").await;
+    let theirs = fresh.scrollback_drawn_by(fresh.snapshots.last().expect("a joiner's snapshot"));
+    let last = *during.last().expect("a resync");
+    assert!(theirs > 900, "the joiner's scrollback: {theirs} lines");
+    assert_eq!(
+        last, theirs,
+        "the slow viewer's last snapshot lacks scrollback: {during:?}"
+    );
+    owner.run("echo after-$((6*7))", "after-42").await;
+    let prompt_after = |c: &Client| c.screen_text().trim_end().ends_with("after-42\n$");
+    slow.until("the prompt after the marker", prompt_after)
+        .await;
+    fresh
+        .until("the prompt after the marker", prompt_after)
+        .await;
+    assert_eq!(slow.screen_text(), fresh.screen_text());
 }

@@ -43,6 +43,9 @@ pub(crate) struct SlowRow {
     bytes_mean: u64,
     /// Snapshots received after `ready`, all viewers together.
     snapshots: usize,
+    /// Bytes the viewer that finished last read, and the output bytes among them: output
+    /// queued in its socket buffers before it was found behind, which it reads first.
+    last_read: (u64, u64),
 }
 
 pub(crate) async fn run(s: &Settings, ctx: &Ctx, report: &mut Report) {
@@ -122,9 +125,14 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
         .context("typing the flood command")?;
     let deadline = start + limit;
     let (mut last, mut bytes, mut screens) = (start, 0, Vec::with_capacity(viewers));
+    // What the viewer that finished last read, and how much of it was output (not screens).
+    let mut last_read = (0, 0);
     for (v, reader) in readers.iter_mut().enumerate() {
         match timeout_at(deadline.into(), reader).await {
             Ok(Ok(Ok(end))) => {
+                if end.at >= last {
+                    last_read = (end.read, end.output);
+                }
                 last = last.max(end.at);
                 bytes += end.output;
                 screens.push(end.screen);
@@ -160,6 +168,7 @@ async fn slow_run(s: &Settings, ctx: &Ctx, file: &FloodFile) -> Result<SlowRow> 
         busy,
         bytes_mean: bytes / viewers as u64,
         snapshots: snapshots.load(Ordering::Relaxed),
+        last_read,
     })
 }
 
@@ -202,6 +211,8 @@ impl FinalScreen {
 struct ViewerEnd {
     at: Instant,
     output: u64,
+    /// Bytes read, screens included.
+    read: u64,
     screen: FinalScreen,
 }
 
@@ -251,6 +262,7 @@ async fn paced_reader(
             return Ok(ViewerEnd {
                 at: Instant::now(),
                 output,
+                read,
                 screen: FinalScreen {
                     snapshot: last_snapshot,
                     tail,
@@ -274,7 +286,7 @@ pub(crate) fn print(s: &Settings, r: &SlowRow, out: &mut Map<String, Value>) {
     );
     let (lo, hi) = spread(&r.ratios);
     println!(
-        "{:>10} {:>8} {:>7} {:>13} {:>12} {:>9} {:>6} {:>15} {:>9}",
+        "{:>10} {:>8} {:>7} {:>13} {:>12} {:>9} {:>6} {:>15} {:>9} {:>16}",
         "last s",
         "bare s",
         "ratio",
@@ -283,10 +295,11 @@ pub(crate) fn print(s: &Settings, r: &SlowRow, out: &mut Map<String, Value>) {
         "gen CPU",
         "busy",
         "MiB per viewer",
-        "snapshots"
+        "snapshots",
+        "last read KiB"
     );
     println!(
-        "{:>10.3} {:>8.3} {:>7.2} {:>13} {:>12.2} {:>9.2} {:>6.2} {:>15.2} {:>9}",
+        "{:>10.3} {:>8.3} {:>7.2} {:>13} {:>12.2} {:>9.2} {:>6.2} {:>15.2} {:>9} {:>16}",
         r.seconds,
         r.bare_seconds,
         r.ratio,
@@ -295,7 +308,8 @@ pub(crate) fn print(s: &Settings, r: &SlowRow, out: &mut Map<String, Value>) {
         r.gen_cpu_s,
         r.busy,
         r.bytes_mean as f64 / 1048576.0,
-        r.snapshots
+        r.snapshots,
+        format!("{} ({} output)", r.last_read.0 / 1024, r.last_read.1 / 1024)
     );
     out.insert(
         "slow".into(),
@@ -312,6 +326,8 @@ pub(crate) fn print(s: &Settings, r: &SlowRow, out: &mut Map<String, Value>) {
             "busy": round3(r.busy),
             "bytes_mean": r.bytes_mean,
             "snapshots": r.snapshots,
+            "last_read_bytes": r.last_read.0,
+            "last_read_output_bytes": r.last_read.1,
         }),
     );
 }

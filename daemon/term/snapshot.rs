@@ -30,6 +30,9 @@ pub struct SnapshotForm {
     pub packing: Packing,
     /// Largest packed size, bytes: scrollback is trimmed until it fits.
     pub limit: usize,
+    /// Whether the scrollback comes too; without it, the screen alone (a viewer slower than
+    /// a flood is sent screens as the flood goes, and the scrollback once it stops).
+    pub scrollback: bool,
 }
 
 impl SnapshotForm {
@@ -38,6 +41,7 @@ impl SnapshotForm {
         SnapshotForm {
             packing: Packing::Gzip,
             limit,
+            scrollback: true,
         }
     }
 
@@ -46,6 +50,15 @@ impl SnapshotForm {
         SnapshotForm {
             packing: Packing::Plain,
             limit,
+            scrollback: true,
+        }
+    }
+
+    /// This form without the scrollback: the screen alone.
+    pub const fn screen_only(self) -> Self {
+        SnapshotForm {
+            scrollback: false,
+            ..self
         }
     }
 
@@ -88,7 +101,7 @@ pub fn encode_as(
 ) -> EncodedSnapshot {
     let limit = form.limit;
     // Rendered once; trimming only re-assembles and re-packs.
-    let parts = model.snapshot_parts(max_scrollback);
+    let parts = model.snapshot_parts(if form.scrollback { max_scrollback } else { 0 });
     let attempt = |n: usize| {
         let ansi = parts.assemble(n);
         (ansi.len(), form.pack(ansi))
@@ -259,6 +272,34 @@ mod tests {
         let encoded = encode(&model, 10, LIMIT);
         assert_eq!(encoded.scrollback_lines, 10);
         assert_eq!(gunzip(&encoded.bytes), model.snapshot_ansi(10));
+    }
+
+    /// The screen-only form draws the same screen with no scrollback; the full form brings
+    /// the scrollback back.
+    #[test]
+    fn the_screen_only_form_leaves_the_scrollback_out() {
+        let mut model = ScreenModel::new(24, 80, 1000);
+        for i in 0..500 {
+            model.process(format!("line {i} of a flood\r\n").as_bytes());
+        }
+        let full = encode_as(&model, 1000, SnapshotForm::gzip(LIMIT));
+        let screen = encode_as(&model, 1000, SnapshotForm::gzip(LIMIT).screen_only());
+        assert_eq!(screen.scrollback_lines, 0);
+        assert!(full.scrollback_lines > 400, "{}", full.scrollback_lines);
+        assert!(screen.bytes.len() * 4 < full.bytes.len());
+        let (got_full, got_screen) = (
+            parser(24, 80, &gunzip(&full.bytes)),
+            parser(24, 80, &gunzip(&screen.bytes)),
+        );
+        assert_eq!(
+            got_screen.screen().contents_formatted(),
+            got_full.screen().contents_formatted()
+        );
+        assert_eq!(got_screen.screen().scrollback_len(), 0);
+        assert_eq!(
+            scrollback_rows(got_full.screen()),
+            scrollback_rows(model.screen())
+        );
     }
 
     #[test]

@@ -117,7 +117,8 @@ pub async fn run<D: Dialect>(
             dialect.snapshot_form(),
             cfg.viewer.stall_deadline,
             opts.metrics.clone(),
-        ),
+        )
+        .with_screens_only(),
         opts: opts.clone(),
         scratch: Scratch::new(),
         share_end: share_end.clone(),
@@ -383,6 +384,18 @@ impl<D: Dialect, T: Transport> Writer<D, T> {
                 // flood sees it a few times a second and its last screen right after it).
                 // Control traffic is still served meanwhile.
                 pause = self.sub.take_behind_pause();
+                continue;
+            }
+            // Caught up after a flood's screens: its scrollback, before the socket is handed
+            // back.
+            if pause.is_none() && self.sub.owes_history() {
+                let pumped = self
+                    .sub
+                    .resync_history(&mut self.sink, &self.framing)
+                    .await?;
+                if self.after(pumped).await? {
+                    return Ok(());
+                }
                 continue;
             }
             // Paused, the socket stays the writer's: the actor must not stream to it.

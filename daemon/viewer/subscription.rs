@@ -47,6 +47,9 @@ pub const QUIET_STEP: Duration = Duration::from_millis(20);
 /// Why a viewer is resynced when its backlog costs more than the screen.
 const BEHIND: &str = "backlog costs more than the screen";
 
+/// Why a viewer sent screens alone during a flood is resynced once it has caught up.
+const HISTORY: &str = "the scrollback a flood's screens left out";
+
 /// A driver's pause after a resync for being behind: it sends nothing more until `until`, or
 /// until the output stops, whichever comes first.
 #[derive(Debug, Clone, Copy)]
@@ -168,6 +171,11 @@ pub struct Subscription {
     behind: AtomicBool,
     /// Resyncs for being behind since output was last sent as bytes: how long the pause is.
     behind_streak: AtomicU32,
+    /// Whether a resync for being behind sends the screen alone (the driver then resyncs
+    /// with the scrollback once caught up: [`Self::owes_history`]).
+    screens_only: bool,
+    /// The last snapshot sent was the screen alone: the scrollback is owed.
+    owes_history: AtomicBool,
     /// The daemon's counters: output sent, snapshots and resyncs.
     metrics: Arc<Metrics>,
 }
@@ -191,8 +199,25 @@ impl Subscription {
             behind_logged: AtomicBool::new(false),
             behind: AtomicBool::new(false),
             behind_streak: AtomicU32::new(0),
+            screens_only: false,
+            owes_history: AtomicBool::new(false),
             metrics,
         }
+    }
+
+    /// Resyncs for being behind send the screen alone, a few KB where the screen with a
+    /// flood's scrollback is tens: a viewer slower than the flood has fewer bytes to read
+    /// before each screen, the last one included. The driver must then call
+    /// [`Self::resync_history`] once the viewer has caught up and [`Self::owes_history`]
+    /// says so.
+    pub fn with_screens_only(mut self) -> Self {
+        self.screens_only = true;
+        self
+    }
+
+    /// Whether the last snapshot sent was a screen alone, so the scrollback is owed.
+    pub fn owes_history(&self) -> bool {
+        self.owes_history.load(Ordering::Relaxed)
     }
 
     /// Notes what a snapshot sent to this connection cost, to weigh a backlog against.
@@ -273,7 +298,13 @@ impl Subscription {
             && log.head().saturating_sub(offset) > self.resync_backlog()
             && self.slower_than_output(sink)
         {
-            let pumped = self.resync(sink, framing, BEHIND).await?;
+            // The screen alone: the scrollback is sent once, when the viewer has caught up.
+            let form = if self.screens_only {
+                self.form.screen_only()
+            } else {
+                self.form
+            };
+            let pumped = self.resync_as(sink, framing, BEHIND, form).await?;
             self.behind.store(true, Ordering::Relaxed);
             let streak = self.behind_streak.load(Ordering::Relaxed);
             self.behind_streak
@@ -343,14 +374,35 @@ impl Subscription {
         Ok(Pumped::Sent)
     }
 
-    /// Sends a snapshot of the screen now and resumes the stream after it.
+    /// Sends a snapshot of the screen (with its scrollback) now and resumes the stream after
+    /// it.
     pub async fn resync<T: Transport>(
         &self,
         sink: &mut Sink<T>,
         framing: &impl Framing,
         why: &str,
     ) -> std::io::Result<Pumped> {
-        let resync = match self.session.resync(self.form).await {
+        self.resync_as(sink, framing, why, self.form).await
+    }
+
+    /// Resyncs a viewer sent a flood's screens alone, once it has caught up: the snapshot
+    /// brings the scrollback back.
+    pub async fn resync_history<T: Transport>(
+        &self,
+        sink: &mut Sink<T>,
+        framing: &impl Framing,
+    ) -> std::io::Result<Pumped> {
+        self.resync(sink, framing, HISTORY).await
+    }
+
+    async fn resync_as<T: Transport>(
+        &self,
+        sink: &mut Sink<T>,
+        framing: &impl Framing,
+        why: &str,
+        form: SnapshotForm,
+    ) -> std::io::Result<Pumped> {
+        let resync = match self.session.resync(form).await {
             Ok(Ok(resync)) => resync,
             Ok(Err(failed)) => {
                 warn!(session = %self.session.id(), why, "cannot resync viewer: {failed}");
@@ -358,7 +410,7 @@ impl Subscription {
             }
             Err(_) => return Ok(Pumped::Gone),
         };
-        if why == BEHIND && self.behind_logged.swap(true, Ordering::Relaxed) {
+        if (why == BEHIND || why == HISTORY) && self.behind_logged.swap(true, Ordering::Relaxed) {
             // Routine for a viewer slower than a flood (many a second): logged once.
             debug!(session = %self.session.id(), why, "resyncing viewer with a snapshot");
         } else {
@@ -366,9 +418,16 @@ impl Subscription {
         }
         self.metrics.resyncs.inc();
         if let Some(snapshot) = &resync.snapshot {
-            self.note_snapshot(snapshot.bytes.len());
+            // A screen alone says little of what a resync costs.
+            if form.scrollback {
+                self.note_snapshot(snapshot.bytes.len());
+            }
             send_snapshot(&self.metrics, sink, framing, &snapshot.bytes).await?;
         }
+        self.owes_history.store(
+            !form.scrollback && resync.snapshot.is_some(),
+            Ordering::Relaxed,
+        );
         self.set_offset(resync.offset);
         Ok(Pumped::Sent)
     }

@@ -716,6 +716,29 @@ impl Client {
         self.messages.iter().filter(|m| m["type"] == ty).count()
     }
 
+    /// Waits until the latest snapshot this viewer got after joining carries the scrollback:
+    /// a viewer behind a flood is sent its screens alone, and the scrollback once it has
+    /// caught up (`docs/protocol.md` §6).
+    pub async fn with_history(&mut self) {
+        self.until("the scrollback after a flood's screens", |c| {
+            c.snapshots.len() <= 1
+                || c.snapshots
+                    .last()
+                    .is_some_and(|last| c.scrollback_drawn_by(last) > 0)
+        })
+        .await;
+    }
+
+    /// Lines of scrollback the snapshot `ansi` draws at this client's terminal size.
+    pub fn scrollback_drawn_by(&self, ansi: &[u8]) -> usize {
+        let (rows, cols) = self.term.screen().size();
+        let mut term = vt100::Parser::new(rows, cols, 100_000);
+        term.process(ansi);
+        let mut screen = term.screen().clone();
+        screen.set_scrollback(usize::MAX);
+        screen.scrollback()
+    }
+
     pub fn screen_text(&self) -> String {
         self.term.screen().contents()
     }
