@@ -35,8 +35,7 @@ use serde_json::json;
 /// reading drains for up to [`crate::ws::CLOSE_DRAIN`], then its reader waits
 /// [`crate::ws::CLOSE_GRACE`] for the client's close; one not reading is gone within
 /// `CLOSE_GRACE`.
-const CONNECTION_DRAIN: Duration =
-    Duration::from_secs(crate::ws::CLOSE_DRAIN.as_secs() + crate::ws::CLOSE_GRACE.as_secs());
+const CONNECTION_DRAIN: Duration = crate::ws::CLOSE_DRAIN.saturating_add(crate::ws::CLOSE_GRACE);
 
 /// A running (or ready to run) ptyhub: its sessions, its auth, its connection tasks.
 pub struct Daemon {
