@@ -102,8 +102,11 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         access: opts.access.clone(),
         stall_deadline: cfg.viewer.stall_deadline,
     };
+    let progress = writer.sink.progress();
+    let mut dropped = false;
     let result = tokio::select! {
         r = writer.serve(created, &mut local, &share_end, &opts.shutdown) => r,
+        () = progress.stuck_after(opts.shutdown.cancelled()) => { dropped = true; Ok(()) }
         _ = overrun.cancelled() => Err(not_reading()),
     };
     if let Err(e) = result {
@@ -117,10 +120,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         }
     }
     writer.cards.clear();
-    let abort = read_task.abort_handle();
-    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
-        abort.abort();
-    }
+    crate::ws::reader::finish(read_task, !dropped).await;
 }
 
 fn not_reading() -> std::io::Error {

@@ -33,8 +33,10 @@ use serde_json::json;
 
 /// How long open connections get to finish after every session has ended: a viewer still
 /// reading drains for up to [`crate::ws::CLOSE_DRAIN`], then its reader waits
-/// [`crate::ws::CLOSE_GRACE`] for the client's close; one not reading is gone within
-/// `CLOSE_GRACE`.
+/// [`crate::ws::CLOSE_GRACE`] for the client's close. A connection whose writes stop going
+/// through (its client does not read) is dropped after `CLOSE_GRACE` by its own driver
+/// ([`crate::viewer::transport::Progress::stuck_after`]), so only a client still reading
+/// keeps a shutdown waiting, and never past this.
 const CONNECTION_DRAIN: Duration = crate::ws::CLOSE_DRAIN.saturating_add(crate::ws::CLOSE_GRACE);
 
 /// A running (or ready to run) ptyhub: its sessions, its auth, its connection tasks.

@@ -664,6 +664,68 @@ async fn sigterm_mid_flood_ends_cleanly() {
     assert!(ended.is_ok(), "the stalled viewer's connection was closed");
 }
 
+/// A multiplexed client that stops reading mid-flood does not hold a shutdown up: once its
+/// writes stop going through, its connection is dropped (as a single session's viewer's is),
+/// and the daemon never has to give up on it. Before, it waited the whole drain (12 s) and
+/// logged that it closed connections that did not finish.
+#[tokio::test]
+async fn a_multiplexed_client_that_stops_reading_does_not_hold_up_a_shutdown() {
+    let mut d = Daemon::start();
+    let id = Uuid::new_v4();
+    let mut watcher = Client::connect(&d.ws(id, "?assistant=shell")).await;
+    watcher.wait_screen("$ ").await;
+    // Carries every session, this one among them; reads nothing from here on.
+    let stalled = common::raw_ws_at(&d, "/ws").await;
+    let port = stalled.local_addr().expect("local address").port();
+    watcher
+        .type_str("yes 'flood line, flood line, flood line'\r")
+        .await;
+    watcher.wait_screen("flood line").await;
+    // The daemon's side of the connection holds more than its unsent mark (64 KiB): its
+    // writes to it wait, and keep waiting, as the client reads nothing.
+    let start = std::time::Instant::now();
+    while queued_to(port) < 64 * 1024 {
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "the flood never filled the stalled socket"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stopping = tokio::task::spawn_blocking(move || {
+        let status = d.terminate();
+        (status, d)
+    });
+    let _ = watcher.until_closed().await;
+    let (status, d) = stopping.await.expect("the daemon stopped");
+    assert!(status.success(), "daemon exit status {status:?}");
+    let log = d.log_text();
+    assert!(
+        !log.contains("closing connections that did not finish"),
+        "the stalled multiplexed connection held the shutdown up:\n{log}"
+    );
+    drop(stalled);
+}
+
+/// Bytes the kernel holds to send on the daemon's end of the loopback connection whose client
+/// end is `port` (`tx_queue` in `/proc/net/tcp`: written, not yet acknowledged).
+fn queued_to(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (tx, _rx) = f.get(4)?.split_once(':')?;
+            f.get(2)?
+                .ends_with(&remote)
+                .then(|| u64::from_str_radix(tx, 16).ok())
+                .flatten()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 const SIGNALS_TOKEN: &str = "signals-token-0123456789abcdef";
 
 /// The mask of ignored signals in `/proc/PID/status` (`SigIgn`), as a number, without

@@ -203,11 +203,7 @@ pub async fn run(
         let _ = tokio::time::timeout(CLOSE_GRACE, closing).await;
     }
     child.end_leftovers(execs.kill_grace).await;
-    // The reader ends when the client answers the close; don't wait for a silent one.
-    let abort = read_task.abort_handle();
-    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
-        abort.abort();
-    }
+    crate::ws::reader::finish(read_task, true).await;
 }
 
 /// Resolves once the client's side of the TCP connection is closed (within about

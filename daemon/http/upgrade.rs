@@ -274,6 +274,7 @@ pub(super) fn multiplexed(
         limits,
         metrics: state.metrics.clone(),
         actor: caller(&req, &access),
+        shutdown: state.shutdown.clone(),
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
     state.tasks.spawn(async move {

@@ -185,10 +185,7 @@ pub async fn run(
         let _ = tokio::time::timeout(CLOSE_GRACE, closing).await;
     }
     child.end_leftovers(execs.kill_grace).await;
-    let abort = read_task.abort_handle();
-    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
-        abort.abort();
-    }
+    crate::ws::reader::finish(read_task, true).await;
 }
 
 /// The close for a server that exited by itself: 1000 after a clean exit (the client's `exit`

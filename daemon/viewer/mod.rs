@@ -30,7 +30,7 @@ use crate::protocol::{Closing, Dialect, Encoded, Notice, Outbound};
 use crate::session::viewer_queue::{self, EventReceiver};
 use crate::session::{EndReason, JoinError, JoinReply, Role, SessionHandle, ViewerEvent, Who};
 use crate::ws::reader::{read_loop, Local, Replies};
-use crate::ws::{socket, Accepted, CLOSE_DRAIN, CLOSE_GRACE};
+use crate::ws::{socket, Accepted, CLOSE_GRACE};
 use apply::SessionMessages;
 use live::Live;
 use subscription::{BehindPause, Framing, Pumped, Scratch, Subscription, RELEASE_AFTER};
@@ -182,14 +182,14 @@ pub async fn run<D: Dialect>(
     // One whose writes still go through (a slow client reading a flood's backlog) gets its
     // close, within reason.
     let progress = writer.sink.progress();
-    let stuck = || progress.stalled(CLOSE_GRACE, CLOSE_DRAIN);
+    let mut dropped = false;
     let result = tokio::select! {
         r = async {
             writer.greet(join).await?;
             writer.write_loop(&mut events, &mut local).await
         } => r,
-        _ = async { ended.cancelled().await; stuck().await } => Ok(()),
-        _ = async { share_end.wait().await; stuck().await } => Ok(()),
+        () = progress.stuck_after(ended.cancelled()) => { dropped = true; Ok(()) }
+        () = progress.stuck_after(async { share_end.wait().await; }) => { dropped = true; Ok(()) }
         _ = overrun.cancelled() => {
             info!(session = %session.id(), viewer, "closing a viewer that is not reading what it is sent");
             opts.metrics.error("not_reading");
@@ -202,11 +202,7 @@ pub async fn run<D: Dialect>(
         debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
     }
     drop(membership);
-    // The reader ends by itself when the peer answers our close; don't wait for a silent one.
-    let abort = read_task.abort_handle();
-    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
-        abort.abort();
-    }
+    crate::ws::reader::finish(read_task, !dropped).await;
     debug!(session = %session.id(), viewer, "viewer left");
 }
 

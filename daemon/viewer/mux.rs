@@ -33,6 +33,7 @@ use crate::session::viewer_queue;
 use crate::session::{
     EndReason, JoinError, Membership, Role, SessionHandle, ViewerEvent, ViewerId, Who,
 };
+use crate::shutdown::Shutdown;
 use crate::term::snapshot::SnapshotForm;
 use crate::ws::reader::{read_loop, Gone, Local, OnMessage, Replies};
 use crate::ws::{socket, Accepted, CLOSE_GRACE};
@@ -57,6 +58,9 @@ pub struct MuxOptions {
     pub metrics: Arc<Metrics>,
     /// Who connects, for the audit trail (a `close` that ends a session is recorded).
     pub actor: crate::audit::Actor,
+    /// The daemon's shutdown: the connection is then dropped once its writes stop going
+    /// through, so a client that stopped reading cannot hold the shutdown up.
+    pub shutdown: Shutdown,
 }
 
 /// The sessions this connection carries, by number: what the reader needs to apply input.
@@ -128,8 +132,11 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         scratch: Scratch::new(),
         metrics: opts.metrics.clone(),
     };
+    let progress = writer.sink.progress();
+    let mut dropped = false;
     let result = tokio::select! {
         r = writer.serve(&registry, created, &mut events, &mut local, &share_end) => r,
+        () = progress.stuck_after(opts.shutdown.cancelled()) => { dropped = true; Ok(()) }
         _ = overrun.cancelled() => {
             info!("closing a multiplexed connection that is not reading what it is sent");
             opts.metrics.error("not_reading");
@@ -142,10 +149,7 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
         debug!("multiplexed connection ended: {e}");
     }
     writer.leave_all();
-    let abort = read_task.abort_handle();
-    if tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
-        abort.abort();
-    }
+    crate::ws::reader::finish(read_task, !dropped).await;
 }
 
 /// Applies a multiplexed client's messages to the sessions they name.

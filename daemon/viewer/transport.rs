@@ -26,6 +26,7 @@ use tokio::net::TcpStream;
 use crate::protocol::Outbound;
 use crate::ws::frame::{push_close, push_frame, MAX_HEAD};
 use crate::ws::socket::WriteSide;
+use crate::ws::{CLOSE_DRAIN, CLOSE_GRACE};
 
 /// What a message is, as a driver sees it; the transport says how it looks on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +136,15 @@ pub struct Sink<T> {
 pub struct Progress(Arc<AtomicU64>);
 
 impl Progress {
+    /// Resolves when a closing connection may be dropped: once `closing` has resolved, as
+    /// soon as no write completed for [`CLOSE_GRACE`] (a client that stopped reading), or after
+    /// [`CLOSE_DRAIN`] whatever its writes do (one still reading a backlog gets its close frame
+    /// within reason).
+    pub async fn stuck_after(&self, closing: impl Future<Output = ()>) {
+        closing.await;
+        self.stalled(CLOSE_GRACE, CLOSE_DRAIN).await;
+    }
+
     /// Resolves once no write completed for `grace`, or after `most` in any case.
     pub async fn stalled(&self, grace: Duration, most: Duration) {
         let end = tokio::time::Instant::now() + most;

@@ -86,6 +86,17 @@ pub trait OnMessage: Send {
     ) -> impl std::future::Future<Output = Result<(), Gone>> + Send;
 }
 
+/// Ends a connection's reader task once its writer is done. The reader ends by itself when
+/// the client answers our close, so it gets [`CLOSE_GRACE`] for that; when no close was sent
+/// (`close_sent` false: the writer was dropped because its client stopped reading), nothing
+/// will answer and it is aborted at once.
+pub async fn finish(read_task: tokio::task::JoinHandle<()>, close_sent: bool) {
+    let abort = read_task.abort_handle();
+    if !close_sent || tokio::time::timeout(CLOSE_GRACE, read_task).await.is_err() {
+        abort.abort();
+    }
+}
+
 /// Reads whole messages from the client and hands each to `handler`, answering pings and
 /// closes itself, until the client closes, breaks a frame rule, or the handler stops.
 pub async fn read_loop<H: OnMessage>(

@@ -819,11 +819,16 @@ pub fn write_file(dir: &Path, name: &str, contents: &[u8]) -> PathBuf {
 /// An upgraded raw TCP connection to a session, for frames no WebSocket library would send, a
 /// frame stopped half way, or a socket dropped without a close frame.
 pub async fn raw_ws(d: &Daemon, id: Uuid) -> tokio::net::TcpStream {
+    raw_ws_at(d, &format!("/ws/{id}")).await
+}
+
+/// [`raw_ws`] to any WebSocket `path` (the multiplexed `/ws`, the board).
+pub async fn raw_ws_at(d: &Daemon, path: &str) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(d.addr)
         .await
         .expect("connect");
     let req = format!(
-        "GET /ws/{id} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
         d.addr
     );
