@@ -141,11 +141,7 @@ impl Event {
 
 /// RFC 3339 UTC with milliseconds, as every event's `ts`.
 pub fn timestamp(t: SystemTime) -> String {
-    let t = time::OffsetDateTime::from(t);
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    t.format(&fmt).unwrap_or_default()
+    crate::session::rfc3339_millis(t)
 }
 
 #[cfg(test)]

@@ -82,7 +82,7 @@ pub use process::ExitInfo;
 pub use refusal::{Action, Refusal};
 pub use screen_thread::ScreenFailed;
 pub use signal::{Rung, StopLadder, ALLOWED_SIGNALS};
-pub use timestamp::rfc3339;
+pub use timestamp::{rfc3339, rfc3339_millis};
 pub use viewers::{FANOUT_PACE, FANOUT_PACED_FROM, TYPING_AUDIT_QUIET};
 pub use yield_to_typists::RecentKeys;
 
