@@ -424,7 +424,7 @@ impl Registry {
             .sessions
             .iter()
             .map(|h| {
-                let mut info = h.info();
+                let mut info = SessionInfo::clone(&h.info());
                 // The log's head moves with every byte of output; the info is published only
                 // on changes of state, so read the head now.
                 info.output_bytes = h.log().head();

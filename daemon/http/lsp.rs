@@ -69,7 +69,7 @@ pub(super) fn on_session(c: Call<'_>, id: Uuid) -> Response<Body> {
     if ended.is_cancelled() {
         return error(StatusCode::CONFLICT, "the session has ended");
     }
-    let cwd = PathBuf::from(handle.info().work_dir);
+    let cwd = PathBuf::from(handle.info().work_dir.clone());
     let actor = c.actor();
     let ties = Ties {
         session: Some(id),

@@ -41,7 +41,7 @@ pub(super) async fn cast(id: Uuid, state: &Arc<AppState>) -> Response<Body> {
         }
     };
     let name = match state.registry.get(&id) {
-        Some(h) => h.info().name,
+        Some(h) => h.info().name.clone(),
         None => recordings
             .info(id, false)
             .await

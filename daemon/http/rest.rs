@@ -365,7 +365,7 @@ pub(super) async fn patch(
         Err(e) => return e.response(),
     };
     // The share link's role was checked by the route (`may_write`).
-    let old = handle.info().name;
+    let old = handle.info().name.clone();
     match handle.rename(None, request.name).await {
         Ok(info) => {
             if info.name != old {
@@ -414,7 +414,7 @@ pub(super) async fn create(
         Ok(Found::Created(h)) => {
             let info = h.info();
             state.audit.created(&actor, &info);
-            json(StatusCode::CREATED, &info)
+            json(StatusCode::CREATED, &*info)
         }
         Ok(Found::Existing(_)) => error(
             StatusCode::CONFLICT,

@@ -414,7 +414,7 @@ pub static ROUTES: &[Route] = &[
         callers: Callers::Session,
         audience: Audience::Program,
         handler: Handler::NowOn(PathId::Session, |c, id| match c.state.registry.get(&id) {
-            Some(h) => json(StatusCode::OK, &h.info()),
+            Some(h) => json(StatusCode::OK, &*h.info()),
             None => error(StatusCode::NOT_FOUND, "no such session"),
         }),
     },

@@ -348,7 +348,7 @@ struct LogLines {
     log: Arc<crate::session::output_log::SharedLog>,
     /// `at`, for the log: it keeps what this stream has still to read.
     cursor: crate::session::output_log::Cursor,
-    info: tokio::sync::watch::Receiver<crate::session::SessionInfo>,
+    info: tokio::sync::watch::Receiver<Arc<crate::session::SessionInfo>>,
     ended: tokio_util::sync::CancellationToken,
     follow: bool,
     /// Text not yet sent (a `reset`).

@@ -66,7 +66,7 @@ impl Recordings {
         };
         let job = writer::Job {
             id: handle.id(),
-            assistant: handle.info().assistant,
+            assistant: handle.info().assistant.clone(),
             log: handle.log().clone(),
             feed,
             session: handle.downgrade(),

@@ -92,7 +92,7 @@ struct Session {
     /// The session's own way in, for work it finishes later (an upload's typed path).
     me: WeakSessionHandle,
     /// The metadata the session list shows.
-    info: watch::Sender<SessionInfo>,
+    info: watch::Sender<Arc<SessionInfo>>,
     /// Called once, when the session has ended.
     on_end: Option<OnEnd>,
     ended: CancellationToken,
@@ -120,7 +120,7 @@ pub(super) fn launch(cfg: Arc<Config>, parts: Parts, on_end: OnEnd) -> SessionHa
     let input_budget = Arc::new(Semaphore::new(INPUT_QUEUE_BYTES));
     let session = Session {
         me: WeakSessionHandle::new(&commands, input_budget.clone()),
-        info: watch::Sender::new(placeholder_info(identity.id())),
+        info: watch::Sender::new(Arc::new(placeholder_info(identity.id()))),
         identity,
         viewers: Viewers::new(size),
         chat,
@@ -348,7 +348,7 @@ impl Session {
             self.log.head(),
             self.attention.now(),
         );
-        self.info.send_replace(info);
+        self.info.send_replace(Arc::new(info));
     }
 
     /// Tells every viewer (and the recorder) `event`.
@@ -360,6 +360,11 @@ impl Session {
     fn broadcast_status(&mut self) {
         // The REST view first: a viewer that reads the API on seeing the status sees it too.
         self.publish_info();
+        self.send_status();
+    }
+
+    /// Tells everyone the status, without publishing the metadata (the caller has).
+    fn send_status(&self) {
         let info = self.status();
         let offset = self.log.head();
         self.broadcast(ViewerEvent::Status { info, offset });
@@ -407,9 +412,14 @@ impl Session {
 
     /// Tells everyone who is here; `typing`: the viewer whose keystrokes prompted it.
     fn broadcast_presence(&mut self, typing: Option<ViewerId>) {
-        let info = self.viewers.presence(typing);
-        self.broadcast(ViewerEvent::Presence(info));
+        self.send_presence(typing);
         // The session list shows the names too.
         self.publish_info();
+    }
+
+    /// Tells everyone who is here, without publishing the metadata (the caller does).
+    fn send_presence(&mut self, typing: Option<ViewerId>) {
+        let info = self.viewers.presence(typing);
+        self.broadcast(ViewerEvent::Presence(info));
     }
 }

@@ -156,7 +156,7 @@ pub struct SessionHandle {
     /// Input bytes that may be in flight to the PTY, shared by every writer of the session.
     input_budget: Arc<Semaphore>,
     log: Arc<SharedLog>,
-    info: watch::Receiver<SessionInfo>,
+    info: watch::Receiver<Arc<SessionInfo>>,
     ended: CancellationToken,
     /// Whether the session keeps a screen model (and so can resync a viewer by snapshot).
     screen: bool,
@@ -170,7 +170,7 @@ pub struct SessionHandle {
 pub(super) struct HandleParts {
     pub(super) input_budget: Arc<Semaphore>,
     pub(super) log: Arc<SharedLog>,
-    pub(super) info: watch::Receiver<SessionInfo>,
+    pub(super) info: watch::Receiver<Arc<SessionInfo>>,
     pub(super) ended: CancellationToken,
     /// Whether the session keeps a screen model.
     pub(super) screen: bool,
@@ -248,12 +248,12 @@ impl SessionHandle {
     }
 
     /// The session's current metadata.
-    pub fn info(&self) -> SessionInfo {
+    pub fn info(&self) -> Arc<SessionInfo> {
         self.info.borrow().clone()
     }
 
     /// The session's metadata as it changes.
-    pub fn watch_info(&self) -> watch::Receiver<SessionInfo> {
+    pub fn watch_info(&self) -> watch::Receiver<Arc<SessionInfo>> {
         self.info.clone()
     }
 

@@ -448,7 +448,7 @@ impl<T: Transport> MuxWriter<T> {
             cols,
             rows,
             command: info.command.clone(),
-            state: StateFields::from(&info),
+            state: StateFields::from(&*info),
         };
         // Registered before anything is written, so a failed write still leaves the session.
         let overrun = events.overrun();

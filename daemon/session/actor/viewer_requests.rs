@@ -40,17 +40,24 @@ impl Session {
     /// Recomputes the session size and whose sizes it is; returns whether either changed
     /// (status already sent).
     pub(super) fn apply_size(&mut self) -> bool {
+        let changed = self.settle_size();
+        if changed {
+            self.broadcast_status();
+        }
+        changed
+    }
+
+    /// Recomputes the session size and whose sizes it is, resizing the model and the PTY;
+    /// returns whether either changed (nobody is told yet).
+    fn settle_size(&mut self) -> bool {
         let resized = self.viewers.settle_size();
         // After the size: the holders are those whose size the new one is.
         let holders_changed = self.viewers.settle_holders();
         if let Some((rows, cols)) = resized {
             self.screen.resize(rows, cols);
             self.program.resize(rows, cols);
-        } else if !holders_changed {
-            return false;
         }
-        self.broadcast_status();
-        true
+        resized.is_some() || holders_changed
     }
 
     /// A viewer joins: it is sent the screen (rendered off the actor once the model has
@@ -102,8 +109,11 @@ impl Session {
             self.recorder
                 .marker(format!("{label} joined"), self.log.head());
         }
-        self.broadcast_status();
-        self.broadcast_presence(None);
+        // One publication of the session's metadata for both (it is the costliest part of a
+        // join): the REST view first, as `broadcast_status` has it.
+        self.publish_info();
+        self.send_status();
+        self.send_presence(None);
         if let (Role::Writer, Some(failed)) = (role, self.recorder.failure()) {
             self.viewers.refuse(viewer, failed.clone());
         }
@@ -114,13 +124,15 @@ impl Session {
         if !self.viewers.leave(viewer) {
             return;
         }
-        self.broadcast_presence(None);
         if self.viewers.is_empty() {
             self.program.unwatched();
         }
-        if !self.apply_size() {
-            self.broadcast_status();
-        }
+        // The size may change with the viewer gone; the status goes out either way (the
+        // viewer count did), after one publication of the metadata for both messages.
+        self.settle_size();
+        self.publish_info();
+        self.send_presence(None);
+        self.send_status();
     }
 
     /// A viewer's terminal size.
@@ -236,7 +248,7 @@ impl Session {
                 if self.identity.rename(name) {
                     self.broadcast_status();
                 }
-                self.info.borrow().clone()
+                SessionInfo::clone(&self.info.borrow())
             })
             .map_err(RenameError::BadName);
         // A caller that checked the permission itself (REST) records the rename with who it
