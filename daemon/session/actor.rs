@@ -289,7 +289,10 @@ impl Session {
             Command::RecordingFailed { message } => self.recording_failed(message),
             Command::Detach => self.detach_viewers(),
             Command::HandOver { reply } => self.hand_over_when_settled(reply),
-            Command::Report { report } => self.on_report(report),
+            Command::Report { report, done } => {
+                self.on_report(report);
+                let _ = done.send(());
+            }
             Command::Reply { data, permit, done } => self.reply(data, permit, done),
         }
     }

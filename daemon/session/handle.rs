@@ -127,6 +127,9 @@ pub(super) enum Command {
     /// The agent reported its state (through the session's capability token, or the daemon's).
     Report {
         report: Report,
+        /// Answered once the report is applied: whoever reads the session after the reply
+        /// sees it.
+        done: oneshot::Sender<()>,
     },
     /// Keys from someone who may type but is no viewer of the session (a quick reply on the
     /// board): the caller checked the permission.
@@ -214,9 +217,12 @@ impl SessionHandle {
         &self.gate
     }
 
-    /// The agent reports the session's state (the caller checked the token and the rate).
+    /// The agent reports the session's state (the caller checked the token and the rate); returns
+    /// once the session has applied it, so a read that follows sees it.
     pub async fn report_state(&self, report: Report) -> Result<(), SessionGone> {
-        self.send(Command::Report { report }).await
+        let (done, applied) = oneshot::channel();
+        self.send(Command::Report { report, done }).await?;
+        applied.await.map_err(|_| SessionGone)
     }
 
     /// A reference that does not keep the session alive.
