@@ -2,9 +2,9 @@
 //! to the millisecond).
 //!
 //! Written by hand from 1970 on: every status, session list entry and state change carries
-//! one or two of these, and the `time` crate's general formatter cost about 2,600 instructions
-//! a call (callgrind, a viewer's join and leave publishing the session's metadata four times).
-//! Times before 1970 (a file's modification time can be anything) go through `time`; times
+//! one or two of these, and the `time` crate's general formatter cost about 2,650 instructions
+//! a call where this costs about 750, most of them the string's allocation (callgrind, 200
+//! viewers joining and leaving). Times before 1970 (a file's modification time can be anything) go through `time`; times
 //! past 9999, which RFC 3339 cannot write, are written as its last second (`time` panicked on
 //! them, and a recording's file time reaches this).
 
