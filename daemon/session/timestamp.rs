@@ -4,9 +4,9 @@
 //! Written by hand from 1970 on: every status, session list entry and state change carries
 //! one or two of these, and the `time` crate's general formatter cost about 2,650 instructions
 //! a call where this costs about 750, most of them the string's allocation (callgrind, 200
-//! viewers joining and leaving). Times before 1970 (a file's modification time can be anything) go through `time`; times
-//! past 9999, which RFC 3339 cannot write, are written as its last second (`time` panicked on
-//! them, and a recording's file time reaches this).
+//! viewers joining and leaving). Times before 1970 (a file's modification time can be
+//! anything) go through `time`; times past 9999, which RFC 3339 cannot write, are written as
+//! its last second (`time` panicked on them, and a recording's file time reaches this).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
