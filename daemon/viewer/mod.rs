@@ -201,8 +201,11 @@ pub async fn run<D: Dialect>(
     if let Err(e) = result {
         debug!(session = %session.id(), viewer, "viewer connection ended: {e}");
     }
-    drop(membership);
+    // The reader first: the frames it still holds (keys sent just before the socket broke,
+    // which the writer may have found out first) are applied while this viewer is a member;
+    // a departed viewer's input is dropped.
     crate::ws::reader::finish(read_task, !dropped).await;
+    drop(membership);
     debug!(session = %session.id(), viewer, "viewer left");
 }
 

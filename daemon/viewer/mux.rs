@@ -148,8 +148,9 @@ pub async fn run(ws: Accepted, registry: Arc<Registry>, cfg: Arc<Config>, opts: 
     if let Err(e) = result {
         debug!("multiplexed connection ended: {e}");
     }
-    writer.leave_all();
+    // The reader first: what it still holds is applied while the sessions are carried.
     crate::ws::reader::finish(read_task, !dropped).await;
+    writer.leave_all();
 }
 
 /// Applies a multiplexed client's messages to the sessions they name.
