@@ -722,16 +722,11 @@ async fn keys_sent_just_before_a_connection_breaks_reach_the_program() {
         "yes 'flood line, flood line, flood line' & exec cat > '{}'",
         typed.display()
     );
-    let created: Value = reqwest::Client::new()
-        .post(d.http("/api/sessions"))
-        .json(&json!({"cmd": ["sh", "-c", script]}))
-        .send()
+    let id: Uuid = d
+        .create_session("", json!({"cmd": ["sh", "-c", script]}))
         .await
-        .expect("create")
-        .json()
-        .await
-        .expect("json");
-    let id: Uuid = created["id"].as_str().expect("id").parse().expect("uuid");
+        .parse()
+        .expect("uuid");
     for round in 0..12 {
         let viewer = common::raw_ws(&d, id).await;
         // Closed with unread data in its buffer (and this), a socket is reset.
