@@ -191,20 +191,33 @@ impl ExitWatch {
     }
 }
 
-/// The pids of every process of the kernel session led by `leader`, and of every process
+/// The pids of every running process of the kernel session led by `leader`, and of every one
 /// marked with `session` when given.
 pub fn session_pids(leader: i32, session: Option<Uuid>) -> Vec<i32> {
     let marker = session.map(|s| format!("{SESSION_ENV}={s}"));
     pids_where(|pid| {
-        kernel_session(pid) == Some(leader) || marker.as_deref().is_some_and(|m| has_marker(pid, m))
+        (kernel_session(pid) == Some(leader)
+            || marker.as_deref().is_some_and(|m| has_marker(pid, m)))
+            && !ended(pid)
     })
 }
 
-/// The pids of every process in process group `group`, and of every process whose
+/// The pids of every running process in process group `group`, and of every one whose
 /// environment holds `marker` (`NAME=value`): what an exec leaves behind, even a process that
 /// left the group.
 pub fn group_pids(group: i32, marker: &str) -> Vec<i32> {
-    pids_where(|pid| stat_field(pid, 2) == Some(group) || has_marker(pid, marker))
+    pids_where(|pid| (stat_field(pid, 2) == Some(group) || has_marker(pid, marker)) && !ended(pid))
+}
+
+/// Whether a process has ended and only waits for its parent to reap it (a zombie): no
+/// signal reaches it, so a stop that counted it waited its whole grace for nothing (a live
+/// upgrade held for `session.kill_grace` twice by an exec killed with its group).
+fn ended(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|at| stat[at + 1..].split_whitespace().next())
+            .is_some_and(|state| matches!(state, "Z" | "X"))
+    })
 }
 
 /// The pids of the children of `parent` (their parent pid, `ppid`, is `parent`).
@@ -276,7 +289,7 @@ mod tests {
     use nix::unistd::Pid;
     use rustix::process::{waitid, WaitId, WaitIdOptions};
 
-    use super::{children, kernel_session, ExitInfo, ExitWatch};
+    use super::{children, ended, group_pids, kernel_session, ExitInfo, ExitWatch};
 
     #[test]
     fn exit_info_from_code_and_signal() {
@@ -335,5 +348,29 @@ mod tests {
     #[test]
     fn kernel_session_of_self_is_readable() {
         assert!(kernel_session(std::process::id() as i32).is_some());
+    }
+
+    /// A killed child that nobody reaped yet is no longer counted in its group: signalling it
+    /// does nothing, and a stop that waited for it waited its whole grace.
+    // Reaped below with `wait`, after the zombie was looked at.
+    #[allow(clippy::zombie_processes)]
+    #[test]
+    fn a_zombie_is_not_counted_in_its_group() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .process_group(0)
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        assert_eq!(group_pids(pid, "PTYHUB_TEST_NO_SUCH_MARKER=1"), vec![pid]);
+        kill(Pid::from_raw(pid), Signal::SIGKILL).expect("kill");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !ended(pid) {
+            assert!(std::time::Instant::now() < deadline, "no zombie in 10 s");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(group_pids(pid, "PTYHUB_TEST_NO_SUCH_MARKER=1").is_empty());
+        child.wait().expect("reaped");
     }
 }
