@@ -295,7 +295,7 @@ impl Registry {
 
     /// Creates a session; `Err` if the id is taken is reported as `Found::Existing`.
     pub fn get_or_create(&self, spec: CreateSpec) -> Result<Found, CreateError> {
-        if self.closing.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.is_closing() {
             return Err(CreateError::ShuttingDown);
         }
         // The entry lock makes two racing creators of one uuid start one program.
@@ -401,6 +401,12 @@ impl Registry {
     pub fn close_creation(&self) {
         self.closing
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether creation was refused for good: the daemon is stopping, or handing its sessions
+    /// to a new image (a live upgrade).
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The lifecycle events.

@@ -789,6 +789,126 @@ async fn ptyhub_notify_reports_and_never_fails_its_caller() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("PTYHUB_URL is not set"));
 }
 
+/// What the daemon on `daemon_port` has received from `peer_port` and not read yet, from
+/// `/proc/net/tcp` (`None` while no such connection is listed).
+fn unread_from(daemon_port: u16, peer_port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let (local, remote) = (format!(":{daemon_port:04X}"), format!(":{peer_port:04X}"));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (_tx, rx) = f.get(4)?.split_once(':')?;
+        (f.get(1)?.ends_with(&local) && f.get(2)?.ends_with(&remote))
+            .then(|| u64::from_str_radix(rx, 16).ok())
+            .flatten()
+    })
+}
+
+/// A live upgrade loses no report. One the old image gets after its sessions froze is not
+/// applied, and is answered 503 with `Retry-After` (it was 404, as if the session had ended);
+/// `ptyhub notify` started then waits for the new image (its connection in the listener's
+/// backlog, beyond the 2 s it used to wait) and reports. An exec that ignores SIGTERM holds
+/// the handover open for `session.kill_grace` (3 s) after the freeze, and no longer (it held
+/// it twice that: its leftovers' scan counted the group's killed, unreaped `sleep`).
+#[tokio::test]
+async fn a_report_made_during_a_live_upgrade_is_not_lost() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let d = Daemon::start_launch(
+        "[session]\nkill_grace = \"3s\"\n\n[attention]\nquiet = \"1s\"\n",
+        |l| l.args(["--token", TOKEN]),
+    );
+    let id = create(&d, json!({"cmd": ["sleep", "1000"]})).await;
+    let started = d.dir.path().join("exec-started");
+    let script = format!("trap '' TERM; touch {}; sleep 60", started.display());
+    let exec = {
+        let url = d.http("/api/exec");
+        tokio::spawn(async move {
+            let sent = http()
+                .post(url)
+                .bearer_auth(TOKEN)
+                .json(&json!({"cmd": ["sh", "-c", script]}))
+                .send()
+                .await;
+            // Read to the end: a client that goes away ends its exec.
+            if let Ok(resp) = sent {
+                let _ = resp.bytes().await;
+            }
+        })
+    };
+    common::eventually("the exec to start", || started.exists()).await;
+
+    // A report whose head the daemon has read, and whose body comes after the freeze.
+    let body = r#"{"state":"working","reason":"in flight"}"#;
+    let mut raw = tokio::net::TcpStream::connect(d.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /api/sessions/{id}/state HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        d.addr,
+        body.len()
+    );
+    raw.write_all(head.as_bytes()).await.expect("head");
+    let peer = raw.local_addr().expect("local address").port();
+    common::eventually("the daemon to read the head", || {
+        unread_from(d.addr.port(), peer) == Some(0)
+    })
+    .await;
+
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGUSR2).expect("signal");
+    common::eventually("the session to freeze", || {
+        d.log_text().contains("session frozen for the upgrade")
+    })
+    .await;
+    let notify = tokio::process::Command::new(env!("CARGO_BIN_EXE_ptyhub"))
+        .args([
+            "notify",
+            "--state",
+            "waiting",
+            "--reason",
+            "during the upgrade",
+        ])
+        .args([
+            "--url",
+            &d.http(""),
+            "--session",
+            &id,
+            "--token",
+            TOKEN,
+            "--verbose",
+        ])
+        .output();
+    let notify = tokio::spawn(notify);
+
+    raw.write_all(body.as_bytes()).await.expect("body");
+    let mut answer = Vec::new();
+    tokio::time::timeout(TIMEOUT, raw.read_to_end(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1\r\n"), "{answer}");
+    assert!(answer.contains("report again"), "{answer}");
+
+    let out = notify.await.expect("joined").expect("ptyhub notify runs");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("ptyhub notify: reported"), "{said}");
+    let now = session(&d, &id).await;
+    assert_eq!(
+        (&now["state"], &now["reason"]),
+        (&json!("waiting"), &json!("during the upgrade")),
+        "{now:#}"
+    );
+    // The exec, killed with its group after its grace, held the handover no longer: its
+    // leftovers' scan no longer waits a second grace for the group's unreaped dead.
+    let log = d.log_text();
+    assert!(!log.contains("left behind still running"), "{log}");
+    assert!(!log.contains("some execs did not end in time"), "{log}");
+    exec.abort();
+}
+
 /// A live upgrade keeps every session's state, since, reason, source and capability token: a
 /// report the program makes after it, with the token it got before it, still works.
 #[tokio::test]

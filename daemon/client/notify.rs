@@ -6,17 +6,26 @@
 //!
 //! It always exits 0 and prints nothing unless `--verbose`: a hook that fails prints an error
 //! into the agent's transcript, and some exit codes make an agent stop.
+//!
+//! A live upgrade loses no report: a connection made meanwhile waits in the listener's backlog
+//! for the new image, and a report the old image could no longer apply (503) or whose
+//! connection the handover closed is sent again, all within [`TIMEOUT`].
 
 use std::io::{IsTerminal, Read};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::attention::report::{essentials, Agent};
 use crate::attention::wiring::{TOKEN_ENV, URL_ENV};
 
-/// How long the whole report may take: an agent waits for its hooks.
-const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the whole report may take, its second tries included: an agent waits for its
+/// hooks, and the hooks the daemon wires give up after 5 s (`attention::wiring`). Long enough
+/// for a live upgrade whose execs take their whole `session.kill_grace` of 1-3 s to end.
+const TIMEOUT: Duration = Duration::from_secs(4);
+/// The pause before a report is sent again (the next connection then waits in the backlog
+/// until the new image serves it, so this is no busy loop).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// Most of a hook's JSON read from stdin (a tool call may carry a whole file).
 const MAX_STDIN: u64 = 16 << 20;
 
@@ -113,7 +122,6 @@ fn send(n: &Notify) -> Result<(), String> {
     // capability token that can set a state is all the request carries. Nothing else is
     // reached this way, so no system certificates are loaded either (hooks run often).
     let http = reqwest::Client::builder()
-        .timeout(TIMEOUT)
         .no_proxy()
         .danger_accept_invalid_certs(loopback)
         .tls_built_in_root_certs(!loopback)
@@ -123,25 +131,45 @@ fn send(n: &Notify) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let body = body.to_string();
+    let deadline = Instant::now() + TIMEOUT;
     runtime.block_on(async move {
-        let resp = http
-            .post(parsed)
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| format!("cannot reach ptyhub at {base}: {}", super::one_line(&e)))?;
-        let status = resp.status();
-        if status.is_success() {
-            return Ok(());
+        loop {
+            let attempt = http
+                .post(parsed.clone())
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .timeout(deadline.saturating_duration_since(Instant::now()))
+                .send()
+                .await;
+            let why = match attempt {
+                Ok(resp) if resp.status().is_success() => return Ok(()),
+                Ok(resp) => {
+                    let status = resp.status();
+                    let text = resp.text().await.unwrap_or_default();
+                    let why = format!("refused (HTTP {}): {}", status.as_u16(), text.trim());
+                    // 503: not applied during a live upgrade's handover; anything else is final.
+                    if status != reqwest::StatusCode::SERVICE_UNAVAILABLE {
+                        return Err(why);
+                    }
+                    why
+                }
+                Err(e) => {
+                    let why = format!("cannot reach ptyhub at {base}: {}", super::one_line(&e));
+                    // Nobody listening (a live upgrade keeps listening), or out of time; what
+                    // is left is a connection that broke under the request: a handover's.
+                    if e.is_connect() || e.is_timeout() {
+                        return Err(why);
+                    }
+                    why
+                }
+            };
+            if Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(why);
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
         }
-        let text = resp.text().await.unwrap_or_default();
-        Err(format!(
-            "refused (HTTP {}): {}",
-            status.as_u16(),
-            text.trim()
-        ))
     })
 }
 

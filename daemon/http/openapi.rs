@@ -191,6 +191,7 @@ fn scrollback() {}
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 429, description = "Too many reports for this session (attention.hook_rate a second): Retry-After says when to try again", body = ErrorBody),
+        (status = 503, description = "Not applied: the daemon is handing its sessions to a new image (a live upgrade) or stopping; Retry-After says when to send it again", body = ErrorBody),
     ))]
 #[allow(dead_code)]
 fn report_state() {}

@@ -1,7 +1,9 @@
 //! `POST /api/sessions/{id}/state`: a session's program reports the session's state, with the
 //! capability token in its environment (or anyone with the daemon token): a plain
 //! `{"state","reason"}`, or an agent's own hook JSON with `?from=claude|codex|gemini`. Limited
-//! per session before the body is read (429 with `Retry-After`); bodies as every REST body.
+//! per session before the body is read (429 with `Retry-After`); bodies as every REST body. A
+//! report the session can no longer apply because the daemon is handing it to a new image (or
+//! stopping) gets 503 with `Retry-After`: `ptyhub notify` sends it again.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -83,6 +85,17 @@ pub(super) async fn report(
         Ok(None) => no_content(),
         Ok(Some(found)) => match handle.report_state(found).await {
             Ok(()) => no_content(),
+            // Frozen for a live upgrade (the new image has the session) or being ended by a
+            // shutdown: not applied, and the client is told to send it again.
+            Err(_) if state.registry.is_closing() => {
+                let mut resp = error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the daemon is restarting (a live upgrade) or stopping: report again in a moment",
+                );
+                resp.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                resp
+            }
             Err(_) => error(StatusCode::NOT_FOUND, "no such session"),
         },
     }
