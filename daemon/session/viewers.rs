@@ -103,11 +103,13 @@ impl Viewers {
         true
     }
 
-    /// The one permission check: whether `viewer`'s role allows `action`.
+    /// The one permission check: whether `viewer`'s role allows `action`. A viewer that is not
+    /// here (it left, its request still queued) has no role and may do nothing: refused as a
+    /// read-only one would be, which nobody hears (it is gone).
     pub(super) fn permit(&self, viewer: ViewerId, action: Action) -> Result<(), Refusal> {
         match self.members.get(&viewer) {
-            Some(v) if !v.role.may(action) => Err(Refusal::ReadOnly(action)),
-            _ => Ok(()),
+            Some(v) if v.role.may(action) => Ok(()),
+            _ => Err(Refusal::ReadOnly(action)),
         }
     }
 
@@ -330,5 +332,25 @@ impl Viewers {
     /// `input_waiting` says a command has come.
     pub(super) fn fan_out_slice(&mut self, input_waiting: impl Fn() -> bool) {
         self.fanout.hand_out(&mut self.members, input_waiting);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Action, Refusal, Viewers};
+
+    /// Only a member acts: a request that outlived its viewer's leave (an upload, a signal)
+    /// is refused, whatever the role it joined with.
+    #[test]
+    fn a_viewer_that_is_not_here_may_do_nothing() {
+        let viewers = Viewers::new((24, 80));
+        for action in [
+            Action::Input,
+            Action::Upload,
+            Action::Signal,
+            Action::Rename,
+        ] {
+            assert_eq!(viewers.permit(7, action), Err(Refusal::ReadOnly(action)));
+        }
     }
 }
