@@ -355,7 +355,7 @@ impl Session {
     }
 
     /// Tells every viewer (and the recorder) `event`.
-    fn broadcast(&self, event: ViewerEvent) {
+    fn broadcast(&mut self, event: ViewerEvent) {
         self.recorder.event(&event);
         self.viewers.broadcast(event, self.identity.id());
     }
@@ -367,7 +367,7 @@ impl Session {
     }
 
     /// Tells everyone the status, without publishing the metadata (the caller has).
-    fn send_status(&self) {
+    fn send_status(&mut self) {
         let info = self.status();
         let offset = self.log.head();
         self.broadcast(ViewerEvent::Status { info, offset });

@@ -177,6 +177,29 @@ pub struct StatusInfo {
     pub sized_by: Vec<u32>,
 }
 
+/// A status for tests: a shell of `rows` × 80 with `viewers` connected, sent after output up
+/// to `offset`.
+#[cfg(test)]
+pub(crate) fn test_status(viewers: usize, rows: u16, offset: u64) -> ViewerEvent {
+    ViewerEvent::Status {
+        info: StatusInfo {
+            viewers,
+            rows,
+            cols: 80,
+            assistant: "Shell".into(),
+            session_name: String::new(),
+            session_uuid: Uuid::nil(),
+            work_dir: "/".into(),
+            yolo_mode: false,
+            yolo_supported: false,
+            restarting: false,
+            state: crate::attention::SessionState::starting("starting"),
+            sized_by: Vec::new(),
+        },
+        offset,
+    }
+}
+
 /// A session as the REST API lists it (read back from a peer's list, see http/cluster.rs).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::events::ViewerEvent;
+use super::events::{StatusInfo, ViewerEvent};
 use super::recorder_pace::{self, Pace, PaceReport};
 use super::refusal::Refusal;
 
@@ -172,8 +172,32 @@ impl FeedReceiver {
 #[derive(Default)]
 pub(super) struct RecorderFeed {
     sender: Option<FeedSender>,
+    /// What of the session's status the recording keeps, as last sent: a status that changes
+    /// none of it (a viewer joining or leaving) is not sent, and so wakes no recorder.
+    recorded: Option<Recorded>,
     /// Told to each writer once: those connected when it failed, and those who join later.
     failed: Option<Refusal>,
+}
+
+/// The part of a status a recording keeps (`record/writer.rs`): the size (a resize event),
+/// the name (a marker), and a restart with its YOLO mode (a marker).
+#[derive(PartialEq, Eq)]
+struct Recorded {
+    size: (u16, u16),
+    name: String,
+    restarting: bool,
+    yolo: bool,
+}
+
+impl Recorded {
+    fn of(info: &StatusInfo) -> Self {
+        Self {
+            size: (info.cols, info.rows),
+            name: info.session_name.clone(),
+            restarting: info.restarting,
+            yolo: info.yolo_mode,
+        }
+    }
 }
 
 impl RecorderFeed {
@@ -188,6 +212,10 @@ impl RecorderFeed {
     ) {
         sender.pace.start(head, window);
         sender.event(status);
+        self.recorded = match status {
+            ViewerEvent::Status { info, .. } => Some(Recorded::of(info)),
+            _ => None,
+        };
         self.sender = Some(sender);
     }
 
@@ -219,11 +247,27 @@ impl RecorderFeed {
         }
     }
 
-    /// Copies an event every viewer is told.
-    pub(super) fn event(&self, event: &ViewerEvent) {
-        if let Some(sender) = &self.sender {
-            sender.event(event);
+    /// Copies an event every viewer is told, when the recording keeps something of it.
+    pub(super) fn event(&mut self, event: &ViewerEvent) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        match event {
+            ViewerEvent::Status { info, .. } => {
+                let recorded = Recorded::of(info);
+                if self.recorded.as_ref() == Some(&recorded) {
+                    return;
+                }
+                self.recorded = Some(recorded);
+            }
+            ViewerEvent::Chat(_) | ViewerEvent::Exit { .. } => {}
+            // Who is here, states, refusals and closes are no part of a recording.
+            ViewerEvent::Presence(_)
+            | ViewerEvent::State(_)
+            | ViewerEvent::Refused(_)
+            | ViewerEvent::Close(_) => return,
         }
+        sender.event(event);
     }
 
     /// Marks the recording (someone joined, or started typing) after output up to `offset`.
@@ -268,8 +312,8 @@ impl RecorderFeed {
 mod tests {
     use bytes::Bytes;
 
-    use super::{channel, FeedItem, FEED_INPUT_BYTES, FEED_ITEMS};
-    use crate::session::events::{EndReason, ViewerEvent};
+    use super::{channel, FeedItem, RecorderFeed, FEED_INPUT_BYTES, FEED_ITEMS};
+    use crate::session::events::{test_status, EndReason, PresenceInfo, ViewerEvent};
 
     #[tokio::test]
     async fn copies_input_only_when_asked_and_counts_what_does_not_fit() {
@@ -299,5 +343,31 @@ mod tests {
         }
         assert_eq!(rx.take_lost(), 3);
         assert_eq!(rx.take_lost(), 0);
+    }
+
+    /// The recorder is sent what the recording keeps: a viewer joining or leaving (its
+    /// status with only the count changed, its presence) wakes no recorder.
+    #[tokio::test]
+    async fn sends_only_what_the_recording_keeps() {
+        let (sender, mut rx) = channel(false);
+        let mut feed = RecorderFeed::default();
+        feed.connect(sender, &test_status(0, 24, 0), 0, 1024);
+        assert!(matches!(rx.recv().await, Some(FeedItem::Event(_))));
+        feed.event(&test_status(1, 24, 10));
+        let nobody = PresenceInfo {
+            people: Vec::new(),
+            typing: None,
+        };
+        feed.event(&ViewerEvent::Presence(std::sync::Arc::new(nobody)));
+        feed.event(&ViewerEvent::Close(EndReason::Deleted));
+        feed.event(&test_status(1, 30, 20));
+        match rx.recv().await {
+            Some(FeedItem::Event(ViewerEvent::Status { info, offset })) => {
+                assert_eq!((info.rows, offset), (30, 20));
+            }
+            other => panic!("the resize, not {other:?}"),
+        }
+        feed.end();
+        assert!(rx.recv().await.is_none(), "nothing else was sent");
     }
 }

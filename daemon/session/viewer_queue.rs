@@ -167,7 +167,7 @@ impl EventReceiver {
 mod tests {
     use super::{channel, MAX_EVENTS, MAX_EVENT_BYTES};
     use crate::session::chat::ChatLine;
-    use crate::session::events::{EndReason, StatusInfo, ViewerEvent};
+    use crate::session::events::{EndReason, ViewerEvent};
 
     fn chat(len: usize) -> ViewerEvent {
         ViewerEvent::Chat(ChatLine {
@@ -205,23 +205,7 @@ mod tests {
     }
 
     fn status(viewers: usize, rows: u16, offset: u64) -> ViewerEvent {
-        ViewerEvent::Status {
-            info: StatusInfo {
-                viewers,
-                rows,
-                cols: 80,
-                assistant: "Shell".into(),
-                session_name: String::new(),
-                session_uuid: uuid::Uuid::nil(),
-                work_dir: "/".into(),
-                yolo_mode: false,
-                yolo_supported: false,
-                restarting: false,
-                state: crate::attention::SessionState::starting("starting"),
-                sized_by: Vec::new(),
-            },
-            offset,
-        }
+        crate::session::events::test_status(viewers, rows, offset)
     }
 
     #[tokio::test]
