@@ -95,9 +95,9 @@ pub(super) fn channel(input: bool) -> (FeedSender, FeedReceiver) {
 }
 
 impl FeedSender {
-    /// Copies an event, without waiting.
-    fn event(&self, event: &ViewerEvent) {
-        self.offer(FeedItem::Event(event.clone()));
+    /// Copies an event, without waiting; whether it was queued (else it is counted as lost).
+    fn event(&self, event: &ViewerEvent) -> bool {
+        self.offer(FeedItem::Event(event.clone())).is_none()
     }
 
     /// Sends a marker, without waiting.
@@ -181,7 +181,6 @@ pub(super) struct RecorderFeed {
 
 /// The part of a status a recording keeps (`record/writer.rs`): the size (a resize event),
 /// the name (a marker), and a restart with its YOLO mode (a marker).
-#[derive(PartialEq, Eq)]
 struct Recorded {
     size: (u16, u16),
     name: String,
@@ -198,6 +197,14 @@ impl Recorded {
             yolo: info.yolo_mode,
         }
     }
+
+    /// Whether `info` says the same (without copying its name).
+    fn same(&self, info: &StatusInfo) -> bool {
+        self.size == (info.cols, info.rows)
+            && self.name == info.session_name
+            && self.restarting == info.restarting
+            && self.yolo == info.yolo_mode
+    }
 }
 
 impl RecorderFeed {
@@ -211,9 +218,9 @@ impl RecorderFeed {
         window: usize,
     ) {
         sender.pace.start(head, window);
-        sender.event(status);
+        let sent = sender.event(status);
         self.recorded = match status {
-            ViewerEvent::Status { info, .. } => Some(Recorded::of(info)),
+            ViewerEvent::Status { info, .. } if sent => Some(Recorded::of(info)),
             _ => None,
         };
         self.sender = Some(sender);
@@ -254,20 +261,21 @@ impl RecorderFeed {
         };
         match event {
             ViewerEvent::Status { info, .. } => {
-                let recorded = Recorded::of(info);
-                if self.recorded.as_ref() == Some(&recorded) {
+                if self.recorded.as_ref().is_some_and(|r| r.same(info)) {
                     return;
                 }
-                self.recorded = Some(recorded);
+                // One lost (the queue full) is sent again with the next status.
+                self.recorded = sender.event(event).then(|| Recorded::of(info));
             }
-            ViewerEvent::Chat(_) | ViewerEvent::Exit { .. } => {}
+            ViewerEvent::Chat(_) | ViewerEvent::Exit { .. } => {
+                sender.event(event);
+            }
             // Who is here, states, refusals and closes are no part of a recording.
             ViewerEvent::Presence(_)
             | ViewerEvent::State(_)
             | ViewerEvent::Refused(_)
-            | ViewerEvent::Close(_) => return,
+            | ViewerEvent::Close(_) => {}
         }
-        sender.event(event);
     }
 
     /// Marks the recording (someone joined, or started typing) after output up to `offset`.
@@ -366,6 +374,22 @@ mod tests {
                 assert_eq!((info.rows, offset), (30, 20));
             }
             other => panic!("the resize, not {other:?}"),
+        }
+        // A status lost to a full queue is sent with the next one, though that changes nothing.
+        for _ in 0..FEED_ITEMS {
+            feed.marker("someone joined".to_owned(), 20);
+        }
+        feed.event(&test_status(1, 40, 30));
+        assert_eq!(rx.take_lost(), 1);
+        for _ in 0..FEED_ITEMS {
+            assert!(matches!(rx.recv().await, Some(FeedItem::Marker { .. })));
+        }
+        feed.event(&test_status(2, 40, 40));
+        match rx.recv().await {
+            Some(FeedItem::Event(ViewerEvent::Status { info, offset })) => {
+                assert_eq!((info.rows, offset), (40, 40));
+            }
+            other => panic!("the lost resize again, not {other:?}"),
         }
         feed.end();
         assert!(rx.recv().await.is_none(), "nothing else was sent");
