@@ -622,7 +622,7 @@ async fn after_a_sigkill_of_the_daemon_the_shell_is_hung_up_and_only_escaped_job
 
 #[tokio::test]
 async fn sigterm_mid_flood_ends_cleanly() {
-    let mut d = Daemon::start();
+    let d = Daemon::start();
     let id = Uuid::new_v4();
     let mut watcher = Client::connect(&d.ws(id, "?assistant=shell")).await;
     watcher.wait_screen("$ ").await;
@@ -634,12 +634,7 @@ async fn sigterm_mid_flood_ends_cleanly() {
     watcher.wait_screen("flood line").await;
     // Stopped on a thread of its own while the watcher goes on reading: its close frame comes
     // after the flood already sent to it, which a client that stopped reading never reaches.
-    let stopping = tokio::task::spawn_blocking(move || {
-        let status = d.terminate();
-        (status, d)
-    });
-    let (code, _) = watcher.until_closed().await;
-    let (status, _d) = stopping.await.expect("the daemon stopped");
+    let (code, status, _d) = terminate_while_reading(d, &mut watcher).await;
     assert!(status.success(), "daemon exit status {status:?}");
     assert_eq!(
         code, 1001,
@@ -670,7 +665,7 @@ async fn sigterm_mid_flood_ends_cleanly() {
 /// logged that it closed connections that did not finish.
 #[tokio::test]
 async fn a_multiplexed_client_that_stops_reading_does_not_hold_up_a_shutdown() {
-    let mut d = Daemon::start();
+    let d = Daemon::start();
     let id = Uuid::new_v4();
     let mut watcher = Client::connect(&d.ws(id, "?assistant=shell")).await;
     watcher.wait_screen("$ ").await;
@@ -691,12 +686,7 @@ async fn a_multiplexed_client_that_stops_reading_does_not_hold_up_a_shutdown() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let stopping = tokio::task::spawn_blocking(move || {
-        let status = d.terminate();
-        (status, d)
-    });
-    let _ = watcher.until_closed().await;
-    let (status, d) = stopping.await.expect("the daemon stopped");
+    let (_, status, d) = terminate_while_reading(d, &mut watcher).await;
     assert!(status.success(), "daemon exit status {status:?}");
     let log = d.log_text();
     assert!(
@@ -767,6 +757,21 @@ async fn keys_sent_just_before_a_connection_breaks_reach_the_program() {
 
 /// Bytes the kernel holds to send on the daemon's end of the loopback connection whose client
 /// end is `port` (`tx_queue` in `/proc/net/tcp`: written, not yet acknowledged).
+/// Stops `d` (SIGTERM, waiting for its exit) on a thread of its own while `watcher` reads
+/// until it is closed: the close code, the daemon's exit status, and the daemon (its log).
+async fn terminate_while_reading(
+    mut d: Daemon,
+    watcher: &mut Client,
+) -> (u16, std::process::ExitStatus, Daemon) {
+    let stopping = tokio::task::spawn_blocking(move || {
+        let status = d.terminate();
+        (status, d)
+    });
+    let (code, _) = watcher.until_closed().await;
+    let (status, d) = stopping.await.expect("the daemon stopped");
+    (code, status, d)
+}
+
 fn queued_to(port: u16) -> u64 {
     let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
     let remote = format!(":{port:04X}");
