@@ -792,15 +792,10 @@ async fn ptyhub_notify_reports_and_never_fails_its_caller() {
 /// What the daemon on `daemon_port` has received from `peer_port` and not read yet, from
 /// `/proc/net/tcp` (`None` while no such connection is listed).
 fn unread_from(daemon_port: u16, peer_port: u16) -> Option<u64> {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-    let (local, remote) = (format!(":{daemon_port:04X}"), format!(":{peer_port:04X}"));
-    table.lines().skip(1).find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (_tx, rx) = f.get(4)?.split_once(':')?;
-        (f.get(1)?.ends_with(&local) && f.get(2)?.ends_with(&remote))
-            .then(|| u64::from_str_radix(rx, 16).ok())
-            .flatten()
-    })
+    common::wire::tcp_sockets()
+        .iter()
+        .find(|s| s.local_port == daemon_port && s.remote_port == peer_port)
+        .map(|s| s.unread)
 }
 
 /// A live upgrade loses no report. One the old image gets after its sessions froze is not

@@ -738,10 +738,7 @@ async fn keys_sent_just_before_a_connection_breaks_reach_the_program() {
             .expect("the viewer is sent its screen")
             .expect("the reader is running");
         let line = format!("MARK-{round}\r");
-        let mask = [7u8, 1, 9, 3];
-        let mut frame = vec![0x82, 0x80 | line.len() as u8];
-        frame.extend_from_slice(&mask);
-        frame.extend(line.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        let frame = common::wire::frame(0x82, line.as_bytes(), true);
         wr.write_all(&frame).await.expect("send the line");
         // No FIN: the socket closes (and resets) when the reading half goes.
         wr.forget();
@@ -755,8 +752,6 @@ async fn keys_sent_just_before_a_connection_breaks_reach_the_program() {
     }
 }
 
-/// Bytes the kernel holds to send on the daemon's end of the loopback connection whose client
-/// end is `port` (`tx_queue` in `/proc/net/tcp`: written, not yet acknowledged).
 /// Stops `d` (SIGTERM, waiting for its exit) on a thread of its own while `watcher` reads
 /// until it is closed: the close code, the daemon's exit status, and the daemon (its log).
 async fn terminate_while_reading(
@@ -772,20 +767,13 @@ async fn terminate_while_reading(
     (code, status, d)
 }
 
+/// Bytes the kernel holds to send on the daemon's end of the loopback connection whose client
+/// end is `port` (`tx_queue` in `/proc/net/tcp`: written, not yet acknowledged).
 fn queued_to(port: u16) -> u64 {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-    let remote = format!(":{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (tx, _rx) = f.get(4)?.split_once(':')?;
-            f.get(2)?
-                .ends_with(&remote)
-                .then(|| u64::from_str_radix(tx, 16).ok())
-                .flatten()
-        })
+    common::wire::tcp_sockets()
+        .iter()
+        .filter(|s| s.remote_port == port)
+        .map(|s| s.unsent)
         .max()
         .unwrap_or(0)
 }

@@ -6,6 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::wire::frame;
 use common::{Client, Daemon, TIMEOUT};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -270,27 +271,6 @@ async fn close_code(s: &mut TcpStream) -> Option<u16> {
     tokio::time::timeout(TIMEOUT, read)
         .await
         .expect("the server answered in time")
-}
-
-/// A client frame: `first` is the FIN/RSV/opcode byte; masked unless told otherwise.
-fn frame(first: u8, payload: &[u8], masked: bool) -> Vec<u8> {
-    let mut f = vec![first];
-    let mask_bit = if masked { 0x80 } else { 0 };
-    match payload.len() {
-        n if n < 126 => f.push(mask_bit | n as u8),
-        n => {
-            f.push(mask_bit | 126);
-            f.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-    }
-    if masked {
-        let key = [1u8, 2, 3, 4];
-        f.extend_from_slice(&key);
-        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
-    } else {
-        f.extend_from_slice(payload);
-    }
-    f
 }
 
 #[tokio::test]

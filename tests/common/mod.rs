@@ -8,6 +8,7 @@ pub mod launcher;
 pub mod nginx;
 pub mod pki;
 pub mod sse;
+pub mod wire;
 
 use std::io::Read;
 use std::net::SocketAddr;
