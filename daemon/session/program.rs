@@ -34,6 +34,10 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// After leftover processes got SIGHUP at the program's exit, when they get SIGTERM.
 const LEFTOVER_TERM_AFTER: Duration = Duration::from_secs(1);
 
+/// At most this much of what the program wrote is collected when its terminal is hung up
+/// (about what the kernel holds for a PTY; a program still flooding is cut there).
+const HANG_UP_COLLECT: usize = 256 * 1024;
+
 /// Processes left behind by an exited program got SIGHUP; give them SIGTERM, then SIGKILL.
 /// `marker` is `None` after a restart, when the replacement carries the same marker.
 pub(super) async fn end_leftovers(pid: i32, marker: Option<Uuid>, grace: Duration) {
@@ -58,8 +62,11 @@ struct Proc {
     /// Reports the program's exit; gone once it has.
     exit: Option<ExitWatch>,
     pid: i32,
-    /// The PTY master, for reading; gone at EOF.
+    /// The PTY master, for reading; gone at EOF, or once the terminal is hung up.
     reader: Option<PtyMaster>,
+    /// The terminal was hung up (see [`Program::hang_up`]): what the program had written and
+    /// was not read yet, read next, then the end (an empty chunk).
+    left: Option<Bytes>,
     input: Option<mpsc::UnboundedSender<Box<PtyInput>>>,
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     answers_queued: Arc<AtomicUsize>,
@@ -108,6 +115,7 @@ impl Program {
             exit: Some(spawned.exit),
             pid: spawned.pid,
             reader: Some(spawned.pty),
+            left: None,
             input: Some(input_tx),
             answers_queued: Default::default(),
             input_queued: Default::default(),
@@ -140,7 +148,10 @@ impl Program {
         impl Future<Output = std::io::Result<Bytes>> + '_,
         impl Future<Output = std::io::Result<ExitInfo>> + '_,
     ) {
-        (read_pty(&self.proc.reader), wait_exit(&mut self.proc.exit))
+        (
+            read_pty(&self.proc.reader, &mut self.proc.left),
+            wait_exit(&mut self.proc.exit),
+        )
     }
 
     /// How the program ended, once the session reports it.
@@ -307,6 +318,7 @@ impl Program {
     /// The PTY read EOF, or EIO once every process has closed the terminal side.
     pub(super) fn pty_closed(&mut self) {
         self.proc.reader = None;
+        self.proc.left = None;
     }
 
     /// The program exited, as `status` says: its output is drained next. Whether it is
@@ -328,7 +340,7 @@ impl Program {
                 return false;
             }
         };
-        let drained = self.proc.reader.is_none();
+        let drained = self.proc.reader.is_none() && self.proc.left.is_none();
         self.phase = Phase::Draining {
             status: info,
             then,
@@ -382,8 +394,8 @@ impl Program {
         Ok(())
     }
 
-    /// The restart's SIGHUP, as a terminal closing would send it (an interactive bash
-    /// ignores SIGTERM), then firmer ones (see [`Program::escalate`]).
+    /// The restart's hang-up, as a terminal closing would do it (an interactive bash
+    /// ignores SIGTERM), then firmer signals (see [`Program::escalate`]).
     pub(super) fn terminate_for_restart(&mut self) {
         self.escalate();
     }
@@ -445,8 +457,30 @@ impl Program {
         let rung = ladder.next_rung(&what);
         *next_at = rung.and_then(|r| r.wait).map(|wait| Instant::now() + wait);
         if let Some(rung) = rung {
+            if rung.signal == Signal::SIGHUP {
+                self.hang_up();
+            }
             process::signal_session(self.proc.pid, marker, rung.signal);
         }
+    }
+
+    /// Hangs up the program's terminal, as closing a terminal window does: what it wrote
+    /// and was not read yet is collected first (read next, then the end), the writer task
+    /// stops, and the master closes with the last handle, so the kernel hangs up the
+    /// terminal side: the program's reads of it end and its writes fail. A SIGHUP alone
+    /// can be missed: an interactive bash that gets it just before it waits for a key
+    /// (readline checks for signals, then waits) waits on, ignores the SIGTERM after it and
+    /// dies at the SIGKILL without running its exit trap or saving its history.
+    fn hang_up(&mut self) {
+        let Some(pty) = self.proc.reader.take() else {
+            return;
+        };
+        self.proc.left = Some(pty.read_now(HANG_UP_COLLECT));
+        if let Some((stop, _task)) = self.proc.writer.take() {
+            // It lets its handle go as it ends; what it had not written was for this program.
+            stop.cancel();
+        }
+        self.proc.input = None;
     }
 
     /// The session ends: whatever the latest program left behind, escaped into its own
@@ -505,9 +539,20 @@ impl Program {
     }
 }
 
-async fn read_pty(reader: &Option<PtyMaster>) -> std::io::Result<Bytes> {
-    match reader {
-        Some(r) => r.read().await,
+/// The program's next output: from its PTY, or once it was hung up what was left of it
+/// and then the end. Ready at its first poll when there is something left, so a read the
+/// actor's loop drops unpolled loses nothing.
+async fn read_pty(reader: &Option<PtyMaster>, left: &mut Option<Bytes>) -> std::io::Result<Bytes> {
+    if let Some(r) = reader {
+        return r.read().await;
+    }
+    match left.take() {
+        Some(chunk) if !chunk.is_empty() => {
+            *left = Some(Bytes::new());
+            Ok(chunk)
+        }
+        // The end, as a closed terminal reads.
+        Some(end) => Ok(end),
         None => std::future::pending().await,
     }
 }

@@ -57,6 +57,21 @@ impl PtyMaster {
         }
     }
 
+    /// What the program wrote and is readable now, up to about `max` bytes, without waiting:
+    /// what is left to collect before the terminal is hung up (closing the master discards
+    /// it). Stops at the first read that would wait, fails or finds the end.
+    pub fn read_now(&self, max: usize) -> Bytes {
+        let mut got = bytes::BytesMut::new();
+        let mut buf = [MaybeUninit::<u8>::uninit(); MAX_READ];
+        while got.len() < max {
+            match rustix::io::read(self.0.get_ref(), &mut buf) {
+                Ok((read, _)) if !read.is_empty() => got.extend_from_slice(read),
+                _ => break,
+            }
+        }
+        got.freeze()
+    }
+
     /// Writes as much of `data` as the PTY takes now, waiting until it takes something.
     pub async fn write(&self, data: &[u8]) -> io::Result<usize> {
         loop {

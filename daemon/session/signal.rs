@@ -37,7 +37,8 @@ pub(super) fn allowed_signal(name: &str) -> Result<Signal, Refusal> {
 }
 
 /// The signals that end a program, gentlest first: SIGHUP (what closing its terminal does; an
-/// interactive bash ignores SIGTERM but not this), SIGTERM, then SIGKILL.
+/// interactive bash ignores SIGTERM but not this; a session's program has its terminal hung
+/// up with it, `Program::hang_up`), SIGTERM, then SIGKILL.
 const LADDER: [Signal; 3] = [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGKILL];
 
 /// How a program is ended: each signal of the ladder in turn, the next one only if it is still
