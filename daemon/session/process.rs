@@ -266,6 +266,18 @@ pub fn signal_session(leader: i32, session: Option<Uuid>, signal: Signal) -> usi
     signal_pids(&session_pids(leader, session), signal)
 }
 
+/// [`signal_session`], but for the process `spared`.
+pub fn signal_session_but(
+    leader: i32,
+    session: Option<Uuid>,
+    signal: Signal,
+    spared: i32,
+) -> usize {
+    let mut pids = session_pids(leader, session);
+    pids.retain(|&pid| pid != spared);
+    signal_pids(&pids, signal)
+}
+
 /// Sends `signal` to every process of an exec's group or carrying its marker (see
 /// [`group_pids`]); returns how many were signalled.
 pub fn signal_group(group: i32, marker: &str, signal: Signal) -> usize {

@@ -457,23 +457,30 @@ impl Program {
         let rung = ladder.next_rung(&what);
         *next_at = rung.and_then(|r| r.wait).map(|wait| Instant::now() + wait);
         if let Some(rung) = rung {
-            if rung.signal == Signal::SIGHUP {
-                self.hang_up();
-            }
-            process::signal_session(self.proc.pid, marker, rung.signal);
+            // A terminal hung up signals its program itself, once (and SIGCONT), as its reads
+            // end. A second SIGHUP from here could cut short the exit the first began: bash
+            // left its exit trap half run in 13 of 200 tries on a busy host, 91 of 200 when
+            // the second came 1 ms later; none with the hang-up's alone.
+            let spared = (rung.signal == Signal::SIGHUP && self.hang_up()).then_some(self.proc.pid);
+            let pid = self.proc.pid;
+            match spared {
+                Some(program) => process::signal_session_but(pid, marker, rung.signal, program),
+                None => process::signal_session(pid, marker, rung.signal),
+            };
         }
     }
 
     /// Hangs up the program's terminal, as closing a terminal window does: what it wrote
     /// and was not read yet is collected first (read next, then the end), the writer task
     /// stops, and the master closes with the last handle, so the kernel hangs up the
-    /// terminal side: the program's reads of it end and its writes fail. A SIGHUP alone
-    /// can be missed: an interactive bash that gets it just before it waits for a key
-    /// (readline checks for signals, then waits) waits on, ignores the SIGTERM after it and
-    /// dies at the SIGKILL without running its exit trap or saving its history.
-    fn hang_up(&mut self) {
+    /// terminal side: the program's reads of it end and its writes fail, and it gets
+    /// SIGHUP. A SIGHUP alone can be missed: an interactive bash that gets it just before it
+    /// waits for a key (readline checks for signals, then waits) waits on, ignores the
+    /// SIGTERM after it and dies at the SIGKILL without running its exit trap or saving its
+    /// history (7 in 300 tries on a busy host). Whether there was a terminal to hang up.
+    fn hang_up(&mut self) -> bool {
         let Some(pty) = self.proc.reader.take() else {
-            return;
+            return false;
         };
         self.proc.left = Some(pty.read_now(HANG_UP_COLLECT));
         if let Some((stop, _task)) = self.proc.writer.take() {
@@ -481,6 +488,7 @@ impl Program {
             stop.cancel();
         }
         self.proc.input = None;
+        true
     }
 
     /// The session ends: whatever the latest program left behind, escaped into its own
