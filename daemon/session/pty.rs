@@ -105,3 +105,49 @@ impl AsFd for PtyMaster {
         self.0.get_ref().as_fd()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::PtyMaster;
+
+    /// What the program wrote is collected without waiting, at most about what was asked
+    /// for, and the collecting stops at a closed terminal side rather than spinning on it.
+    #[tokio::test]
+    async fn read_now_collects_what_is_left_and_stops() {
+        let (master, pts) = PtyMaster::open(24, 80).expect("a pty");
+        assert!(
+            master.read_now(1024).is_empty(),
+            "nothing written, nothing waited for"
+        );
+        let written = vec![b'x'; 8 * 1024];
+        let mut at = 0;
+        while at < written.len() {
+            at += rustix::io::write(pts.as_fd(), &written[at..]).expect("write");
+        }
+        drop(pts);
+        // The kernel hands the bytes to the master side on its own time.
+        let ready = tokio::time::timeout(std::time::Duration::from_secs(10), master.0.readable());
+        ready
+            .await
+            .expect("readable in time")
+            .expect("readable")
+            .retain_ready();
+        let first = master.read_now(1);
+        assert!(
+            !first.is_empty() && first.len() <= super::MAX_READ,
+            "{}",
+            first.len()
+        );
+        let mut got = first.len();
+        // The rest arrives as the kernel moves it along; then EIO ends each collection.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while got < written.len() && std::time::Instant::now() < deadline {
+            got += master.read_now(usize::MAX).len();
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(got, written.len());
+        assert!(master.read_now(usize::MAX).is_empty());
+    }
+}
