@@ -67,6 +67,8 @@ struct Proc {
     /// The terminal was hung up (see [`Program::hang_up`]): what the program had written and
     /// was not read yet, read next, then the end (an empty chunk).
     left: Option<Bytes>,
+    /// Whether the terminal was hung up: the kernel signalled the program then.
+    hung_up: bool,
     input: Option<mpsc::UnboundedSender<Box<PtyInput>>>,
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     answers_queued: Arc<AtomicUsize>,
@@ -116,6 +118,7 @@ impl Program {
             pid: spawned.pid,
             reader: Some(spawned.pty),
             left: None,
+            hung_up: false,
             input: Some(input_tx),
             answers_queued: Default::default(),
             input_queued: Default::default(),
@@ -477,11 +480,13 @@ impl Program {
     /// SIGHUP. A SIGHUP alone can be missed: an interactive bash that gets it just before it
     /// waits for a key (readline checks for signals, then waits) waits on, ignores the
     /// SIGTERM after it and dies at the SIGKILL without running its exit trap or saving its
-    /// history (7 in 300 tries on a busy host). Whether there was a terminal to hang up.
+    /// history (7 in 300 tries on a busy host). Whether the terminal is hung up, now or
+    /// before (a session ended during a restart's stop): the kernel signalled the program.
     fn hang_up(&mut self) -> bool {
         let Some(pty) = self.proc.reader.take() else {
-            return false;
+            return self.proc.hung_up;
         };
+        self.proc.hung_up = true;
         self.proc.left = Some(pty.read_now(HANG_UP_COLLECT));
         if let Some((stop, _task)) = self.proc.writer.take() {
             // It lets its handle go as it ends; what it had not written was for this program.
