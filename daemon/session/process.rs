@@ -266,15 +266,15 @@ pub fn signal_session(leader: i32, session: Option<Uuid>, signal: Signal) -> usi
     signal_pids(&session_pids(leader, session), signal)
 }
 
-/// [`signal_session`], but for the process `spared`.
+/// [`signal_session`], but for the process `spared` when there is one.
 pub fn signal_session_but(
     leader: i32,
     session: Option<Uuid>,
     signal: Signal,
-    spared: i32,
+    spared: Option<i32>,
 ) -> usize {
     let mut pids = session_pids(leader, session);
-    pids.retain(|&pid| pid != spared);
+    pids.retain(|&pid| Some(pid) != spared);
     signal_pids(&pids, signal)
 }
 

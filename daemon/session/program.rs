@@ -62,13 +62,7 @@ struct Proc {
     /// Reports the program's exit; gone once it has.
     exit: Option<ExitWatch>,
     pid: i32,
-    /// The PTY master, for reading; gone at EOF, or once the terminal is hung up.
-    reader: Option<PtyMaster>,
-    /// The terminal was hung up (see [`Program::hang_up`]): what the program had written and
-    /// was not read yet, read next, then the end (an empty chunk).
-    left: Option<Bytes>,
-    /// Whether the terminal was hung up: the kernel signalled the program then.
-    hung_up: bool,
+    terminal: Terminal,
     input: Option<mpsc::UnboundedSender<Box<PtyInput>>>,
     /// Bytes of query answers sent to the writer task and not yet written to the PTY.
     answers_queued: Arc<AtomicUsize>,
@@ -77,6 +71,35 @@ struct Proc {
     input_queued: Arc<AtomicUsize>,
     /// The writer task, and how to stop it and get back what it has not written.
     writer: Option<(CancellationToken, tokio::task::JoinHandle<Vec<u8>>)>,
+}
+
+/// The program's terminal, as the daemon holds it.
+#[derive(Default)]
+enum Terminal {
+    /// The PTY master: read, resized, written a key with nothing queued.
+    Open(PtyMaster),
+    /// Hung up by the daemon (see [`Program::hang_up`]), which signalled the program: what
+    /// the program had written and was not read yet, read next, then the end (an empty
+    /// chunk); `None` once the end was read.
+    HungUp(Option<Bytes>),
+    /// Read to its end (every process let go of it), or never held (an adopted program whose
+    /// terminal had closed).
+    #[default]
+    Closed,
+}
+
+impl Terminal {
+    fn master(&self) -> Option<&PtyMaster> {
+        match self {
+            Self::Open(pty) => Some(pty),
+            _ => None,
+        }
+    }
+
+    /// Whether output (or its end) is still to be read from it.
+    fn has_output(&self) -> bool {
+        matches!(self, Self::Open(_) | Self::HungUp(Some(_)))
+    }
 }
 
 /// The session's program, its phase, and the pid of the latest one.
@@ -116,9 +139,7 @@ impl Program {
             writer: Some((stop, writer)),
             exit: Some(spawned.exit),
             pid: spawned.pid,
-            reader: Some(spawned.pty),
-            left: None,
-            hung_up: false,
+            terminal: Terminal::Open(spawned.pty),
             input: Some(input_tx),
             answers_queued: Default::default(),
             input_queued: Default::default(),
@@ -152,7 +173,7 @@ impl Program {
         impl Future<Output = std::io::Result<ExitInfo>> + '_,
     ) {
         (
-            read_pty(&self.proc.reader, &mut self.proc.left),
+            read_pty(&mut self.proc.terminal),
             wait_exit(&mut self.proc.exit),
         )
     }
@@ -226,7 +247,7 @@ impl Program {
         // the writer task, which may wait its turn behind this very actor on a busy worker.
         if let (0, Some(pty)) = (
             self.proc.input_queued.load(Ordering::Acquire),
-            &self.proc.reader,
+            self.proc.terminal.master(),
         ) {
             // An error other than a full PTY is the writer task's to find and report.
             if let Ok(n) = pty.try_write(&data) {
@@ -278,7 +299,7 @@ impl Program {
     /// Sets the terminal's size. Here, not in the writer task: a key right after a resize
     /// goes straight to the PTY from the actor, and the program must see the new size first.
     pub(super) fn resize(&self, rows: u16, cols: u16) {
-        if let Some(pty) = &self.proc.reader {
+        if let Some(pty) = self.proc.terminal.master() {
             if let Err(e) = pty.resize(rows, cols) {
                 debug!(session = %self.session, "pty resize failed: {e}");
             }
@@ -320,8 +341,10 @@ impl Program {
 
     /// The PTY read EOF, or EIO once every process has closed the terminal side.
     pub(super) fn pty_closed(&mut self) {
-        self.proc.reader = None;
-        self.proc.left = None;
+        self.proc.terminal = match self.proc.terminal {
+            Terminal::HungUp(_) => Terminal::HungUp(None),
+            _ => Terminal::Closed,
+        };
     }
 
     /// The program exited, as `status` says: its output is drained next. Whether it is
@@ -343,7 +366,7 @@ impl Program {
                 return false;
             }
         };
-        let drained = self.proc.reader.is_none() && self.proc.left.is_none();
+        let drained = !self.proc.terminal.has_output();
         self.phase = Phase::Draining {
             status: info,
             then,
@@ -465,11 +488,7 @@ impl Program {
             // left its exit trap half run in 13 of 200 tries on a busy host, 91 of 200 when
             // the second came 1 ms later; none with the hang-up's alone.
             let spared = (rung.signal == Signal::SIGHUP && self.hang_up()).then_some(self.proc.pid);
-            let pid = self.proc.pid;
-            match spared {
-                Some(program) => process::signal_session_but(pid, marker, rung.signal, program),
-                None => process::signal_session(pid, marker, rung.signal),
-            };
+            process::signal_session_but(self.proc.pid, marker, rung.signal, spared);
         }
     }
 
@@ -483,11 +502,10 @@ impl Program {
     /// history (7 in 300 tries on a busy host). Whether the terminal is hung up, now or
     /// before (a session ended during a restart's stop): the kernel signalled the program.
     fn hang_up(&mut self) -> bool {
-        let Some(pty) = self.proc.reader.take() else {
-            return self.proc.hung_up;
+        let Terminal::Open(pty) = &self.proc.terminal else {
+            return matches!(self.proc.terminal, Terminal::HungUp(_));
         };
-        self.proc.hung_up = true;
-        self.proc.left = Some(pty.read_now(HANG_UP_COLLECT));
+        self.proc.terminal = Terminal::HungUp(Some(pty.read_now(HANG_UP_COLLECT)));
         if let Some((stop, _task)) = self.proc.writer.take() {
             // It lets its handle go as it ends; what it had not written was for this program.
             stop.cancel();
@@ -520,8 +538,8 @@ impl Program {
     /// A duplicate of the PTY master, for the next image.
     pub(super) fn dup_pty(&self) -> Option<OwnedFd> {
         self.proc
-            .reader
-            .as_ref()
+            .terminal
+            .master()
             .and_then(|r| rustix::io::fcntl_dupfd_cloexec(r.as_fd(), 3).ok())
     }
 
@@ -555,18 +573,19 @@ impl Program {
 /// The program's next output: from its PTY, or once it was hung up what was left of it
 /// and then the end. Ready at its first poll when there is something left, so a read the
 /// actor's loop drops unpolled loses nothing.
-async fn read_pty(reader: &Option<PtyMaster>, left: &mut Option<Bytes>) -> std::io::Result<Bytes> {
-    if let Some(r) = reader {
-        return r.read().await;
-    }
-    match left.take() {
-        Some(chunk) if !chunk.is_empty() => {
-            *left = Some(Bytes::new());
-            Ok(chunk)
-        }
-        // The end, as a closed terminal reads.
-        Some(end) => Ok(end),
-        None => std::future::pending().await,
+async fn read_pty(terminal: &mut Terminal) -> std::io::Result<Bytes> {
+    match terminal {
+        Terminal::Open(pty) => pty.read().await,
+        Terminal::HungUp(left) => match left.take() {
+            Some(chunk) if !chunk.is_empty() => {
+                *left = Some(Bytes::new());
+                Ok(chunk)
+            }
+            // The end, as a closed terminal reads.
+            Some(end) => Ok(end),
+            None => std::future::pending().await,
+        },
+        Terminal::Closed => std::future::pending().await,
     }
 }
 
