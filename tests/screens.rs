@@ -187,10 +187,11 @@ async fn a_coloured_flood_skipped_unparsed_ends_on_the_exact_screen() {
         "scrollback length differs"
     );
     viewer.term.screen_mut().set_scrollback(SCROLLBACK);
-    assert_eq!(
-        viewer.term.screen().contents_formatted(),
-        fresh.term.screen().contents_formatted(),
-        "oldest scrollback differs (colours included)"
+    let (seen, joined) = (viewer.term.screen(), fresh.term.screen());
+    assert!(
+        seen.contents_formatted() == joined.contents_formatted(),
+        "oldest scrollback differs (colours included) at {}",
+        common::first_difference(seen, joined)
     );
 }
 

@@ -759,14 +759,52 @@ pub fn http() -> reqwest::Client {
         .expect("client")
 }
 
+/// Where two screens' visible rows first differ, for a failure message a person can read (the
+/// whole screen's formatted bytes are not): the row, and each side's text and formatted row.
+pub fn first_difference(a: &vt100::Screen, b: &vt100::Screen) -> String {
+    let cols = a.size().1.get().max(b.size().1.get());
+    let (fa, fb): (Vec<String>, Vec<String>) = (
+        a.rows_formatted(0, cols).collect(),
+        b.rows_formatted(0, cols).collect(),
+    );
+    let (ta, tb): (Vec<String>, Vec<String>) =
+        (a.rows(0, cols).collect(), b.rows(0, cols).collect());
+    let shown = |rows: &[String], i: usize| {
+        rows.get(i)
+            .map_or_else(|| "(none)".to_owned(), |r| r.escape_debug().to_string())
+    };
+    (0..fa.len().max(fb.len()))
+        .find(|&i| fa.get(i) != fb.get(i))
+        .map_or_else(
+            || {
+                "no row differs alone (the rows' joins do: a wrap or the pen across rows)"
+                    .to_owned()
+            },
+            |i| {
+                format!(
+                    "row {i} of {}: {} against {}; formatted {} against {}",
+                    fa.len(),
+                    shown(&ta, i),
+                    shown(&tb, i),
+                    shown(&fa, i),
+                    shown(&fb, i),
+                )
+            },
+        )
+}
+
 /// Asserts two clients draw the same screen: text, attributes, cursor, active screen, modes.
 pub fn assert_same_screen(a: &Client, b: &Client, what: &str) {
     let (sa, sb) = (a.term.screen(), b.term.screen());
-    assert_eq!(sa.contents(), sb.contents(), "{what}: text differs");
-    assert_eq!(
-        sa.contents_formatted(),
-        sb.contents_formatted(),
-        "{what}: attributes differ"
+    assert!(
+        sa.contents() == sb.contents(),
+        "{what}: text differs at {}",
+        first_difference(sa, sb)
+    );
+    assert!(
+        sa.contents_formatted() == sb.contents_formatted(),
+        "{what}: attributes differ at {}",
+        first_difference(sa, sb)
     );
     assert_eq!(
         sa.cursor_position(),
