@@ -194,24 +194,30 @@ impl Route {
         }
     }
 
-    /// The `{...}` segments, if `segments` is this route's path.
+    /// The `{...}` segments, if `segments` is this route's path. One pass that stops at the
+    /// first literal segment that differs: every request is looked up against every route, and
+    /// most differ in their first or second segment (counting the pattern's segments first cost
+    /// an upgrade about 9 k instructions over the routes).
     fn matches<'p>(&self, segments: &[&'p str]) -> Option<Params<'p>> {
-        let pattern = self.pattern.trim_matches('/').split('/');
-        if pattern.clone().count() != segments.len() {
-            return None;
-        }
+        let mut pattern = self.pattern.trim_matches('/').split('/');
+        let mut segments = segments.iter();
         let mut params = Params::default();
-        for (want, got) in pattern.zip(segments) {
+        loop {
+            let (want, got) = match (pattern.next(), segments.next()) {
+                (None, None) => return Some(params),
+                (Some(want), Some(got)) => (want, *got),
+                // One path is longer than the other.
+                _ => return None,
+            };
             match want.strip_prefix('{').and_then(|w| w.strip_suffix('}')) {
                 Some("share") => params.share = Some(got),
                 Some("lang") => params.lang = Some(got),
                 Some("token") => params.token = Some(got),
                 Some(_) => params.id = Some(got),
-                None if want == *got => {}
+                None if want == got => {}
                 None => return None,
             }
         }
-        Some(params)
     }
 }
 
@@ -625,6 +631,31 @@ mod tests {
         match lookup(&Method::PUT, &segments) {
             Lookup::WrongMethod { allow, .. } => Some(allow.join(", ")),
             _ => None,
+        }
+    }
+
+    #[test]
+    fn a_route_matches_its_own_path_and_not_one_a_segment_shorter_or_longer() {
+        for route in ROUTES {
+            let want: Vec<&str> = route.pattern.trim_matches('/').split('/').collect();
+            let path: Vec<&str> = want
+                .iter()
+                .map(|w| if w.starts_with('{') { "p" } else { w })
+                .collect();
+            let params = route.matches(&path).expect(route.pattern);
+            let filled = [params.id, params.share, params.lang, params.token]
+                .iter()
+                .filter(|p| p.is_some())
+                .count();
+            let holes = want.iter().filter(|w| w.starts_with('{')).count();
+            assert_eq!(filled, holes, "{}", route.pattern);
+            assert!(
+                route.matches(&path[..path.len() - 1]).is_none(),
+                "{}",
+                route.pattern
+            );
+            let longer: Vec<&str> = path.iter().copied().chain(["more"]).collect();
+            assert!(route.matches(&longer).is_none(), "{}", route.pattern);
         }
     }
 
