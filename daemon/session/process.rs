@@ -263,7 +263,7 @@ fn has_marker(pid: i32, marker: &str) -> bool {
 /// Sends `signal` to every process of the session (see [`session_pids`]); returns how many
 /// were signalled.
 pub fn signal_session(leader: i32, session: Option<Uuid>, signal: Signal) -> usize {
-    signal_pids(&session_pids(leader, session), signal)
+    signal_session_but(leader, session, signal, None)
 }
 
 /// [`signal_session`], but for the process `spared` when there is one.
