@@ -23,6 +23,13 @@ const LINGER_BYTES: usize = 64 * 1024;
 
 /// Accepts connections until shutdown; with `tls`, each one is a TLS connection.
 pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<super::tls::Tls>>) {
+    let inherited = match set_inherited_options(&listener, tls.is_none()) {
+        Ok(()) => true,
+        Err(e) => {
+            debug!("socket options not set on the listener, set on each connection: {e}");
+            false
+        }
+    };
     loop {
         let (stream, peer) = tokio::select! {
             _ = state.shutdown.cancelled() => return,
@@ -36,10 +43,12 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
                 }
             },
         };
-        let _ = stream.set_nodelay(true);
-        if tls.is_none() {
-            if let Err(e) = super::send_queue::limit(&stream) {
-                debug!(%peer, "send queue's low-water mark not set: {e}");
+        if !inherited {
+            let _ = stream.set_nodelay(true);
+            if tls.is_none() {
+                if let Err(e) = super::send_queue::limit(&stream) {
+                    debug!(%peer, "send queue's low-water mark not set: {e}");
+                }
             }
         }
         if let Err(e) =
@@ -85,6 +94,18 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
             }
         });
     }
+}
+
+/// Sets on `listener` the options every connection it accepts gets (Linux copies a listening
+/// socket's options to each accepted one): `TCP_NODELAY`, and on plain TCP the send queue's
+/// low-water mark ([`super::send_queue`]). Once here instead of two system calls an accept,
+/// on the path of every connection's first request.
+fn set_inherited_options(listener: &TcpListener, plain: bool) -> std::io::Result<()> {
+    rustix::net::sockopt::set_tcp_nodelay(listener, true)?;
+    if plain {
+        super::send_queue::limit(listener)?;
+    }
+    Ok(())
 }
 
 /// The TLS handshake, then [`serve`] on the encrypted stream.
@@ -274,4 +295,31 @@ pub(super) async fn too_many_connections(mut stream: tokio::net::TcpStream, host
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    /// What the accept loop no longer sets on each connection, every accepted one still has.
+    #[tokio::test]
+    async fn an_accepted_connection_has_the_options_set_on_its_listener() {
+        for plain in [true, false] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            set_inherited_options(&listener, plain).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (accepted, _) = listener.accept().await.unwrap();
+            assert!(accepted.nodelay().unwrap());
+            let lowat = crate::sys::notsent_lowat(accepted.as_fd()).unwrap();
+            if plain {
+                assert_eq!(lowat, super::super::send_queue::NOTSENT_LOWAT);
+            } else {
+                // TLS: the kernel's default (see `send_queue` for why not the mark).
+                assert_ne!(lowat, super::super::send_queue::NOTSENT_LOWAT);
+            }
+        }
+    }
 }

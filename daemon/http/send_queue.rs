@@ -1,6 +1,7 @@
 //! How much of a connection's output the kernel may hold unsent: `TCP_NOTSENT_LOWAT` on every
-//! accepted socket, so that what waits for a client that reads slowly waits in the daemon,
-//! where a fresher screen can replace it, and not in a socket buffer nobody can recall.
+//! accepted socket (set on the listener, which passes it to each), so that what waits for a
+//! client that reads slowly waits in the daemon, where a fresher screen can replace it, and not
+//! in a socket buffer nobody can recall.
 //!
 //! Without it Linux grows a loopback socket's send buffer to megabytes: a viewer reading a
 //! flood at a browser's pace (1-4 MB/s) then had seconds of stale output queued ahead of the
