@@ -135,7 +135,8 @@ struct Args {
     /// echo: round trips measured per run [default: 500; --quick: 50]
     #[arg(long)]
     samples: Option<usize>,
-    /// echo: pause between two samples, in milliseconds.
+    /// echo and handshake: pause between two samples, in milliseconds (handshake: 0 upgrades
+    /// back to back, its code and data warm).
     #[arg(long, default_value_t = 5)]
     pause_ms: u64,
     /// echo: gaps between keys, in milliseconds, each run for every viewer count; 0 sends the

@@ -51,7 +51,9 @@ async fn handshakes(s: &Settings, ctx: &Ctx) -> Result<HandshakeRow> {
         ] {
             for _ in 0..per_round {
                 into.push(upgrade(addr, &path).await?);
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                if !s.pause.is_zero() {
+                    tokio::time::sleep(s.pause).await;
+                }
             }
         }
     }
