@@ -99,13 +99,16 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
 /// Sets on `listener` the options every connection it accepts gets (Linux copies a listening
 /// socket's options to each accepted one): `TCP_NODELAY`, and on plain TCP the send queue's
 /// low-water mark ([`super::send_queue`]). Once here instead of two system calls an accept,
-/// on the path of every connection's first request.
+/// on the path of every connection's first request. Under TLS the mark is cleared: a
+/// listener handed over by a live upgrade may have served plain TCP before.
 fn set_inherited_options(listener: &TcpListener, plain: bool) -> std::io::Result<()> {
     rustix::net::sockopt::set_tcp_nodelay(listener, true)?;
     if plain {
-        super::send_queue::limit(listener)?;
+        super::send_queue::limit(listener)
+    } else {
+        // 0: the system's default, no mark.
+        crate::sys::set_notsent_lowat(std::os::fd::AsFd::as_fd(listener), 0)
     }
-    Ok(())
 }
 
 /// The TLS handshake, then [`serve`] on the encrypted stream.
@@ -306,13 +309,14 @@ mod tests {
     /// What the accept loop no longer sets on each connection, every accepted one still has.
     #[tokio::test]
     async fn an_accepted_connection_has_the_options_set_on_its_listener() {
+        // The plain listener then under TLS: as after a live upgrade that turned `[tls]` on.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         for plain in [true, false] {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             set_inherited_options(&listener, plain).unwrap();
             let addr = listener.local_addr().unwrap();
             let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
             let (accepted, _) = listener.accept().await.unwrap();
-            assert!(accepted.nodelay().unwrap());
+            assert!(accepted.nodelay().unwrap(), "plain: {plain}");
             let lowat = crate::sys::notsent_lowat(accepted.as_fd()).unwrap();
             if plain {
                 assert_eq!(lowat, super::super::send_queue::NOTSENT_LOWAT);
