@@ -44,11 +44,8 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
             },
         };
         if !inherited {
-            let _ = stream.set_nodelay(true);
-            if tls.is_none() {
-                if let Err(e) = super::send_queue::limit(&stream) {
-                    debug!(%peer, "send queue's low-water mark not set: {e}");
-                }
+            if let Err(e) = set_inherited_options(&stream, tls.is_none()) {
+                debug!(%peer, "socket options not set: {e}");
             }
         }
         if let Err(e) =
@@ -101,13 +98,14 @@ pub async fn run(listener: TcpListener, state: Arc<AppState>, tls: Option<Arc<su
 /// low-water mark ([`super::send_queue`]). Once here instead of two system calls an accept,
 /// on the path of every connection's first request. Under TLS the mark is cleared: a
 /// listener handed over by a live upgrade may have served plain TCP before.
-fn set_inherited_options(listener: &TcpListener, plain: bool) -> std::io::Result<()> {
-    rustix::net::sockopt::set_tcp_nodelay(listener, true)?;
+/// Also what a connection gets itself when its listener refused them.
+fn set_inherited_options(socket: impl std::os::fd::AsFd, plain: bool) -> std::io::Result<()> {
+    rustix::net::sockopt::set_tcp_nodelay(&socket, true)?;
     if plain {
-        super::send_queue::limit(listener)
+        super::send_queue::limit(&socket)
     } else {
         // 0: the system's default, no mark.
-        crate::sys::set_notsent_lowat(std::os::fd::AsFd::as_fd(listener), 0)
+        crate::sys::set_notsent_lowat(socket.as_fd(), 0)
     }
 }
 
