@@ -212,7 +212,7 @@ fn session_log() {}
 #[utoipa::path(get, path = "/api/sessions/{id}/recording", tag = "recordings",
     params(("id" = String, Path, description = ID)),
     responses(
-        (status = 200, description = "The asciicast v2 recording", content_type = "application/x-asciicast", body = String),
+        (status = 200, description = "The asciicast v2 recording, running or ended; it outlives the session (also after `DELETE /api/sessions/{id}`) until `DELETE /api/recordings/{id}` or `[recording] keep_days`", content_type = "application/x-asciicast", body = String),
         (status = 404, description = "No recording", body = ErrorBody),
     ))]
 #[allow(dead_code)]
