@@ -212,9 +212,11 @@ pub(super) fn websocket(
                 return;
             }
         };
+        // Boxed: a viewer's state is kilobytes (5.3 KB); allocated here, once the `101` is out,
+        // rather than moved into the task on the `101`'s way.
         match dialect {
-            WsDialect::Browser => serve(ws, id, session, cfg, opts, Swe).await,
-            WsDialect::Raw => serve(ws, id, session, cfg, opts, Raw).await,
+            WsDialect::Browser => Box::pin(serve(ws, id, session, cfg, opts, Swe)).await,
+            WsDialect::Raw => Box::pin(serve(ws, id, session, cfg, opts, Raw)).await,
         }
     });
     response
@@ -280,7 +282,8 @@ pub(super) fn multiplexed(
     state.tasks.spawn(async move {
         let _slot = slot;
         match upgrade.await {
-            Ok(ws) => crate::viewer::mux::run(ws, registry, cfg, opts).await,
+            // Boxed as a viewer's is (`websocket` above).
+            Ok(ws) => Box::pin(crate::viewer::mux::run(ws, registry, cfg, opts)).await,
             Err(e) => debug!("upgrade failed: {e}"),
         }
     });
@@ -312,7 +315,8 @@ pub(super) fn board(
     state.tasks.spawn(async move {
         let _slot = slot;
         match upgrade.await {
-            Ok(ws) => crate::board::run(ws, registry, cfg, opts).await,
+            // Boxed as a viewer's is (`websocket` above).
+            Ok(ws) => Box::pin(crate::board::run(ws, registry, cfg, opts)).await,
             Err(e) => debug!("upgrade failed: {e}"),
         }
     });
