@@ -152,31 +152,25 @@ pub(super) fn websocket(
     };
     // Started once the upgrade is through, so a client that never completes it runs nothing.
     let (cfg, execs) = (state.cfg.clone(), state.execs.clone());
-    state.execs.spawn(async move {
-        let _slot = slot;
-        let ws = match upgrade.await {
-            Ok(ws) => ws,
-            Err(e) => {
-                debug!("exec upgrade failed: {e}");
-                return;
+    state
+        .execs
+        .spawn(after_upgrade(upgrade, slot, "exec", move |ws| async move {
+            match start(&permit, &q.argv, &q.env, q.cwd.as_deref()) {
+                Ok(child) => {
+                    let bounds = websocket::Bounds {
+                        timeout: q.timeout,
+                        limits,
+                        heartbeat: HEARTBEAT,
+                    };
+                    websocket::run(ws, child, permit, cfg, execs, bounds).await
+                }
+                Err(e) => {
+                    info!("exec could not start: {e}");
+                    permit.finish(None, false);
+                    websocket::refuse(ws, &e.to_string(), execs.metrics()).await;
+                }
             }
-        };
-        match start(&permit, &q.argv, &q.env, q.cwd.as_deref()) {
-            Ok(child) => {
-                let bounds = websocket::Bounds {
-                    timeout: q.timeout,
-                    limits,
-                    heartbeat: HEARTBEAT,
-                };
-                websocket::run(ws, child, permit, cfg, execs, bounds).await
-            }
-            Err(e) => {
-                info!("exec could not start: {e}");
-                permit.finish(None, false);
-                websocket::refuse(ws, &e.to_string(), execs.metrics()).await;
-            }
-        }
-    });
+        }));
     response
 }
 

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::info;
 use uuid::Uuid;
 
 use super::connections::Slot;
@@ -148,15 +148,7 @@ fn serve(
         limits,
     };
     let (execs, audit) = (state.execs.clone(), state.audit.clone());
-    state.execs.spawn(async move {
-        let _slot = slot;
-        let ws = match upgrade.await {
-            Ok(ws) => ws,
-            Err(e) => {
-                debug!("lsp upgrade failed: {e}");
-                return;
-            }
-        };
+    state.execs.spawn(after_upgrade(upgrade, slot, "lsp", move |ws| async move {
         // The program's file name: the close reasons have 123 bytes, a path would fill them.
         let program = server.command.first().map(Path::new);
         let program = program.and_then(Path::file_name).map(|p| p.to_string_lossy());
@@ -181,7 +173,7 @@ fn serve(
                 bridge::refuse(ws, &e.to_string(), execs.metrics()).await;
             }
         }
-    });
+    }));
     response
 }
 

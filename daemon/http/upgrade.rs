@@ -121,6 +121,25 @@ pub(super) fn accept_upgrade(
     }
 }
 
+/// What a task for an upgraded connection runs: `serve` on the WebSocket once the client has the
+/// `101`, holding the connection's place (`slot`) until it ends. `serve`'s future is boxed: a
+/// dialect's state is kilobytes (a viewer's 5.3 KB), allocated once the `101` is out rather than
+/// moved into the task on its way. `what` names the connection in the log if the upgrade fails.
+pub(super) async fn after_upgrade<F>(
+    upgrade: fastwebsockets::upgrade::UpgradeFut,
+    slot: Arc<Slot>,
+    what: &'static str,
+    serve: impl FnOnce(crate::ws::Accepted) -> F,
+) where
+    F: std::future::Future<Output = ()>,
+{
+    let _slot = slot;
+    match upgrade.await {
+        Ok(ws) => Box::pin(serve(ws)).await,
+        Err(e) => debug!("{what} upgrade failed: {e}"),
+    }
+}
+
 /// Why a connection was refused after the upgrade.
 enum Refused {
     /// The session could not be created.
@@ -202,23 +221,18 @@ pub(super) fn websocket(
         initial_size: q.size,
         metrics: state.metrics.clone(),
     };
-    state.tasks.spawn(async move {
-        // The connection counts against its address for as long as the WebSocket lives.
-        let _slot = slot;
-        let ws = match upgrade.await {
-            Ok(ws) => ws,
-            Err(e) => {
-                debug!(session = %id, "upgrade failed: {e}");
-                return;
+    // The connection counts against its address for as long as the WebSocket lives.
+    state.tasks.spawn(after_upgrade(
+        upgrade,
+        slot,
+        "viewer",
+        move |ws| async move {
+            match dialect {
+                WsDialect::Browser => serve(ws, id, session, cfg, opts, Swe).await,
+                WsDialect::Raw => serve(ws, id, session, cfg, opts, Raw).await,
             }
-        };
-        // Boxed: a viewer's state is kilobytes (5.3 KB); allocated here, once the `101` is out,
-        // rather than moved into the task on the `101`'s way.
-        match dialect {
-            WsDialect::Browser => Box::pin(serve(ws, id, session, cfg, opts, Swe)).await,
-            WsDialect::Raw => Box::pin(serve(ws, id, session, cfg, opts, Raw)).await,
-        }
-    });
+        },
+    ));
     response
 }
 
@@ -279,14 +293,11 @@ pub(super) fn multiplexed(
         shutdown: state.shutdown.clone(),
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
-    state.tasks.spawn(async move {
-        let _slot = slot;
-        match upgrade.await {
-            // Boxed as a viewer's is (`websocket` above).
-            Ok(ws) => Box::pin(crate::viewer::mux::run(ws, registry, cfg, opts)).await,
-            Err(e) => debug!("upgrade failed: {e}"),
-        }
-    });
+    state
+        .tasks
+        .spawn(after_upgrade(upgrade, slot, "multiplexed", move |ws| {
+            crate::viewer::mux::run(ws, registry, cfg, opts)
+        }));
     response
 }
 
@@ -312,13 +323,10 @@ pub(super) fn board(
         metrics: state.metrics.clone(),
     };
     let (registry, cfg) = (state.registry.clone(), state.cfg.clone());
-    state.tasks.spawn(async move {
-        let _slot = slot;
-        match upgrade.await {
-            // Boxed as a viewer's is (`websocket` above).
-            Ok(ws) => Box::pin(crate::board::run(ws, registry, cfg, opts)).await,
-            Err(e) => debug!("upgrade failed: {e}"),
-        }
-    });
+    state
+        .tasks
+        .spawn(after_upgrade(upgrade, slot, "board", move |ws| {
+            crate::board::run(ws, registry, cfg, opts)
+        }));
     response
 }
