@@ -104,8 +104,7 @@ fn set_inherited_options(socket: impl std::os::fd::AsFd, plain: bool) -> std::io
     if plain {
         super::send_queue::limit(&socket)
     } else {
-        // 0: the system's default, no mark.
-        crate::sys::set_notsent_lowat(socket.as_fd(), 0)
+        super::send_queue::unlimited(&socket)
     }
 }
 

@@ -29,6 +29,12 @@ pub fn limit(socket: impl AsFd) -> std::io::Result<()> {
     crate::sys::set_notsent_lowat(socket.as_fd(), NOTSENT_LOWAT)
 }
 
+/// Clears the mark on `socket` (the system's default, none): for a TLS connection, or a
+/// listener serving them that may have served plain TCP before.
+pub fn unlimited(socket: impl AsFd) -> std::io::Result<()> {
+    crate::sys::set_notsent_lowat(socket.as_fd(), 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
